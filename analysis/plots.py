@@ -1,4 +1,5 @@
-"""Report figures (PNG): Δrel with CI bars per model and task; per-speaker score distributions.
+"""Report figures (PNG): Δrel with CI bars per model and task; per-speaker score distributions;
+gender-probe macro F1 by layer.
 
 Figures are drawn on matplotlib ``Figure`` objects with the Agg canvas, never through pyplot's
 global state, so they work headless and in parallel workers. Files are written atomically.
@@ -97,4 +98,50 @@ def plot_per_speaker(speaker_scores: pd.DataFrame, path: str | os.PathLike) -> P
         ax.set_ylabel(metric.upper())
         ax.set_title(f"{task}" + (f" {lang_pair}" if lang_pair else "") + " — per speaker (orange F, blue M)",
                      fontsize=9)
+    return save_png(fig, path)
+
+
+RANDOM_INIT_SUFFIX = "+random-init"
+SHUFFLED_SUFFIX = "+shuffled"
+PROBE_STYLES = {"attention": "-", "mean": "--"}
+MARKERS = "osD^v<>ph"
+
+
+def plot_probes_by_layer(grid: pd.DataFrame, path: str | os.PathLike) -> Path | None:
+    """Gender-probe macro F1 (%) against layer: one line per checkpoint and probe; None if empty.
+
+    ``grid``: columns checkpoint, layer and one per probe type (the report's probes.csv). The
+    attention probe is solid and mean pooling dashed; other probe types are drawn only when
+    neither is present (the table has them all). ``NAME+random-init`` twins are grey with their
+    trained model's marker; ``<probe>+shuffled`` controls are dotted and should sit near 50.
+    """
+    if grid is None or grid.empty:
+        return None
+    columns = [str(c) for c in grid.columns if c not in ("checkpoint", "layer")]
+    real = [c for c in columns if not c.endswith(SHUFFLED_SUFFIX)]
+    probes = [p for p in PROBE_STYLES if p in real] or real
+    if not probes:
+        return None
+    bases = list(dict.fromkeys(str(c).removesuffix(RANDOM_INIT_SUFFIX) for c in grid["checkpoint"]))
+    fig = Figure(figsize=(8.5, 4.2), layout="constrained")
+    ax = fig.add_subplot(1, 1, 1)
+    for ckpt, g in grid.groupby("checkpoint", sort=False):
+        g = g.sort_values("layer")
+        base = str(ckpt).removesuffix(RANDOM_INIT_SUFFIX)
+        i = bases.index(base)
+        colour = "0.6" if str(ckpt).endswith(RANDOM_INIT_SUFFIX) else f"C{i % 10}"
+        for probe in probes:
+            for col, ls in ((probe, PROBE_STYLES.get(probe, "-.")), (probe + SHUFFLED_SUFFIX, ":")):
+                if col not in g or g[col].isna().all():
+                    continue
+                ax.plot(g["layer"], g[col], marker=MARKERS[i % len(MARKERS)], ms=4, color=colour, ls=ls,
+                        label=f"{ckpt} · {col}")
+    ax.axhline(50, color="grey", lw=0.8, ls=(0, (1, 4)))  # chance for two balanced classes
+    ax.set_xlabel("layer (0 = transformer input)")
+    ax.set_ylabel("macro F1 (%)")
+    ax.set_xticks(sorted(int(x) for x in grid["layer"].unique()))
+    ax.set_ylim(0, 102)
+    # long handles, or a dashed line shows as solid in the legend
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False, handlelength=3.5)
+    ax.set_title("Gender probe macro F1 by layer (grey: random init; dotted: shuffled labels)", fontsize=10)
     return save_png(fig, path)

@@ -2,10 +2,12 @@
 
 Files written into the output directory (each atomically):
   report.md                        every table, the significance statements, the figures
+  table3_pretraining.{md,tex,csv}  updates, hours, M/F/U % per checkpoint (only with a registry)
   table4_asr.{md,tex,csv}          WER M, F, All, Δrel per checkpoint, one block per ASR task
   table5_st.{md,tex,csv}           BLEU All [M, F], Δrel per checkpoint and language pair
   gender_translation.{md,tex,csv}  MuST-SHE coverage/accuracy per category (+ winomt.csv)
   probes.csv                       gender-probe macro F1 per checkpoint, layer and probe type
+  probes_by_layer.png              that macro F1 against layer, one line per checkpoint and probe
   other_scores.csv                 every other row of the chosen subset (recalls, CER, ...)
   delta_rel.png                    Δrel with CI bars per model and task
   per_speaker.png                  per-speaker distributions, from rows whose subset is
@@ -13,6 +15,7 @@ Files written into the output directory (each atomically):
 """
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
@@ -40,15 +43,50 @@ def load_scores(db_path: str | os.PathLike) -> pd.DataFrame:
     return tables.clean_scores(raw, db_path)
 
 
+def load_registry(path: str | os.PathLike) -> list[dict]:
+    """The entries of a checkpoint-registry JSON (``{"checkpoints": [{name, updates, hours, ...}]}``).
+
+    Read as a file, not through ssl_pretrain.registry: analysis/ imports nothing from the training
+    packages. Numbers are checked here so that a hand-edited file fails with one line, not in pandas.
+    """
+    path = Path(path)
+    fix = "pass --registry the checkpoints.json that `gendergap ckpt add` or `gendergap study` wrote"
+    if not path.is_file():
+        raise UserError("no checkpoint registry here", path=path, fix=fix)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise UserError(f"checkpoint registry is not valid JSON ({e.msg})", path=path, line=e.lineno, fix=fix) from None
+    except UnicodeDecodeError:
+        raise UserError("checkpoint registry is not UTF-8 text", path=path, fix=fix) from None
+    entries = data.get("checkpoints") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise UserError('checkpoint registry has no "checkpoints" list', path=path, fix=fix)
+    for i, e in enumerate(entries):
+        if not isinstance(e, dict) or not isinstance(e.get("name"), str) or not e["name"]:
+            raise UserError(f"checkpoint registry entry {i + 1} has no name", path=path, fix=fix)
+        for field in tables.PRETRAINING_FIELDS:
+            v = e.get(field)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                raise UserError(f"checkpoint {e['name']!r}: {field} = {v!r} is not a number", path=path,
+                                fix="write a plain number (or null when unknown)")
+    return entries
+
+
 def _write_csv(df: pd.DataFrame, path: Path) -> Path:
     with atomic_open(path) as f:
         df.to_csv(f, index=False)
     return path
 
 
-def write_report(db_path: str | os.PathLike, out_dir: str | os.PathLike, subset: str = "test") -> dict[str, Path]:
-    """Build every table and plot the DB's rows allow; returns {name: path} of what was written."""
+def write_report(db_path: str | os.PathLike, out_dir: str | os.PathLike, subset: str = "test",
+                 registry: str | os.PathLike | None = None) -> dict[str, Path]:
+    """Build every table and plot the DB's rows allow; returns {name: path} of what was written.
+
+    ``registry``: a checkpoint-registry JSON; when given, Table 3 (pre-training data) comes first.
+    """
     out_dir = Path(out_dir)
+    entries = load_registry(registry) if registry is not None else None  # bad file: fail before writing
     scores = load_scores(db_path)
     speaker = scores[scores["subset"].astype(str).str.startswith(SPEAKER_PREFIX)].copy()
     speaker["speaker"] = speaker["subset"].str[len(SPEAKER_PREFIX):]
@@ -64,6 +102,9 @@ def write_report(db_path: str | os.PathLike, out_dir: str | os.PathLike, subset:
           "women are recognised better; for BLEU a positive Δrel means women's speech is translated better. "
           "Numbers in parentheses are 95% confidence intervals; a Δrel whose CI contains 0 is not "
           "significant.\n"]
+
+    if entries is not None:
+        md += _pretraining_section(entries, df, out_dir, written, registry)
 
     asr = tables.asr_table(df)
     if len(asr):
@@ -120,6 +161,10 @@ def write_report(db_path: str | os.PathLike, out_dir: str | os.PathLike, subset:
                "Layer 0 is the transformer's input. `+random-init` rows are the same architecture with random "
                "weights; `+shuffled` columns are probes trained on shuffled labels (should stay near 50).\n",
                tables.markdown_table(header, rows), ""]
+        p = plots.plot_probes_by_layer(grid, out_dir / "probes_by_layer.png")
+        if p:
+            written["probes_by_layer.png"] = p
+            md += [f"![Gender probe macro F1 by layer]({p.name})\n"]
 
     # Everything no table above shows (CER, MuST-SHE by speaker gender...) goes to a CSV.
     shown = ((df["task"].isin(set(asr.get("task", []))) & df["metric"].isin(["wer", "delta_rel"]))
@@ -150,6 +195,31 @@ def write_report(db_path: str | os.PathLike, out_dir: str | os.PathLike, subset:
         log.warning("no table matched the DB's tasks (%s); only report.md is written", tasks)
     written["report.md"] = _text(out_dir / "report.md", "\n".join(md) + "\n")
     return written
+
+
+def _pretraining_section(entries: list[dict], df: pd.DataFrame, out_dir: Path, written: dict[str, Path],
+                         registry: str | os.PathLike) -> list[str]:
+    """Table 3 files and its report.md lines: every registry entry (the table describes the models,
+    scored or not), plus a note naming scored checkpoints the registry does not describe."""
+    md = ["## Table 3 — pre-training data\n", f"From the checkpoint registry `{registry}`; `-` = not recorded.\n"]
+    t = tables.pretraining_table(entries)
+    if len(t):
+        header, rows = tables.pretraining_layout(t)
+        body = tables.markdown_table(header, rows)
+        written["table3_pretraining.md"] = _text(out_dir / "table3_pretraining.md", body)
+        written["table3_pretraining.tex"] = _text(out_dir / "table3_pretraining.tex", tables.latex_table(
+            header, [("", rows)], tables.PRETRAINING_CAPTION, "tab:pretraining"))
+        written["table3_pretraining.csv"] = _write_csv(t, out_dir / "table3_pretraining.csv")
+        md += [body, ""]
+    else:
+        md.append("The registry lists no checkpoints.\n")
+    # random-init twins are the same architecture with no pre-training: nothing to describe
+    scored = [c for c in tables._order(df["checkpoint"]) if not str(c).endswith("+random-init")]
+    known = set(t["model"])
+    missing = [c for c in scored if c not in known]
+    if missing:
+        md.append(f"Scored but not in the registry: {', '.join(map(str, missing))}.\n")
+    return md
 
 
 def _text(path: Path, text: str) -> Path:

@@ -9,6 +9,8 @@ or LaTeX. Row conventions read from the store (analysis.store.ResultsStore.score
   checkpoint/task/lang_pair/subset, with its CI; when absent it is computed from F and M
   (Eq. 1 of the reference study: 100 (F - M) / (0.5 (F + M))) and has no CI.
 * MuST-SHE: task ``mustshe`` (see analysis.mustshe.score_rows_for_store); WinoMT: ``winomt``.
+* Table 3 (pre-training data) is built from checkpoint-registry entries (dicts with name,
+  updates, hours, male_pct, female_pct, unknown_pct), not from score rows.
 * When a key was scored more than once, the latest row (highest id) wins.
 """
 from __future__ import annotations
@@ -147,6 +149,15 @@ def mustshe_table(df: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+PRETRAINING_FIELDS = ("updates", "hours", "male_pct", "female_pct", "unknown_pct")
+
+
+def pretraining_table(entries: list[dict]) -> pd.DataFrame:
+    """Table 3: one row per registry entry, in the registry's order; a missing field is NaN."""
+    rows = [{"model": e["name"], **{f: e.get(f) for f in PRETRAINING_FIELDS}} for e in entries]
+    return pd.DataFrame(rows, columns=["model", *PRETRAINING_FIELDS]).astype({f: float for f in PRETRAINING_FIELDS})
+
+
 def winomt_table(df: pd.DataFrame) -> pd.DataFrame:
     """WinoMT per checkpoint and language pair: accuracy, F1 per gender, ΔG, ΔS, unknowns."""
     sub = df[df["task"] == "winomt"]
@@ -245,6 +256,26 @@ def st_layout(t: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
             row.append(fmt_ci(r["delta_rel"], r["delta_rel_low"], r["delta_rel_high"], sign=True))
         rows.append(row)
     return header, rows
+
+
+PRETRAINING_HEADER = ["Model", "# updates", "# hours", "M, %", "F, %", "U, %"]
+PRETRAINING_CAPTION = ("Pre-trained wav2vec 2.0 models: number of updates and hours of pre-training speech, and the "
+                       "share of male (M), female (F) and unknown-gender (U) speech in it.")
+
+
+def fmt_plain(x, digits: int = 2) -> str:
+    """``1,041`` / ``47.4`` / ``0.28``: at most ``digits`` decimals, no trailing zeros; ``-`` when missing
+    (imported checkpoints often come without their pre-training make-up)."""
+    if _nan(x):
+        return "-"
+    s = f"{x:,.{digits}f}"
+    return s.rstrip("0").rstrip(".") if digits else s
+
+
+def pretraining_layout(t: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
+    rows = [[r["model"], fmt_plain(r["updates"], 0), fmt_plain(r["hours"])] +
+            [fmt_plain(r[f]) for f in ("male_pct", "female_pct", "unknown_pct")] for r in t.to_dict("records")]
+    return PRETRAINING_HEADER, rows
 
 
 def mustshe_layout(t: pd.DataFrame) -> tuple[list[str], list[list[str]]]:

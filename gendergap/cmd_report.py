@@ -6,16 +6,20 @@ import argparse
 EPILOG = """\
 writes into DIR:
   report.md                        all tables, which Δrel gaps are significant, the figures
+  table3_pretraining.{md,tex,csv}  updates, hours, M/F/U % of every registered checkpoint
+                                   (with --registry)
   table4_asr.{md,tex,csv}          WER M, F, All, Δrel per checkpoint; one block per ASR task
                                    (asr-hybrid, asr-frozen, asr-e2e)
   table5_st.{md,tex,csv}           BLEU All [M, F] and Δrel per checkpoint and language pair (task st)
   gender_translation.{md,tex,csv}  MuST-SHE coverage / accuracy per category (when scored)
   winomt.csv, other_scores.csv     WinoMT scores; every row no table shows (probes, ...)
+  probes.csv, probes_by_layer.png  gender-probe macro F1 per checkpoint, layer and probe
   delta_rel.png, per_speaker.png   Δrel with 95% CI bars; per-speaker score distributions
 
 examples:
   gendergap report --db runs/results.db --out report/
   gendergap report --db runs/results.db --out report-valid/ --subset valid
+  gendergap report --db runs/results.db --out report/ --registry runs/checkpoints.json
 """
 
 
@@ -26,12 +30,15 @@ def register(subparsers, group: str, help: str) -> None:
     p.add_argument("--db", default="runs/results.db", help="the results DB (default: runs/results.db)")
     p.add_argument("--out", required=True, metavar="DIR", help="directory for the report files")
     p.add_argument("--subset", default="test", help="which evaluation subset to tabulate (default: test)")
+    p.add_argument("--registry", metavar="FILE", default=None,
+                   help="checkpoint registry JSON (as `gendergap ckpt add` writes, e.g. runs/checkpoints.json): "
+                        "adds Table 3, each model's pre-training updates, hours and M/F/U %% (default: no Table 3)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from analysis.report import write_report
-    written = write_report(args.db, args.out, subset=args.subset)
+    written = write_report(args.db, args.out, subset=args.subset, registry=args.registry)
     for name, path in written.items():
         print(f"wrote {path}")
     return 0

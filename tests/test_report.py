@@ -1,4 +1,5 @@
 """`gendergap report`: tables with the right numbers in Markdown/LaTeX/CSV, PNGs, bad DBs."""
+import json
 import sqlite3
 
 import pandas as pd
@@ -151,5 +152,82 @@ def test_probe_rows_become_a_layer_table(tmp_path):
     assert grid.set_index(["checkpoint", "layer"]).loc[("F-tiny", 0), "attention+shuffled"] == 50.0
     md = written["report.md"].read_text(encoding="utf-8")
     assert "## Gender probes" in md and "| F-tiny | 1 | 91.0 | 51.0 |" in md
+    png = written["probes_by_layer.png"].read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    # embedded right after the probe table, not with the other figures
+    assert md.index("## Gender probes") < md.index("](probes_by_layer.png)") < md.index("## Other scores")
     other = pd.read_csv(written["other_scores.csv"])
     assert list(other["metric"]) == ["recall:L0:attention"] * 2  # F1 rows are in the table, not repeated
+
+
+def test_no_probe_rows_no_probe_plot(tmp_path):
+    db = tmp_path / "r.db"
+    fill(db)  # its one probe row is not a f1_macro:L<n>:<probe> row
+    written = write_report(db, tmp_path / "o")
+    assert "probes_by_layer.png" not in written and not (tmp_path / "o" / "probes_by_layer.png").exists()
+    assert "probes_by_layer" not in written["report.md"].read_text(encoding="utf-8")
+
+
+REGISTRY = {"checkpoints": [
+    {"name": "LB_1K", "path": "/x/lb.pt", "kind": "fairseq", "hours": 1096, "male_pct": 47.4, "female_pct": 52.5,
+     "unknown_pct": 0, "updates": 200000},
+    {"name": "F-tiny", "path": "/x/f.pt", "kind": "fairseq", "hours": 0.28, "male_pct": 0.0, "female_pct": 100.0,
+     "unknown_pct": 0.0, "updates": 996},
+    # imported without its make-up: fields missing or null
+    {"name": "Imported", "path": "/x/hf", "kind": "hf", "hours": None, "updates": None},
+    {"name": "Unscored", "path": "/x/u.pt", "kind": "fairseq", "hours": 7739, "male_pct": 23.9, "female_pct": 13.4,
+     "unknown_pct": 62.6, "updates": 500000},
+]}
+
+
+def test_table3_from_the_registry(tmp_path):
+    db, out, reg = tmp_path / "r.db", tmp_path / "rep", tmp_path / "checkpoints.json"
+    fill(db)
+    reg.write_text(json.dumps(REGISTRY), encoding="utf-8")
+    written = write_report(db, out, registry=reg)
+    for ext in ("md", "tex", "csv"):
+        assert written[f"table3_pretraining.{ext}"] == out / f"table3_pretraining.{ext}" and (out / f"table3_pretraining.{ext}").is_file()
+    t3 = (out / "table3_pretraining.md").read_text(encoding="utf-8")
+    lines = [ln for ln in t3.splitlines() if ln.startswith("| ")]
+    assert lines == ["| Model | # updates | # hours | M, % | F, % | U, % |",
+                     "| LB_1K | 200,000 | 1,096 | 47.4 | 52.5 | 0 |",  # the registry's order, every entry
+                     "| F-tiny | 996 | 0.28 | 0 | 100 | 0 |",
+                     "| Imported | - | - | - | - | - |",
+                     "| Unscored | 500,000 | 7,739 | 23.9 | 13.4 | 62.6 |"]
+    tex = (out / "table3_pretraining.tex").read_text(encoding="utf-8")
+    assert r"\# updates" in tex and r"M, \%" in tex and r"LB\_1K & 200,000 & 1,096 & 47.4 & 52.5 & 0 \\" in tex
+    csv = pd.read_csv(out / "table3_pretraining.csv")
+    assert list(csv["model"]) == [e["name"] for e in REGISTRY["checkpoints"]]
+    for e, r in zip(REGISTRY["checkpoints"], csv.to_dict("records")):
+        for field in ("updates", "hours", "male_pct", "female_pct", "unknown_pct"):
+            if e.get(field) is None:
+                assert pd.isna(r[field])
+            else:
+                assert r[field] == pytest.approx(e[field])
+    md = written["report.md"].read_text(encoding="utf-8")
+    assert md.index("## Table 3 — pre-training data") < md.index("## Table 4")  # first table of the report
+    assert "| Imported | - | - | - | - | - |" in md
+    assert "Scored but not in the registry" not in md
+
+    # a checkpoint with scores but no registry entry is named, not silently dropped
+    reg.write_text(json.dumps({"checkpoints": REGISTRY["checkpoints"][2:]}), encoding="utf-8")
+    md = write_report(db, out, registry=reg)["report.md"].read_text(encoding="utf-8")
+    assert "Scored but not in the registry: F-tiny, LB_1K." in md
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no checkpoint registry here"),
+    ('{"checkpoints": [', "not valid JSON"),
+    ('[1, 2]', 'no "checkpoints" list'),
+    ('{"checkpoints": [{"hours": 3}]}', "entry 1 has no name"),
+    ('{"checkpoints": [{"name": "X", "updates": "125K"}]}', "updates = '125K' is not a number"),
+])
+def test_cli_bad_registry_is_one_line(tmp_path, capsys, content, message):
+    db, reg, out = tmp_path / "r.db", tmp_path / "reg.json", tmp_path / "o"
+    fill(db)
+    if content is not None:
+        reg.write_text(content, encoding="utf-8")
+    assert main(["report", "--db", str(db), "--out", str(out), "--registry", str(reg)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and message in err and str(reg) in err
+    assert not (out / "report.md").exists()  # refused before anything is written
