@@ -1,0 +1,122 @@
+"""`gendergap sweep`: every downstream task per checkpoint, from a study config."""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from corpora.errors import UserError
+
+DESCRIPTION = """\
+Expand a study config (checkpoints x tasks x language pairs) into jobs with dependencies and
+run them through submitit: locally (--executor local, N at a time) or as SLURM job arrays with
+per-task resources. Idempotent: a job whose key (its commands + the keys of what it depends on)
+already finished is skipped, a failed one is retried only with --retry-failed, and re-running
+after a kill finishes the rest. Scores go to OUT/results.db (one row set per job), the report
+to OUT/report/.
+
+jobs, in dependency order:
+  corpus -> pretraining manifests -> [pretraining] -> checkpoints (registry OUT/checkpoints.json)
+  asr-data -> asr-e2e / asr-frozen        (per checkpoint)
+  features -> st / gender-st -> mustshe  (per checkpoint and language pair)
+  probes                                  (per checkpoint)
+  everything -> report
+
+examples:
+  gendergap sweep --config configs/mini.yaml --dry-run            # validate, print the plan
+  gendergap sweep --config configs/mini.yaml --out runs/mini      # run it here, 2 jobs at a time
+  gendergap sweep --config configs/mini.yaml --only st,report     # ST (and what it needs) only
+  gendergap sweep status --config configs/mini.yaml --out runs/mini
+  gendergap sweep --config configs/boito2022.yaml --executor slurm --retry-failed
+  gendergap sweep --schema                                        # every config key, documented
+"""
+
+
+def register(subparsers, group: str, help_: str) -> None:
+    p = subparsers.add_parser(group, help=help_, description=DESCRIPTION,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("action", nargs="?", choices=("run", "status"), default="run",
+                   help="run (default) or status: list the jobs, their state and logs")
+    p.add_argument("--config", help="study config YAML (built-in: configs/mini.yaml)")
+    p.add_argument("--out", help="output directory (default: runs/<config name>)")
+    p.add_argument("--executor", choices=("local", "slurm"), help="default: the config's executor.name")
+    p.add_argument("--parallel", type=int, help="local executor: jobs at once (default: the config's)")
+    p.add_argument("--only", help="comma-separated task names (plus the jobs they need, and 'report')")
+    p.add_argument("--dry-run", action="store_true", help="validate the config and print the plan; run nothing")
+    p.add_argument("--retry-failed", action="store_true", help="run jobs that failed before again")
+    p.add_argument("--schema", action="store_true", help="print every config key with its type, default, meaning")
+    p.set_defaults(func=run)
+
+
+def load(args):
+    from gendergap.config import load_config
+    from gendergap.plan import plan_jobs
+
+    if not args.config:
+        raise UserError("--config is required", fix="e.g. --config configs/mini.yaml (see --schema)")
+    cfg = load_config(args.config)
+    out = Path(args.out or Path("runs") / cfg.data["name"])
+    only = [t.strip() for t in args.only.split(",") if t.strip()] if args.only else None
+    return cfg, out, plan_jobs(cfg, out, only=only)
+
+
+def check_inputs(cfg, jobs) -> None:
+    """Inputs the config names must exist before a real run starts (the dry run skips this)."""
+    for job in jobs:
+        for step in job["steps"]:
+            kw = step.get("kwargs", {})
+            for e in kw.get("entries", []):
+                if e.get("path") and not Path(e["path"]).exists():
+                    raise UserError(f"checkpoint {e['name']!r}: {e['path']} does not exist", path=cfg.path,
+                                    line=cfg.lines.get(f"checkpoints.{e['name']}"), fix="fix its `path:`")
+    if cfg.data["corpus"]["table"]:
+        from gendergap.plan import _path
+        table = Path(_path(cfg, cfg.data["corpus"]["table"]))
+        if not table.is_file():
+            raise UserError(f"corpus table {table} does not exist", path=cfg.path,
+                            fix="fill in corpus.table (an utterance table from `gendergap corpus index`)")
+
+
+def print_plan(jobs, out, states) -> None:
+    print(f"{len(jobs)} jobs (state as of now; output in {out}):")
+    for j in jobs:
+        res = j["resources"]
+        print(f"  {states[j['name']]:8s} {j['name']:36s} {res['cpus']} cpu {res['gpus']} gpu"
+              + (f"  after {', '.join(j['deps'])}" if j["deps"] else ""))
+        for step in j["steps"]:
+            print("             " + ("gendergap " + " ".join(step["cli"]) if "cli" in step else step["call"] + "(...)"))
+
+
+def run(args) -> int:
+    from gendergap import sweep
+
+    if args.schema:
+        from gendergap.config import schema_text
+        print(schema_text())
+        return 0
+    cfg, out, jobs = load(args)
+    executor = args.executor or cfg.data["executor"]["name"]
+    if args.action == "status" or args.dry_run:
+        rows = sweep.summary(jobs, out)
+        if args.dry_run:
+            if executor == "slurm" and not __import__("shutil").which("sbatch"):
+                print("note: no `sbatch` here; a real run needs a SLURM login node")
+            print_plan(jobs, out.resolve(), {r["job"]: r["state"] for r in rows})
+            return 0
+        counts = {}
+        for r in rows:
+            counts[r["state"]] = counts.get(r["state"], 0) + 1
+            secs = f"{r['seconds']:.0f} s" if r["seconds"] is not None else ""
+            print(f"{r['state']:8s} {r['job']:36s} {secs:>7s}  {r['error'] or r['log']}")
+        print(", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+        return 0
+    sweep.check_executor(executor)
+    check_inputs(cfg, jobs)
+    states = sweep.run_sweep(jobs, out, executor=executor, parallel=args.parallel or cfg.data["executor"]["parallel"],
+                             retry_failed=args.retry_failed, slurm=cfg.data["executor"])
+    bad = [n for n, s in states.items() if s in ("failed", "blocked")]
+    if bad:
+        print(f"{len(bad)} job(s) failed or blocked: {', '.join(bad)}; see `gendergap sweep status` for logs, "
+              "fix, then re-run with --retry-failed")
+        return 1
+    print(f"all {len(states)} jobs done; report: {out / 'report' / 'report.md'}")
+    return 0

@@ -1,0 +1,185 @@
+"""What a sweep job runs, in the job's own process (submitit's local executor or a SLURM node).
+
+A job is a list of steps, each either a `gendergap` command line (``{"cli": [...]}``) or one of
+the small functions below (``{"call": "name", "kwargs": {...}}``) for the wiring no command
+covers. ``run_job`` holds a lock on the job's state folder while it works, so a job launched
+twice (a sweep killed and re-run while its orphaned job still runs) waits for the first and
+then finds it finished instead of training twice into the same folder.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import time
+import traceback
+from pathlib import Path
+
+from corpora.atomic import write_json
+from corpora.errors import UserError
+
+SHIPPED = Path(__file__).resolve().parent.parent / "ssl_pretrain" / "shipped"
+PRETRAIN_SEEDS = 4  # a tiny run still at chance is redone with the next seed, up to this many tries
+
+
+class JobFailed(RuntimeError):
+    pass
+
+
+def read_json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def run_job(spec: dict, state_dir: str) -> dict:
+    """Run one job's steps unless a finished run with the same key exists; returns done.json."""
+    state = Path(state_dir)
+    state.mkdir(parents=True, exist_ok=True)
+    with open(state / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # blocks while another process runs this job
+        done = read_json(state / "done.json")
+        if done and done.get("key") == spec["key"]:
+            return done
+        (state / "failed.json").unlink(missing_ok=True)
+        cpus = int(spec.get("resources", {}).get("cpus", 1))
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(cpus)
+        started = time.time()
+        step = None
+        try:
+            import torch
+            torch.set_num_threads(cpus)
+            for step in spec["steps"]:
+                print(f"== {spec['name']}: {_describe(step)}", flush=True)
+                _run_step(step)
+        except BaseException as e:  # noqa: BLE001 -- recorded, then re-raised for the executor
+            write_json(state / "failed.json", {"key": spec["key"], "step": _describe(step) if step else None,
+                                                "error": f"{type(e).__name__}: {e}", "when": time.time(),
+                                                "traceback": traceback.format_exc()[-4000:]})
+            raise
+        done = {"key": spec["key"], "name": spec["name"], "kind": spec["kind"], "started": started,
+                "finished": time.time(), "seconds": round(time.time() - started, 1), "host": socket.gethostname()}
+        write_json(state / "done.json", done)
+        return done
+
+
+def _describe(step: dict) -> str:
+    if "cli" in step:
+        return "gendergap " + " ".join(step["cli"])
+    return f"{step['call']}({', '.join(f'{k}={v!r}' for k, v in step['kwargs'].items())})"
+
+
+def _run_step(step: dict) -> None:
+    if "cli" in step:
+        from gendergap.cli import main
+        rc = main(["--debug"] + list(step["cli"]))  # --debug: a UserError propagates, its line lands in failed.json
+        if rc != 0:
+            raise JobFailed(f"`gendergap {' '.join(step['cli'][:2])} ...` exited with {rc} (its error is in the log)")
+    else:
+        CALLS[step["call"]](**step["kwargs"])
+
+
+# ---- the steps no `gendergap` command covers -------------------------------------------------
+
+def build_pretraining_manifest(table: str, out: str, gender: str, split: str, corpus: str | None,
+                               hours: float | None, seed: int) -> None:
+    from manifests.build import build_manifest
+
+    if (Path(out) / "selection_report.json").is_file():
+        return
+    build_manifest(table=table, out=out, gender=gender, fmt="fairseq", splits=(split,), seed=seed, hours=hours,
+                   selection_options={"corpora": [corpus]} if corpus else None)
+
+
+def make_up(report_path: str) -> dict:
+    """Hours and gender percentages of a pretraining selection (Table 3 of the study)."""
+    report = json.loads(Path(report_path).read_text(encoding="utf-8"))
+    train = report["splits"]["train"]
+    total = sum(v["seconds"] for g, v in train.items() if g != "all")
+    pct = {g: 100.0 * train.get(g, {}).get("seconds", 0.0) / total for g in ("M", "F", "U")}
+    return {"hours": round(total / 3600, 3), "male_pct": round(pct["M"], 1), "female_pct": round(pct["F"], 1),
+            "unknown_pct": round(pct["U"], 1)}
+
+
+def pretrain_tiny(manifest: str, out: str, seed: int, updates: int, preset: str = "tiny") -> None:
+    """Pretrain; a run whose valid accuracy ends below 2x chance (the plateau of
+    notes/DEPENDENCIES.md) is redone with the next seed. The shipped checkpoints were made by
+    this rule (ssl_pretrain/shipped/PROVENANCE.md). Leaves ``out/checkpoint.txt`` naming the
+    accepted checkpoint."""
+    from ssl_pretrain.evaluate import last_valid_accuracy
+    from ssl_pretrain.run import run_pretraining
+
+    chance = 1 / 11  # the tiny preset draws 10 negatives
+    out = Path(out)
+    for s in range(seed + 1, seed + 1 + PRETRAIN_SEEDS):
+        run = out / f"seed{s}"
+        info = read_json(run / "run.json") or {}
+        if "final_updates" not in info:
+            run_pretraining(preset, manifest, run, seed=s, threads=1, overrides=[f"optimization.max_update={updates}"])
+        at, accuracy = last_valid_accuracy(run / "train.log")
+        if accuracy is not None and accuracy >= 2 * chance:
+            (out / "checkpoint.txt").write_text(str(run / "checkpoints" / "checkpoint_best.pt") + "\n")
+            return
+        print(f"seed {s}: valid accuracy {accuracy} at update {at} is still at chance; trying the next seed", flush=True)
+    raise UserError(f"pretraining stayed at chance with seeds {seed + 1}..{seed + PRETRAIN_SEEDS}", path=out,
+                    fix="use a shipped or imported checkpoint, or another seed")
+
+
+def register_checkpoints(registry: str, entries: list[dict]) -> None:
+    """Register every checkpoint of the study (path, or a pretrain run's accepted checkpoint)."""
+    from ssl_pretrain.registry import Registry
+
+    reg = Registry(registry)
+    known = {e["name"]: e for e in reg.entries()}
+    for e in entries:
+        path = e["path"] or (Path(e["pretrain_dir"]) / "checkpoint.txt").read_text().strip()
+        extra = make_up(e["make_up"]) if e.get("make_up") else dict(e.get("table3") or {})
+        old = known.get(e["name"])
+        if old and Path(old["path"]) == Path(path).resolve() and all(old.get(k) == v for k, v in extra.items()):
+            continue
+        reg.add(e["name"], path, replace=True, note=e.get("note") or "", **extra)
+
+
+def export_asr_data(table: str, corpus: str, splits: dict, out: str) -> None:
+    """SpeechBrain CSVs (train/valid/test) of one corpus, split by the table's split labels."""
+    from corpora.table import read_table, resolve_audio
+    from manifests.export_speechbrain import export_speechbrain
+
+    df = read_table(table)
+    df = df[df["corpus"] == corpus].copy()
+    df["audio"] = resolve_audio(df, table)  # the CSVs must work from any working directory
+    parts = {}
+    for role, split in splits.items():
+        rows = df[df["split"] == split]
+        if rows.empty:
+            raise UserError(f"corpus {corpus!r} has no rows in split {split!r}", path=table,
+                            fix="check the task's corpus and splits in the study config")
+        parts[role] = rows
+    export_speechbrain(parts, out)
+
+
+def extract_st_features(table: str, ckpt: str, layer, registry: str, cache_root: str, corpus: str,
+                        splits: list[str], src: str | None) -> None:
+    """Fill the feature cache an ST task reads (per checkpoint + layer), for every split."""
+    from downstream_st.prepare import FeatureSource, prepare_rows
+
+    source = FeatureSource(ckpt=ckpt, layer=layer, cache_root=cache_root, registry=registry, index=None)
+    for split in splits:
+        prepare_rows(table, source, corpus=corpus, split=split, src=src, tgt=None, progress=False)
+
+
+def score_mustshe(tsv: str, hyps: str, db: str, checkpoint: str, lang_pair: str, subset: str = "test") -> None:
+    """MuST-SHE coverage/accuracy of an ST run's test hypotheses, into the results DB."""
+    from analysis.mustshe import score_mustshe as score
+    from gendergap.cmd_st import _store_mustshe
+
+    result = score(tsv, hyps)
+    write_json(str(hyps) + ".mustshe.json", result)
+    _store_mustshe(db, result, checkpoint, lang_pair, subset, {"mustshe": str(Path(tsv).resolve()),
+                                                               "hyps": str(Path(hyps).resolve())}, [tsv, hyps])
+
+
+CALLS = {f.__name__: f for f in (build_pretraining_manifest, pretrain_tiny, register_checkpoints, export_asr_data,
+                                 extract_st_features, score_mustshe)}

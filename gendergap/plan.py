@@ -1,0 +1,211 @@
+"""Expand a study config into jobs: checkpoints x tasks x language pairs, with dependencies.
+
+Each job is a JSON-able dict: name, kind, task, checkpoint, pair, deps (job names), steps
+(see gendergap/jobs.py), resources, outputs, and a key. The key hashes the steps and the keys
+of the jobs it depends on, so a change upstream (another corpus, another override) changes
+every key below it and those jobs run again; an unchanged job is skipped.
+
+The graph: corpus -> pretraining manifests -> (pretraining) -> checkpoints -> per task:
+ASR data -> asr-e2e / asr-frozen; features -> st -> MuST-SHE scoring; probes; all -> report.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from corpora.provenance import config_hash
+from gendergap.config import StudyConfig
+from gendergap.jobs import SHIPPED
+
+DEFAULT_SPLITS = {"train": "train", "valid": "valid", "test": "test"}
+LIGHT = {"cpus": 1, "mem_gb": 2, "gpus": 0, "time_min": 30}  # data wiring, scoring, the report
+
+
+def _job(name, kind, steps, deps=(), resources=None, task=None, checkpoint=None, pair=None, outputs=()):
+    return {"name": name, "kind": kind, "task": task, "checkpoint": checkpoint, "pair": pair, "deps": list(deps),
+            "steps": steps, "resources": dict(resources or LIGHT), "outputs": [str(o) for o in outputs]}
+
+
+def _path(cfg: StudyConfig, value: str | None, base: Path | None = None) -> str | None:
+    """Config paths are relative to the config file (or to ``base`` when given)."""
+    if value is None:
+        return None
+    p = Path(value).expanduser()
+    return str(p if p.is_absolute() else ((base or cfg.path.parent) / p).resolve())
+
+
+def plan_jobs(cfg: StudyConfig, out: str | Path, only: list[str] | None = None) -> list[dict]:
+    """The study's jobs in dependency order (``only``: these tasks, plus what they need)."""
+    d, out = cfg.data, Path(out).resolve()
+    seed, db, registry = d["seed"], str(out / "results.db"), str(out / "checkpoints.json")
+    jobs: list[dict] = []
+
+    if d["corpus"]["synth"]:
+        table = out / "corpus" / "utterances.tsv"
+        jobs.append(_job("corpus", "corpus", [{"cli": ["-q", "corpus", "synth", "--out", str(out / "corpus"),
+                                                      "--size", d["corpus"]["synth"], "--seed", str(seed)]}],
+                         outputs=[table]))
+        table_deps = ["corpus"]
+    else:
+        table, table_deps = Path(_path(cfg, d["corpus"]["table"])), []
+    table = str(table)
+
+    pre = d["pretraining"]
+    used_sets = {c["pretrain"] or c["pretrained_on"] for c in cfg.checkpoints.values()} - {None}
+    for name in [s for s in pre["sets"] if s in used_sets]:
+        mdir = out / "manifests" / name
+        jobs.append(_job(f"manifest:{name}", "manifest", [{"call": "build_pretraining_manifest", "kwargs": {
+            "table": table, "out": str(mdir), "gender": str(pre["sets"][name]), "split": pre["split"],
+            "corpus": pre["corpus"], "hours": pre["hours"], "seed": seed}}], deps=table_deps, outputs=[mdir]))
+
+    entries, ckpt_deps = [], []
+    for name, c in cfg.checkpoints.items():
+        used = c["pretrain"] or c["pretrained_on"]
+        entry = {"name": name, "path": None, "pretrain_dir": None, "note": c["note"],
+                 "table3": {k: c[k] for k in ("hours", "male_pct", "female_pct", "unknown_pct") if c[k] is not None},
+                 "make_up": str(out / "manifests" / used / "selection_report.json") if used else None}
+        if used:
+            ckpt_deps.append(f"manifest:{used}")
+        if c["pretrain"]:
+            run = out / "ssl" / name
+            jobs.append(_job(f"pretrain:{name}", "pretrain", [{"call": "pretrain_tiny", "kwargs": {
+                "manifest": str(out / "manifests" / c["pretrain"]), "out": str(run), "seed": seed,
+                "updates": c["updates"], "preset": c["preset"]}}], deps=[f"manifest:{c['pretrain']}"],
+                resources={**LIGHT, "time_min": 120}, checkpoint=name, outputs=[run]))
+            entry["pretrain_dir"], entry["note"] = str(run), entry["note"] or "pretrained by this study"
+            ckpt_deps.append(f"pretrain:{name}")
+        elif c["shipped"]:
+            entry["path"] = str(SHIPPED / f"{c['shipped']}.pt")
+            entry["note"] = entry["note"] or f"shipped with gendergap; see {SHIPPED / 'PROVENANCE.md'}"
+        else:
+            entry["path"] = _path(cfg, c["path"])
+        entries.append(entry)
+    jobs.append(_job("checkpoints", "checkpoints", [{"call": "register_checkpoints", "kwargs": {
+        "registry": registry, "entries": entries}}], deps=sorted(set(ckpt_deps)), outputs=[registry]))
+
+    task_jobs: dict[str, list[str]] = {}
+    for tname, t in cfg.tasks.items():
+        task_jobs[tname] = []
+        ckpts = t["checkpoints"] or list(cfg.checkpoints)
+        res = t["resources"]
+        kind = t["type"]
+        if kind in ("asr-e2e", "asr-frozen"):
+            # tasks on the same rows share one export (asr-e2e and asr-frozen, as in the study)
+            tag = t["corpus"] + ("" if t["splits"] == DEFAULT_SPLITS else "." + config_hash(t["splits"])[:8])
+            data_dir, data_job = out / "data" / tag, f"asr-data:{tag}"
+            if not any(j["name"] == data_job for j in jobs):
+                jobs.append(_job(data_job, "asr-data", [{"call": "export_asr_data", "kwargs": {
+                    "table": table, "corpus": t["corpus"], "splits": t["splits"], "out": str(data_dir)}}],
+                    deps=table_deps, outputs=[data_dir]))
+            for ck in ckpts:
+                run = out / tname / ck
+                cli = ["-q", "asr", "finetune" if kind == "asr-e2e" else "frozen", "--ckpt", ck, "--registry", registry,
+                       "--train", str(data_dir / "train.csv"), "--valid", str(data_dir / "valid.csv"),
+                       "--test", str(data_dir / "test.csv"), "--table", table, "--out", str(run), "--db", db,
+                       "--bootstrap", str(d["report"]["bootstrap"]), "--seed", str(seed), "--no-progress"]
+                if kind == "asr-frozen":
+                    cli += ["--layer", str(t["layer"])]
+                if t["hparams"]:
+                    cli += ["--hparams", _path(cfg, t["hparams"])]
+                jobs.append(_job(f"{tname}:{ck}", kind, [{"cli": cli + list(t["overrides"])}],
+                                 deps=["checkpoints", data_job], resources=res, task=tname, checkpoint=ck,
+                                 outputs=[run]))
+                task_jobs[tname].append(jobs[-1]["name"])
+        elif kind in ("st", "gender-st"):
+            features = out / "features"
+            sp = t["splits"]
+            for ck in ckpts:
+                fname = f"features:{ck}:{t['layer']}:{t['corpus']}"
+                if not any(j["name"] == fname for j in jobs):
+                    srcs = sorted({p.split("-")[0] for p in t["pairs"]})
+                    jobs.append(_job(fname, "features", [{"call": "extract_st_features", "kwargs": {
+                        "table": table, "ckpt": ck, "layer": t["layer"], "registry": registry,
+                        "cache_root": str(features), "corpus": t["corpus"], "splits": sorted(set(sp.values())),
+                        "src": srcs[0] if len(srcs) == 1 else None}}], deps=["checkpoints"] + table_deps,
+                        resources=res, checkpoint=ck, outputs=[features]))
+                for pair in t["pairs"]:
+                    src, tgt = pair.split("-")
+                    model = out / tname / f"{ck}.{pair}"
+                    hyp = model / "test.hyp"
+                    train = ["-q", "st", "train", "--ckpt", ck, "--layer", str(t["layer"]), "--registry", registry,
+                             "--features-dir", str(features), "--corpus", t["corpus"], "--train", table,
+                             "--train-split", sp["train"], "--valid", table, "--valid-split", sp["valid"],
+                             "--src", src, "--tgt", tgt, "--out", str(model), "--preset", _preset(cfg, t["preset"]),
+                             "--seed", str(seed + 1)] + list(t["overrides"])
+                    decode = ["-q", "st", "decode", "--model", str(model), "--test", table, "--test-split", sp["test"],
+                              "--corpus", t["corpus"], "--out", str(hyp), "--db", db, "--name", ck,
+                              "--bootstrap", str(d["report"]["bootstrap"]), "--seed", str(seed)]
+                    name = f"{tname}:{ck}:{pair}"
+                    jobs.append(_job(name, kind, [{"cli": train}, {"cli": decode}], deps=[fname], resources=res,
+                                     task=tname, checkpoint=ck, pair=pair, outputs=[model]))
+                    task_jobs[tname].append(name)
+                    if t["mustshe"]:
+                        tsv = _path(cfg, t["mustshe"], base=Path(table).parent)
+                        jobs.append(_job(f"mustshe:{ck}:{pair}", "mustshe", [{"call": "score_mustshe", "kwargs": {
+                            "tsv": tsv, "hyps": str(hyp), "db": db, "checkpoint": ck, "lang_pair": pair}}],
+                            deps=[name], task=tname, checkpoint=ck, pair=pair))
+                        task_jobs[tname].append(jobs[-1]["name"])
+        elif kind == "probes":
+            for i, ck in enumerate(ckpts):
+                cli = ["-q", "probe", "run", "--ckpt", ck, "--registry", registry, "--table", table,
+                       "--layers", t["layers"], "--probes", ",".join(t["probes"]), "--db", db, "--seed", str(seed),
+                       "--out", str(out / tname / ck)]
+                cli += ["--corpus", t["corpus"]] if t["corpus"] else []
+                cli += ["--control"] if t["control"] else []
+                # one random-init twin (same architecture) is the control for the first checkpoint
+                cli += [] if (t["random_init"] and i == 0) else ["--no-random-init"]
+                jobs.append(_job(f"{tname}:{ck}", "probes", [{"cli": cli}], deps=["checkpoints"] + table_deps,
+                                 resources=res, task=tname, checkpoint=ck, outputs=[out / tname / ck]))
+                task_jobs[tname].append(jobs[-1]["name"])
+
+    for tname, t in cfg.tasks.items():  # `after`: every job of a task waits for the other tasks' jobs
+        extra = [j for other in t["after"] for j in task_jobs[other]]
+        for job in jobs:
+            if job["task"] == tname:
+                job["deps"] = sorted(set(job["deps"]) | set(extra))
+
+    report = ["-q", "report", "--db", db, "--out", str(out / "report"), "--registry", registry,
+              "--subset", d["report"]["subset"]]
+    jobs.append(_job("report", "report", [{"cli": report}],
+                     deps=sorted({n for names in task_jobs.values() for n in names} | {"checkpoints"}),
+                     outputs=[out / "report"]))
+    if only:
+        jobs = _only(jobs, only, cfg)
+    return _with_keys(jobs)
+
+
+def _preset(cfg: StudyConfig, preset: str) -> str:
+    return preset if preset in ("xs", "tiny") else _path(cfg, preset)
+
+
+def _only(jobs: list[dict], only: list[str], cfg: StudyConfig) -> list[dict]:
+    from corpora.errors import UserError
+
+    unknown = [t for t in only if t not in cfg.tasks and t != "report"]
+    if unknown:
+        raise UserError(f"--only names unknown task(s): {', '.join(unknown)}", path=cfg.path,
+                        fix=f"use task names from the config: {', '.join(cfg.tasks)}")
+    by_name = {j["name"]: j for j in jobs}
+    keep = {j["name"] for j in jobs if j["task"] in only or (j["kind"] == "report" and "report" in only)}
+    stack = list(keep)
+    while stack:
+        for dep in by_name[stack.pop()]["deps"]:
+            if dep not in keep:
+                keep.add(dep)
+                stack.append(dep)
+    return [j for j in jobs if j["name"] in keep]
+
+
+def _with_keys(jobs: list[dict]) -> list[dict]:
+    import graphlib
+
+    names = {j["name"] for j in jobs}
+    by_name = {j["name"]: j for j in jobs}
+    for job in jobs:
+        job["deps"] = [d for d in job["deps"] if d in names]
+    order = graphlib.TopologicalSorter({j["name"]: set(j["deps"]) for j in jobs}).static_order()
+    jobs = [by_name[n] for n in order]
+    keys: dict[str, str] = {}
+    for job in jobs:
+        job["key"] = config_hash({"steps": job["steps"], "deps": [keys[d] for d in job["deps"]]})
+        keys[job["name"]] = job["key"]
+    return jobs

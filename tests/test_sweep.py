@@ -1,0 +1,101 @@
+"""`gendergap sweep` for real (submitit's local executor, real engines on the tiny corpus):
+killed halfway and run again it finishes the rest without redoing finished jobs, the DB holds
+exactly one row set per job, failed jobs wait for --retry-failed, and `sweep status` lists logs."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CONFIG = """\
+name: t
+corpus: {synth: tiny}
+pretraining: {corpus: synth-fr, sets: {female: F, male: M}}
+checkpoints:
+  F-tiny: {shipped: tiny-female, pretrained_on: female}
+  M-tiny: {shipped: tiny-male, pretrained_on: male}
+tasks:
+  asr-frozen: {corpus: %s, layer: last, overrides: [max_steps=2, number_of_epochs=1]}
+report: {bootstrap: 20}
+"""
+
+
+def sweep(cfg: Path, out: Path, *extra, wait=True):
+    cmd = [sys.executable, "-m", "gendergap.cli", "sweep", "--config", str(cfg), "--out", str(out), *extra]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    if not wait:
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                                start_new_session=True)
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+
+
+def done_files(out: Path) -> dict[str, dict]:
+    return {p.parent.name: json.loads(p.read_text()) for p in (out / "sweep" / "jobs").glob("*/done.json")}
+
+
+def score_keys(db: Path) -> list[tuple]:
+    with sqlite3.connect(db) as c:
+        return c.execute("SELECT checkpoint, task, lang_pair, subset, gender, metric FROM scores").fetchall()
+
+
+def test_killed_sweep_resumes_without_redoing_or_duplicating(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(CONFIG % "synth-fr")
+    out = tmp_path / "o"
+    p = sweep(cfg, out, "--parallel", "1", wait=False)
+    deadline = time.time() + 400
+    while not any(n.startswith("asr-frozen") for n in done_files(out)):  # first ASR job done, the second starts
+        assert p.poll() is None, p.stdout.read()
+        assert time.time() < deadline, "no ASR job finished in time"
+        time.sleep(0.5)
+    os.kill(p.pid, signal.SIGKILL)  # the sweep dies; its running job is orphaned and keeps going
+    p.wait()
+    before = done_files(out)
+    assert len(before) < 8 and "report" not in before
+
+    r = sweep(cfg, out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"{len(before)} done already" in r.stdout, r.stdout
+    after = done_files(out)
+    assert len(after) == 8  # corpus, 2 manifests, asr-data, checkpoints, 2 asr-frozen, report
+    for name, d in before.items():  # finished jobs were not run again
+        assert after[name] == d, name
+    keys = score_keys(out / "results.db")
+    assert len(keys) == len(set(keys)) > 0  # one row set per job
+    asr = [k for k in keys if k[1] == "asr-frozen" and k[4] in ("F", "M", "all") and k[5] == "wer"]
+    assert sorted((k[0], k[4]) for k in asr) == sorted((c, g) for c in ("F-tiny", "M-tiny") for g in ("F", "M", "all"))
+    assert (out / "report" / "report.md").is_file()
+
+    again = sweep(cfg, out)  # everything finished: a no-op
+    assert again.returncode == 0 and "8 done already, 0 to run" in again.stdout, again.stdout
+    assert score_keys(out / "results.db") == keys and done_files(out) == after
+
+    status = sweep(cfg, out, "status")
+    assert status.returncode == 0 and "8 done" in status.stdout
+    line = next(x for x in status.stdout.splitlines() if "asr-frozen:F-tiny" in x)
+    log = Path(line.split()[-1])
+    assert log.is_file() and "asr frozen --ckpt F-tiny" in log.read_text()
+
+
+def test_failed_job_blocks_dependents_and_waits_for_retry(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(CONFIG % "synth-xx")  # no such corpus: the ASR data export fails
+    out = tmp_path / "o"
+    r = sweep(cfg, out)
+    assert r.returncode == 1
+    assert "FAILED   asr-data:synth-xx  UserError:" in r.stdout and "corpus 'synth-xx' has no rows" in r.stdout
+    assert "blocked  asr-frozen:F-tiny" in r.stdout and "blocked  report" in r.stdout
+    failed = out / "sweep" / "jobs" / "asr-data_synth-xx" / "failed.json"
+    first = failed.read_text()
+
+    r2 = sweep(cfg, out)  # not retried without --retry-failed
+    assert r2.returncode == 1 and "1 failed before" in r2.stdout and failed.read_text() == first
+    r3 = sweep(cfg, out, "--retry-failed")
+    assert r3.returncode == 1 and "start    asr-data:synth-xx" in r3.stdout and failed.read_text() != first
+    status = sweep(cfg, out, "status")
+    assert "failed   asr-data:synth-xx" in status.stdout and "has no rows in split" in status.stdout
