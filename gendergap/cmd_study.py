@@ -4,28 +4,38 @@ from __future__ import annotations
 import argparse
 
 DESCRIPTION = """\
-Run the whole study in miniature on the built-in synthetic gendered corpus, on a CPU:
-generate the corpus, build female-only / male-only / balanced pretraining manifests, get three
-tiny wav2vec 2.0 checkpoints, run every downstream task per checkpoint, score per gender with
-speaker-level confidence intervals, and write report.md. Re-running skips finished stages.
+Run the whole study in miniature on the built-in synthetic gendered corpus, on a CPU: generate
+the corpus, build female-only / male-only / balanced pretraining manifests, register three tiny
+wav2vec 2.0 checkpoints (shipped, or --pretrain them here), then per checkpoint: fine-tuned CTC
+ASR, frozen-feature ASR, fr->en ST, en->fr ST on the gender set with MuST-SHE scoring, gender
+probes on every layer; score per gender with speaker-level confidence intervals and write
+report.md (Tables 3, 4, 5, gender translation, probes, Δrel and probe plots).
+
+It is `gendergap sweep --config configs/mini.yaml` run here two jobs at a time. Re-running
+skips finished jobs (a no-op when all are done); a killed study resumes where it stopped.
 
 examples:
-  gendergap study                       # everything, into ./study
+  gendergap study                        # everything, into ./study
   gendergap study --out /tmp/s --seed 1
+  gendergap study --pretrain             # pretrain the three tiny checkpoints too (~+30 min)
+  gendergap study --config my_study.yaml # another study config (see `gendergap sweep --schema`)
 """
 
 
 def register(subparsers, group: str, help_: str) -> None:
     p = subparsers.add_parser(group, help=help_, description=DESCRIPTION,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", help="study config YAML (default: configs/mini.yaml, the built-in study)")
     p.add_argument("--out", default="study", help="output directory (default: ./study)")
-    p.add_argument("--size", default="mini", choices=["mini", "small"], help="built-in corpus size (default: mini)")
-    p.add_argument("--seed", type=int, default=0, help="seed for corpus, selections and training (default: 0)")
+    p.add_argument("--seed", type=int, default=None, help="seed for corpus, selections and training (default: the config's, 0)")
     p.add_argument("--pretrain", action="store_true",
                    help="pretrain the three tiny checkpoints anew instead of using the shipped ones")
+    p.add_argument("--parallel", type=int, default=None, help="jobs at once (default: the config's, 2)")
+    p.add_argument("--retry-failed", action="store_true", help="run jobs that failed in an earlier run again")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from gendergap.study import StudyContext, run_study
-    return run_study(StudyContext(out=args.out, size=args.size, seed=args.seed, pretrain=args.pretrain))
+    from gendergap.study import run_study
+    return run_study(args.config, args.out, pretrain=args.pretrain, parallel=args.parallel, seed=args.seed,
+                     retry_failed=args.retry_failed)

@@ -150,14 +150,14 @@ def run_sweep(jobs: list[dict], out: str | Path, executor: str = "local", parall
 
 
 def _mark_blocked(jobs, states, progress) -> None:
-    changed = True
-    while changed:
-        changed = False
-        for j in jobs:
-            if states[j["name"]] == "pending" and any(states[d] in ("failed", "blocked") for d in j["deps"]):
-                states[j["name"]] = "blocked"
-                progress.say("blocked", j["name"], "a job it needs failed")
-                changed = True
+    blocked = []
+    for j in jobs:  # dependency order: one pass reaches everything downstream
+        if states[j["name"]] == "pending" and any(states[d] in ("failed", "blocked") for d in j["deps"]):
+            states[j["name"]] = "blocked"
+            blocked.append(j["name"])
+    if blocked:
+        names = ", ".join(blocked[:4]) + (f" and {len(blocked) - 4} more" if len(blocked) > 4 else "")
+        progress.say("blocked", f"{len(blocked)} job(s) needing a failed one: {names}")
 
 
 def _finish(job, sj, states, out, progress) -> None:

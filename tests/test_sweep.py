@@ -89,7 +89,7 @@ def test_failed_job_blocks_dependents_and_waits_for_retry(tmp_path):
     r = sweep(cfg, out)
     assert r.returncode == 1
     assert "FAILED   asr-data:synth-xx  UserError:" in r.stdout and "corpus 'synth-xx' has no rows" in r.stdout
-    assert "blocked  asr-frozen:F-tiny" in r.stdout and "blocked  report" in r.stdout
+    assert "blocked  3 job(s) needing a failed one: asr-frozen:F-tiny, asr-frozen:M-tiny, report" in r.stdout
     failed = out / "sweep" / "jobs" / "asr-data_synth-xx" / "failed.json"
     first = failed.read_text()
 
