@@ -46,7 +46,8 @@ def _lock_held(folder: Path) -> bool:
 def _squeue_ids() -> set[str] | None:
     if not shutil.which("squeue"):
         return None
-    r = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True)
+    # -r: one line per array element (pending elements are otherwise folded into "123_[0-3]")
+    r = subprocess.run(["squeue", "-h", "-r", "-o", "%i"], capture_output=True, text=True)
     return set(r.stdout.split()) if r.returncode == 0 else None
 
 
