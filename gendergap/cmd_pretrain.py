@@ -31,7 +31,14 @@ examples:
       optimization.max_update=125000 --dry-run
   # the same job through submitit's local executor (tests, a workstation):
   gendergap pretrain launch --preset tiny --executor local --manifest m/F --out runs/ssl/F
+  # a SLURM cluster without GPUs (e.g. the tests' one-node cluster): one CPU task
+  gendergap pretrain launch --preset tiny --hardware cpu --cpus-per-task 1 --threads 1 \
+      --partition local --time 10 --manifest m/F --out runs/ssl/F --wait
 """
+
+# the hardware profiles of ssl_pretrain/hardware.py (PROFILES), named here so building the parser
+# imports nothing heavy; tests/test_ssl_launch.py keeps the two in step
+PROFILE_NAMES = ("v100-32g", "a100-40g", "a100-80g", "cpu")
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -70,15 +77,21 @@ def run_local(args) -> int:
 def run_launch(args) -> int:
     from ssl_pretrain.hardware import plan_batch
     from ssl_pretrain.launch import SlurmOptions, launch, parse_time_minutes
+    from corpora.errors import UserError
     plan = None
-    if args.executor == "slurm" or args.hardware:
-        plan = plan_batch(args.preset, args.hardware or "v100-32g", args.nodes, args.gpus_per_node)
+    if args.executor == "slurm" and not args.hardware:
+        # the profile sets max_tokens, precision and update_freq: guessing a GPU type would
+        # silently change the batch (and a cluster without that GPU would refuse the job)
+        raise UserError("--executor slurm needs --hardware",
+                        fix=f"pass --hardware {' / '.join(PROFILE_NAMES)} (cpu: one CPU task, no GPU)")
+    if args.hardware:
+        plan = plan_batch(args.preset, args.hardware, args.nodes, args.gpus_per_node)
     slurm = SlurmOptions(partition=args.partition, time_min=parse_time_minutes(args.time), account=args.account,
                          qos=args.qos, constraint=args.constraint, cpus_per_task=args.cpus_per_task,
                          mem_gb=args.mem_gb)
     result = launch(args.preset, args.manifest, args.out, plan, slurm, seed=args.seed, overrides=args.overrides,
                     policy=_policy(args), executor=args.executor, dry_run=args.dry_run,
-                    check_audio=args.check_audio)
+                    check_audio=args.check_audio, threads=args.threads)
     if args.dry_run:
         print(result, end="")
         return 0
@@ -111,10 +124,12 @@ def register(subparsers, group: str, help: str) -> None:
                         description="Submit wav2vec 2.0 pretraining through submitit.", epilog=LAUNCH_EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_common(la)
-    la.add_argument("--hardware", choices=("v100-32g", "a100-40g", "a100-80g"),
-                    help="GPU profile: per-GPU max_tokens, fp16/bf16 (required for --executor slurm)")
+    la.add_argument("--hardware", choices=PROFILE_NAMES,
+                    help="GPU profile: per-GPU max_tokens, fp16/bf16; cpu: one CPU task "
+                         "(required for --executor slurm)")
     la.add_argument("--nodes", type=int, default=1, help="nodes (default 1)")
-    la.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node = tasks per node (default 8)")
+    la.add_argument("--gpus-per-node", type=int, default=None,
+                    help="GPUs per node = tasks per node (default 8; the cpu profile: one task)")
     la.add_argument("--partition", help="SLURM partition")
     la.add_argument("--time", default="4320", help="time limit: minutes, H:MM:SS or D-HH:MM:SS (default 3 days)")
     la.add_argument("--account", help="SLURM account")
@@ -133,7 +148,7 @@ def register(subparsers, group: str, help: str) -> None:
                         epilog="example: gendergap pretrain plan --preset large --hardware a100-80g --nodes 1 --gpus-per-node 8",
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     pl.add_argument("--preset", default="large")
-    pl.add_argument("--hardware", required=True, choices=("v100-32g", "a100-40g", "a100-80g"))
+    pl.add_argument("--hardware", required=True, choices=PROFILE_NAMES)
     pl.add_argument("--nodes", type=int, default=1)
-    pl.add_argument("--gpus-per-node", type=int, default=8)
+    pl.add_argument("--gpus-per-node", type=int, default=None, help="default 8 (the cpu profile: one task)")
     pl.set_defaults(func=run_plan)

@@ -62,6 +62,7 @@ class HardwareProfile:
     max_tokens: dict
     fp16: bool
     bf16: bool
+    cpu: bool = False
 
 
 PROFILES = {
@@ -74,6 +75,10 @@ PROFILES = {
                                 {"large": 1_200_000, "base": 1_400_000, "tiny": 200_000}, False, True),
     "a100-80g": HardwareProfile("a100-80g", "A100 80GB", 80,
                                 {"large": 2_400_000, "base": 2_800_000, "tiny": 400_000}, False, True),
+    # No GPU: one fairseq process on CPU threads (tests on the one-node SLURM cluster, a
+    # workstation). fp32 only; the recipe's per-step batch, the rest through update_freq.
+    "cpu": HardwareProfile("cpu", "CPU only", 0,
+                           {"large": 1_200_000, "base": 1_400_000, "tiny": 200_000}, False, False, cpu=True),
 }
 
 
@@ -92,6 +97,7 @@ class BatchPlan:
     recipe_world_size: int
     recipe_max_tokens: int
     recipe_update_freq: int
+    cpu: bool = False          # no GPUs: gpus_per_node is 0 and the job runs one task
 
     @property
     def recipe_tokens_per_update(self) -> int:
@@ -108,11 +114,13 @@ class BatchPlan:
                 f"optimization.update_freq=[{self.update_freq}]",
                 f"common.fp16={str(self.fp16).lower()}",
                 f"common.bf16={str(self.bf16).lower()}",
-                "common.cpu=false"]
+                f"common.cpu={str(self.cpu).lower()}"]
 
     def describe(self) -> str:
         ratio = self.tokens_per_update / self.recipe_tokens_per_update
-        return (f"preset {self.preset} on {self.nodes} node(s) x {self.gpus_per_node} {self.hardware}: "
+        where = ("one CPU process" if self.cpu
+                 else f"{self.nodes} node(s) x {self.gpus_per_node} {self.hardware}")
+        return (f"preset {self.preset} on {where}: "
                 f"world_size {self.world_size}, max_tokens {self.max_tokens}, update_freq {self.update_freq}, "
                 f"{'bf16' if self.bf16 else 'fp16' if self.fp16 else 'fp32'}; "
                 f"{self.tokens_per_update:,} samples/update vs the recipe's "
@@ -130,29 +138,38 @@ def _size_key(preset: str, cfg: dict) -> str:
     return "large" if dim >= 1024 else "base" if dim >= 512 else "tiny"
 
 
-def plan_batch(preset: str, hardware: str, nodes: int, gpus_per_node: int) -> BatchPlan:
+def plan_batch(preset: str, hardware: str, nodes: int, gpus_per_node: int | None) -> BatchPlan:
     """Per-GPU batch and `update_freq` so one update sees the recipe's amount of audio.
 
     update_freq = recipe_world x recipe_max_tokens x recipe_update_freq / (world x max_tokens),
-    e.g. large on 2 x 8 V100: 128 x 1.2M / (16 x 1.2M) = 8.
+    e.g. large on 2 x 8 V100: 128 x 1.2M / (16 x 1.2M) = 8. ``gpus_per_node`` None means 8 on
+    a GPU profile; the ``cpu`` profile is one process on one node (world size 1, no GPUs).
     """
     if hardware not in PROFILES:
         raise UserError(f"unknown hardware profile {hardware!r}", fix=f"use one of {', '.join(PROFILES)}")
-    if nodes < 1 or gpus_per_node < 1:
+    profile = PROFILES[hardware]
+    if profile.cpu:
+        # fairseq's CPU training is one process: several CPU tasks would only fight over cores
+        if nodes != 1 or gpus_per_node not in (None, 0, 1):
+            raise UserError(f"the cpu profile runs one process on one node (got {nodes} node(s) x "
+                            f"{gpus_per_node} task(s))", fix="drop --nodes/--gpus-per-node, or pick a GPU profile")
+        gpus_per_node = 0
+    elif gpus_per_node is None:
+        gpus_per_node = 8
+    if nodes < 1 or (gpus_per_node < 1 and not profile.cpu):
         raise UserError(f"need at least 1 node and 1 GPU per node (got {nodes} x {gpus_per_node})",
                         fix="pass --nodes N --gpus-per-node G with N, G >= 1")
     cfg = load_preset(preset)
-    profile = PROFILES[hardware]
     recipe_world = int(cfg.get("distributed_training", {}).get("distributed_world_size", 1))
     recipe_tokens = int(cfg.get("dataset", {}).get("max_tokens"))
     recipe_freq = cfg.get("optimization", {}).get("update_freq", [1])
     recipe_freq = int(recipe_freq[0] if isinstance(recipe_freq, (list, tuple)) else recipe_freq)
     max_tokens = profile.max_tokens[_size_key(preset, cfg)]
-    world = nodes * gpus_per_node
+    world = 1 if profile.cpu else nodes * gpus_per_node
     exact = recipe_world * recipe_tokens * recipe_freq / (world * max_tokens)
     update_freq = max(1, round(exact))
     if abs(update_freq - exact) > 1e-9:
         log.warning("update_freq %.3f is not a whole number; using %d (effective batch %.3gx the recipe's)",
                     exact, update_freq, update_freq / exact)
     return BatchPlan(Path(preset).stem, hardware, nodes, gpus_per_node, world, max_tokens, update_freq,
-                     profile.fp16, profile.bf16, recipe_world, recipe_tokens, recipe_freq)
+                     profile.fp16, profile.bf16, recipe_world, recipe_tokens, recipe_freq, cpu=profile.cpu)

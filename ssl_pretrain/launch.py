@@ -63,13 +63,18 @@ class SlurmOptions:
     extra: dict = field(default_factory=dict)
 
     def submitit_parameters(self, plan: BatchPlan, job_name: str) -> dict:
-        """SlurmExecutor parameters: one task per GPU."""
-        p = {"job_name": job_name, "nodes": plan.nodes, "ntasks_per_node": plan.gpus_per_node,
-             "gpus_per_node": plan.gpus_per_node, "cpus_per_task": self.cpus_per_task,
-             "time": self.time_min, "signal_delay_s": 120}
-        for k in ("partition", "account", "qos", "constraint", "mem_gb"):
+        """SlurmExecutor parameters: one task per GPU (the cpu profile: one task, no GPU request,
+        which a cluster without GPUs would refuse)."""
+        p = {"job_name": job_name, "nodes": plan.nodes, "ntasks_per_node": max(1, plan.gpus_per_node),
+             "cpus_per_task": self.cpus_per_task, "time": self.time_min, "signal_delay_s": 120}
+        if plan.gpus_per_node:
+            p["gpus_per_node"] = plan.gpus_per_node
+        for k in ("partition", "account", "qos", "constraint"):
             if getattr(self, k) is not None:
                 p[k] = getattr(self, k)
+        if self.mem_gb is not None:
+            # SlurmExecutor takes sbatch's own `mem` ("32GB"), not the AutoExecutor's mem_gb
+            p["mem"] = f"{self.mem_gb}GB"
         if self.extra:
             p["additional_parameters"] = dict(self.extra)
         return p
@@ -80,14 +85,16 @@ class PretrainJob(submitit.helpers.Checkpointable):
     own resume (checkpoint_last.pt) and the watchdog journal carry the state."""
 
     def __init__(self, preset: str, manifest: str, out: str, seed: int | None, overrides: list[str],
-                 policy: dict | None, distributed: bool):
+                 policy: dict | None, distributed: bool, threads: int | None = None):
         self.preset, self.manifest, self.out = preset, manifest, out
         self.seed, self.overrides, self.policy, self.distributed = seed, overrides, policy, distributed
+        self.threads = threads
 
     def __call__(self) -> dict:
         policy = wd.Policy(**self.policy) if self.policy is not None else None
         if not self.distributed:
-            return run_pretraining(self.preset, self.manifest, self.out, self.seed, self.overrides, policy)
+            return run_pretraining(self.preset, self.manifest, self.out, self.seed, self.overrides, policy,
+                                   threads=self.threads)
         env = submitit.JobEnvironment()
         out = Path(self.out)
         lr, seed, restarts = watchdog_state(out / (policy.journal if policy else "watchdog.jsonl"),
@@ -98,7 +105,7 @@ class PretrainJob(submitit.helpers.Checkpointable):
         log_path = out / ("train.log" if env.global_rank == 0 else f"train.rank{env.global_rank}.log")
         offset = log_path.stat().st_size if log_path.exists() else 0
         start_updates = resume_updates(out / "train.log")
-        proc = start_fairseq(cmd, log_path, fairseq_env())
+        proc = start_fairseq(cmd, log_path, fairseq_env(threads=self.threads))
         while proc.poll() is None:
             time.sleep(10)
             if env.global_rank == 0 and policy is not None:
@@ -127,20 +134,20 @@ def render_sbatch(plan: BatchPlan, slurm: SlurmOptions, folder: Path, job_name: 
     """The sbatch script submitit would submit, rendered without submitting (submitit's own renderer)."""
     from submitit.slurm import slurm as sl
     params = slurm.submitit_parameters(plan, job_name)
-    if "mem_gb" in params:
-        params["mem"] = sl._convert_mem(params.pop("mem_gb"))
     job_folder = folder / "%j"  # the same folder launch() gives the executor
     return sl._make_sbatch_string(command=submit_command(job_folder), folder=str(job_folder), **params)
 
 
 def launch(preset: str, manifest_dir, out_dir, plan: BatchPlan | None, slurm: SlurmOptions | None = None,
            seed: int | None = None, overrides=(), policy: wd.Policy | None = wd.Policy(),
-           executor: str = "slurm", dry_run: bool = False, check_audio: str = "sample"):
+           executor: str = "slurm", dry_run: bool = False, check_audio: str = "sample",
+           threads: int | None = None):
     """Submit (or with ``dry_run`` only describe) a pretraining job.
 
-    executor "slurm": ``plan`` sets nodes / GPUs / batch; "local": one local process (CPU or
-    local GPUs), same job object, for testing the submit path. Returns the submitit job, or
-    the dry-run text.
+    executor "slurm": ``plan`` sets nodes / GPUs / batch (the ``cpu`` profile: one CPU task);
+    "local": one local process (CPU or local GPUs), same job object, for testing the submit
+    path. ``threads`` caps torch's CPU threads in the job (OMP_NUM_THREADS). Returns the
+    submitit job, or the dry-run text.
     """
     out_dir = Path(out_dir).resolve()
     overrides = check_overrides(overrides)
@@ -161,13 +168,14 @@ def launch(preset: str, manifest_dir, out_dir, plan: BatchPlan | None, slurm: Sl
         return "\n".join(parts) + "\n"
     check_manifest_dir(manifest_dir, check_audio=check_audio)
     job = PretrainJob(str(preset), str(Path(manifest_dir).resolve()), str(out_dir), seed, all_overrides,
-                      policy.as_dict() if policy else None, distributed)
+                      policy.as_dict() if policy else None, distributed, threads)
     if executor == "local":
         ex = submitit.LocalExecutor(folder=folder / "%j")
         ex.update_parameters(timeout_min=(slurm.time_min if slurm else 60), tasks_per_node=1, nodes=1)
     elif executor == "slurm":
         if plan is None:
-            raise UserError("a SLURM launch needs a hardware plan", fix="pass --hardware, --nodes, --gpus-per-node")
+            raise UserError("a SLURM launch needs a hardware plan",
+                            fix="pass --hardware (a GPU profile with --nodes, --gpus-per-node, or cpu)")
         try:
             ex = submitit.SlurmExecutor(folder=folder / "%j", max_num_timeout=20)
         except RuntimeError as e:

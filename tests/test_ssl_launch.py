@@ -6,6 +6,7 @@ import subprocess
 
 import pytest
 
+from corpora.errors import UserError
 from gendergap.cli import main
 from ssl_helpers import write_manifest, write_wavs
 from ssl_pretrain.hardware import load_preset, plan_batch
@@ -71,3 +72,36 @@ def test_local_executor_runs_the_same_job(tmp_path, monkeypatch):
     assert result["final_updates"] == 4
     assert (tmp_path / "out" / "checkpoints" / "checkpoint_last.pt").is_file()
     assert (tmp_path / "out" / "job_id.txt").read_text().strip() == str(job.job_id)
+
+
+def test_cpu_profile_is_one_task_without_gpus(tmp_path, capsys):
+    from gendergap.cmd_pretrain import PROFILE_NAMES
+    from ssl_pretrain.hardware import PROFILES
+    assert set(PROFILE_NAMES) == set(PROFILES)   # the CLI offers every profile
+    cpu = plan_batch("tiny", "cpu", 1, None)
+    assert (cpu.world_size, cpu.gpus_per_node, cpu.update_freq, cpu.max_tokens) == (1, 0, 1, 200_000)
+    assert "common.cpu=true" in cpu.overrides() and "common.fp16=false" in cpu.overrides()
+    assert plan_batch("large", "cpu", 1, 1).update_freq == 128        # the recipe's batch, accumulated
+    assert "common.cpu=false" in plan_batch("large", "v100-32g", 1, None).overrides()   # 8 GPUs by default
+    with pytest.raises(UserError, match="one process on one node"):
+        plan_batch("tiny", "cpu", 2, None)
+    root = tmp_path / "audio"
+    manifest = write_manifest(root, write_wavs(root, n=4), tmp_path / "m")
+    assert main(["pretrain", "launch", "--preset", "tiny", "--hardware", "cpu", "--partition", "local",
+                 "--cpus-per-task", "1", "--mem-gb", "2", "--time", "10", "--manifest", str(manifest),
+                 "--out", str(tmp_path / "out"), "--dry-run"]) == 0
+    text = capsys.readouterr().out
+    assert "one CPU process" in text
+    script = text.split("# ---- sbatch script (submitit) ----\n")[1].split("# ---- fairseq command")[0]
+    flags = dict(re.findall(r"^#SBATCH --([\w-]+)=(.*)$", script, flags=re.M))
+    assert (flags["ntasks-per-node"], flags["cpus-per-task"], flags["mem"], flags["partition"]) == \
+        ("1", "1", "2GB", "local")
+    assert not any("gpu" in k or "gres" in k for k in flags)   # a node without GPUs would refuse the job
+
+
+def test_slurm_launch_needs_a_hardware_profile(tmp_path, capsys):
+    root = tmp_path / "audio"
+    manifest = write_manifest(root, write_wavs(root, n=4), tmp_path / "m")
+    assert main(["pretrain", "launch", "--preset", "tiny", "--manifest", str(manifest),
+                 "--out", str(tmp_path / "out"), "--dry-run"]) == 2
+    assert "--executor slurm needs --hardware" in capsys.readouterr().err
