@@ -97,6 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("gendergap: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `gendergap ... | head`: the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     return int(rc or 0)
 
 
