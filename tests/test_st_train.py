@@ -49,6 +49,11 @@ def test_train_resume_average_decode_score(tmp_path):
     key = "decoder.layers.0.fc1.weight"
     assert torch.allclose(avg[key], (ck[0][key] + ck[1][key]) / 2, atol=1e-6)
     assert not torch.allclose(ck[0][key], ck[1][key])
+    # the tiny preset trains with fairseq's auxiliary CTC loss on the encoder (without it the
+    # decoder learned only a language model in a CPU budget): its projection is averaged and kept
+    assert "ctc_loss" in log and "encoder.ctc_proj.weight" in avg
+    assert torch.allclose(avg["encoder.ctc_proj.weight"],
+                          (ck[0]["encoder.ctc_proj.weight"] + ck[1]["encoder.ctc_proj.weight"]) / 2, atol=1e-6)
 
     # a MuST-SHE-style definition of the test rows (the gender set scores the same hypotheses)
     test_rows = [r for r in rows if r["split"] == "test"]
