@@ -109,6 +109,8 @@ def register(subparsers, group: str, help: str) -> None:
     d.add_argument("--db", default=None, help="store the scores in this results DB (e.g. runs/results.db)")
     d.add_argument("--name", default=None, help="checkpoint name for the store (default: the SSL checkpoint's)")
     d.add_argument("--subset", default="test", help="subset name for the store (default test)")
+    d.add_argument("--task", default="st", help="task name for the store (default st: Table 5; the study files its "
+                   "en->fr gender set under gender-st)")
     d.set_defaults(func=run_decode)
 
 
@@ -224,16 +226,16 @@ def run_decode(args) -> int:
               f"(terms {o['terms']}, found {o['found']}, correct {o['correct']}, wrong {o['wrong']})")
     write_json(str(args.out) + ".json", out)
     if args.db:
-        run_id = store_result(args.db, result, checkpoint=name, task="st", lang_pair=lang_pair, subset=args.subset,
+        run_id = store_result(args.db, result, checkpoint=name, task=args.task, lang_pair=lang_pair, subset=args.subset,
                               config=config)
         log.info("stored BLEU run %d in %s", run_id, args.db)
         if args.mustshe:
-            _store_mustshe(args.db, out["mustshe"], name, lang_pair, args.subset,
+            store_mustshe(args.db, out["mustshe"], name, lang_pair, args.subset,
                            {**config, "mustshe": str(Path(args.mustshe).resolve())}, [args.mustshe, args.out])
     return 0
 
 
-def _store_mustshe(db, result: dict, name: str, lang_pair: str, subset: str, config: dict, inputs) -> None:
+def store_mustshe(db, result: dict, name: str, lang_pair: str, subset: str, config: dict, inputs) -> None:
     from analysis.mustshe import score_rows_for_store
     from analysis.store import ResultsStore
     from corpora.provenance import file_fingerprint

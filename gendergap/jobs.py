@@ -173,11 +173,11 @@ def extract_st_features(table: str, ckpt: str, layer, registry: str, cache_root:
 def score_mustshe(tsv: str, hyps: str, db: str, checkpoint: str, lang_pair: str, subset: str = "test") -> None:
     """MuST-SHE coverage/accuracy of an ST run's test hypotheses, into the results DB."""
     from analysis.mustshe import score_mustshe as score
-    from gendergap.cmd_st import _store_mustshe
+    from gendergap.cmd_st import store_mustshe
 
     result = score(tsv, hyps)
     write_json(str(hyps) + ".mustshe.json", result)
-    _store_mustshe(db, result, checkpoint, lang_pair, subset, {"mustshe": str(Path(tsv).resolve()),
+    store_mustshe(db, result, checkpoint, lang_pair, subset, {"mustshe": str(Path(tsv).resolve()),
                                                                "hyps": str(Path(hyps).resolve())}, [tsv, hyps])
 
 

@@ -133,7 +133,7 @@ def plan_jobs(cfg: StudyConfig, out: str | Path, only: list[str] | None = None) 
                              "--seed", str(seed + 1)] + list(t["overrides"])
                     decode = ["-q", "st", "decode", "--model", str(model), "--test", table, "--test-split", sp["test"],
                               "--corpus", t["corpus"], "--out", str(hyp), "--db", db, "--name", ck,
-                              "--bootstrap", str(d["report"]["bootstrap"]), "--seed", str(seed)]
+                              "--bootstrap", str(d["report"]["bootstrap"]), "--seed", str(seed), "--task", kind]
                     name = f"{tname}:{ck}:{pair}"
                     jobs.append(_job(name, kind, [{"cli": train}, {"cli": decode}], deps=[fname], resources=res,
                                      task=tname, checkpoint=ck, pair=pair, outputs=[model]))

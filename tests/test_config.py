@@ -51,7 +51,7 @@ def test_builtin_configs_validate_and_plan():
         assert all(position[d] < position[job["name"]] for d in job["deps"])
     by = {j["name"]: j for j in jobs}
     assert by["mustshe:F-tiny:en-fr"]["deps"] == ["gender-st:F-tiny:en-fr"]       # ST before MuST-SHE scoring
-    assert by["st:F-tiny:fr-en"]["deps"] == ["features:F-tiny:last:synth-fr"]    # features before ST
+    assert by["st:F-tiny:fr-en"]["deps"] == ["features:F-tiny:1:synth-fr"]    # features before ST
     assert set(by["report"]["deps"]) >= {n for n in names if n.startswith(("asr-", "st:", "probes:", "mustshe:"))
                                          and not n.startswith("asr-data")}
     boito = load_config(CONFIG_DIR / "boito2022.yaml")
