@@ -4,7 +4,7 @@
   (``hparams/finetune_ctc.yaml``): 1024-d dense + LeakyReLU + softmax over characters,
   two Adam optimizers, optional encoder freezing, resumable budgets, greedy decoding.
 - ``frozen``: frozen-feature CTC ASR (one layer or a learned weighted sum of all layers,
-  cached features, BiLSTM; ``hparams/frozen_ctc.yaml``).
+  cached features, global feature normalisation, TDNN and/or BiLSTM; ``hparams/frozen_ctc.yaml``).
 - ``kaldi``: Kaldi data dir + feats.scp/ark export for hybrid ASR; Kaldi output import.
 - ``text``: transcript normalisation and the character vocabulary; ``data``: SpeechBrain CSVs;
   ``common``: the shared Brain; ``rundir``/``decode``: run directories, hypothesis files.

@@ -3,10 +3,10 @@
 Features of a frozen wav2vec 2.0 checkpoint are extracted ONCE per (checkpoint, layer, CSV)
 with ssl_pretrain.features.export_features and cached as .npy; the model reads either one
 layer or all of them through a learned softmax-weighted sum (s3prl's "weighted sum": each
-layer layer-normalised, one scalar weight per layer), then projection -> BiLSTM -> softmax
-over characters, CTC. Batches group utterances of similar length (SpeechBrain's
-DynamicBatchSampler). Budgets, resume, checkpoints and decoding are shared with the
-fine-tuning recipe (downstream_asr/common.py).
+layer layer-normalised per frame or standardised with the training set's statistics, one scalar
+weight per layer), then projection -> TDNN layers and/or BiLSTM -> softmax over characters,
+CTC. Batches group utterances of similar length (SpeechBrain's DynamicBatchSampler). Budgets,
+resume, checkpoints and decoding are shared with the fine-tuning recipe (downstream_asr/common.py).
 
     train_frozen("ckpt_hf/", "all", "train.csv", "valid.csv", "runs/frozen", overrides={"max_minutes": 2})
     decode_frozen("runs/frozen", "test.csv")     # runs/frozen/test.hyp.tsv + test.ref.tsv
@@ -40,29 +40,87 @@ DEFAULT_HPARAMS = Path(__file__).parent / "hparams" / "frozen_ctc.yaml"
 
 
 class LayerWeightedSum(nn.Module):
-    """Softmax-weighted sum over layers of [B, T, L, D] features (each layer layer-normalised)."""
+    """Softmax-weighted sum over layers of [B, T, L, D] features.
 
-    def __init__(self, n_layers: int):
+    ``norm="frame"``: each layer layer-normalised per frame (s3prl's weighted sum).
+    ``norm="global"``: each layer standardised per dimension with the training set's mean and
+    standard deviation (buffers filled once by :meth:`set_stats`, then saved with the model):
+    measured on the built-in corpus, this learns faster than per-frame layer norm (valid CER
+    37 vs 40 % after 60 CPU-s, notes in hparams/frozen_ctc.yaml).
+    """
+
+    def __init__(self, n_layers: int, feat_dim: int | None = None, norm: str = "frame"):
         super().__init__()
+        if norm not in ("frame", "global"):
+            raise UserError(f"feature_norm={norm!r}", fix="use feature_norm=frame or feature_norm=global")
+        self.norm = norm
         self.weights = nn.Parameter(torch.zeros(n_layers))
+        if norm == "global":
+            self.register_buffer("mean", torch.zeros(n_layers, feat_dim))
+            self.register_buffer("std", torch.ones(n_layers, feat_dim))
+            self.register_buffer("stats_set", torch.zeros((), dtype=torch.bool))
+
+    @torch.no_grad()
+    def set_stats(self, mean: torch.Tensor, std: torch.Tensor) -> None:
+        self.mean.copy_(mean)
+        self.std.copy_(std.clamp(min=1e-5))
+        self.stats_set.fill_(True)
 
     def forward(self, x):
-        x = nn.functional.layer_norm(x, x.shape[-1:])
+        if self.norm == "global":
+            x = (x - self.mean) / self.std
+        else:
+            x = nn.functional.layer_norm(x, x.shape[-1:])
         return (x * torch.softmax(self.weights, 0)[:, None]).sum(-2)
 
 
+class TDNN(nn.Module):
+    """Time-delay layers (1-D convolutions over frames, dilations 1, 2, 3, 1, ...), each ReLU,
+    batch norm and dropout (Kaldi's TDNN block), padding zeroed before every convolution so it
+    never reaches a real frame. Batch norm rather than per-frame layer norm: measured on the
+    built-in corpus, valid CER 40 vs 55 % after 60 CPU-s. (In training its batch statistics
+    count the padded frames; batches of similar length keep those few.)
+
+    The reference study's frozen-feature ASR is a Kaldi TDNN-F; on one CPU thread these
+    layers also run ~1.5x more updates per second than a BiLSTM of the same width."""
+
+    def __init__(self, dim: int, n_layers: int, kernel: int = 5, dropout: float = 0.15):
+        super().__init__()
+        self.convs = nn.ModuleList()
+        self.norms = nn.ModuleList()
+        for i in range(n_layers):
+            d = 1 + i % 3
+            self.convs.append(nn.Conv1d(dim, dim, kernel, padding=d * (kernel // 2), dilation=d))
+            self.norms.append(nn.BatchNorm1d(dim))
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x, mask):
+        """x [B, T, D], mask [B, T, 1] (1 = real frame)."""
+        x, mask = x.transpose(1, 2), mask.transpose(1, 2)  # channels first for Conv1d / BatchNorm1d
+        for conv, norm in zip(self.convs, self.norms):
+            x = self.drop(norm(torch.relu(conv(x * mask))))
+        return x * mask
+
+
 class FrozenCTCModel(nn.Module):
-    """[B, T, L, D] frozen features -> log-probabilities over characters [B, T', V]."""
+    """[B, T, L, D] frozen features -> log-probabilities over characters [B, T', V].
+
+    layers -> (weighted sum) -> projection -> ``tdnn_layers`` TDNN layers -> ``num_layers``
+    BiLSTM layers (0: none) -> output layer."""
 
     def __init__(self, n_layers: int, feat_dim: int, n_chars: int, proj_dim: int = 256, hidden_size: int = 256,
-                 num_layers: int = 2, subsample: int = 1, dropout: float = 0.15):
+                 num_layers: int = 2, subsample: int = 1, dropout: float = 0.15, feature_norm: str = "frame",
+                 tdnn_layers: int = 0, tdnn_kernel: int = 5):
         super().__init__()
-        self.combine = LayerWeightedSum(n_layers)
+        self.combine = LayerWeightedSum(n_layers, feat_dim, feature_norm)
         self.subsample = int(subsample)
         self.proj = nn.Sequential(nn.Linear(feat_dim * self.subsample, proj_dim), nn.LeakyReLU(), nn.Dropout(dropout))
-        self.lstm = nn.LSTM(proj_dim, hidden_size, num_layers=num_layers, bidirectional=True, batch_first=True,
-                            dropout=dropout if num_layers > 1 else 0.0)
-        self.out = nn.Linear(2 * hidden_size, n_chars)
+        self.tdnn = TDNN(proj_dim, int(tdnn_layers), int(tdnn_kernel), dropout) if int(tdnn_layers) > 0 else None
+        self.lstm = None
+        if int(num_layers) > 0:
+            self.lstm = nn.LSTM(proj_dim, hidden_size, num_layers=num_layers, bidirectional=True, batch_first=True,
+                                dropout=dropout if num_layers > 1 else 0.0)
+        self.out = nn.Linear(2 * hidden_size if self.lstm is not None else proj_dim, n_chars)
 
     def forward(self, feats, lengths):
         """``lengths``: frames per utterance (int tensor). Returns (log_probs, output lengths)."""
@@ -73,11 +131,35 @@ class FrozenCTCModel(nn.Module):
             x = nn.functional.pad(x, (0, 0, 0, pad)).reshape(b, (t + pad) // self.subsample, d * self.subsample)
             lengths = torch.div(lengths + self.subsample - 1, self.subsample, rounding_mode="floor")
         x = self.proj(x)
-        # packing keeps the backward LSTM from reading padding first
-        packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        y, _ = self.lstm(packed)
-        y, _ = nn.utils.rnn.pad_packed_sequence(y, batch_first=True, total_length=x.shape[1])
-        return torch.log_softmax(self.out(y), -1), lengths
+        if self.tdnn is not None:
+            mask = (torch.arange(x.shape[1], device=x.device)[None] < lengths.to(x.device)[:, None])
+            x = self.tdnn(x, mask.unsqueeze(-1).to(x.dtype)).transpose(1, 2)
+        if self.lstm is not None:
+            # packing keeps the backward LSTM from reading padding first
+            packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
+            y, _ = self.lstm(packed)
+            x, _ = nn.utils.rnn.pad_packed_sequence(y, batch_first=True, total_length=x.shape[1])
+        return torch.log_softmax(self.out(x), -1), lengths
+
+
+def feature_stats(paths, n_max: int = 400, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-layer, per-dimension mean and standard deviation [L, D] of cached feature files
+    (a seeded sample of at most ``n_max`` utterances: enough for 128-1024 dims, and cheap)."""
+    rng = np.random.default_rng(seed)
+    paths = list(paths)
+    if len(paths) > n_max:
+        paths = [paths[i] for i in sorted(rng.choice(len(paths), n_max, replace=False))]
+    total = sq = None
+    n = 0
+    for p in paths:
+        x = np.load(p).astype(np.float64)
+        x = x[None] if x.ndim == 2 else x  # [L, T, D]
+        total = x.sum(1) if total is None else total + x.sum(1)
+        sq = (x ** 2).sum(1) if sq is None else sq + (x ** 2).sum(1)
+        n += x.shape[1]
+    mean = total / n
+    std = np.sqrt(np.maximum(sq / n - mean ** 2, 0.0))
+    return torch.from_numpy(mean).float(), torch.from_numpy(std).float()
 
 
 class FrozenBrain(CTCBrain):
@@ -200,6 +282,10 @@ def train_frozen(ssl_folder, layer, train_csv, valid_csv, out_dir, *, feature_ca
     train_paths = cached_features(ssl, layer, train, train_csv, cache, hparams["extract_batch_seconds"], progress)
     valid_paths = cached_features(ssl, layer, valid, valid_csv, cache, hparams["extract_batch_seconds"], progress)
     feat_seconds = time.monotonic() - t_feat
+    combine = brain.modules.model.combine
+    if combine.norm == "global" and not any((out_dir / "save").glob("CKPT*")):
+        # a fresh run: the training set's statistics (a resumed run loads them from its checkpoint)
+        combine.set_stats(*feature_stats([train_paths[i] for i in train["ID"]], seed=hparams["seed"]))
     train_ds, valid_ds = feature_dataset(train, train_paths, vocab), feature_dataset(valid, valid_paths, vocab)
     sampler = length_batch_sampler(train_ds, hparams["batch_seconds"], shuffle=True, seed=hparams["seed"])
     brain.train_sampler = sampler

@@ -59,8 +59,8 @@ def register(subparsers, group: str, help: str) -> None:
     _train_options(q, "downstream_asr/hparams/finetune_ctc.yaml")
     _score_options(q)
 
-    q = leaf("frozen", "frozen-feature CTC ASR (BiLSTM on one layer or a learned sum of all), then decode and score",
-             run_frozen)
+    q = leaf("frozen", "frozen-feature CTC ASR (TDNN/BiLSTM on one layer or a learned sum of all), then decode "
+             "and score", run_frozen)
     _ckpt_options(q)
     q.add_argument("--layer", default="all",
                    help="layer whose features feed the model: 0..L, 'last', or 'all' for a learned weighted sum "
