@@ -40,6 +40,11 @@ class FinetuneBrain(CTCBrain):
 
     def forward_logprobs(self, batch, stage):
         wavs, wav_lens = batch.sig
+        if stage == sb.Stage.TRAIN and self.hparams.speed_perturb:
+            # one random speed per batch (SpeechBrain's SpeedPerturb; it draws from torch's global
+            # generator, which RNGState checkpoints, so a resumed run draws the same speeds).
+            # Relative lengths are unchanged: padding is resampled with the signal.
+            wavs = self.hparams.speed_perturber(wavs)
         feats = self.modules.wav2vec2(wavs, wav_lens)
         return self.hparams.log_softmax(self.modules.head(feats)), wav_lens
 

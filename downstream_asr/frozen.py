@@ -31,6 +31,7 @@ from corpora.provenance import config_hash
 from downstream_asr.common import CTCBrain
 from downstream_asr.data import length_batch_sampler, loader_kwargs, read_csv
 from downstream_asr.decode import merge, open_for_decoding, recover_best, write_transcripts
+from downstream_asr.perturb import check_factors, speed_perturbed
 from downstream_asr.rundir import load_hparams, prepare_run, ssl_fingerprint
 from downstream_asr.text import TextNorm, encode
 
@@ -280,6 +281,16 @@ def train_frozen(ssl_folder, layer, train_csv, valid_csv, out_dir, *, feature_ca
     cache = _feature_cache(out_dir, run)
     t_feat = time.monotonic()
     train_paths = cached_features(ssl, layer, train, train_csv, cache, hparams["extract_batch_seconds"], progress)
+    # speed-perturbed copies of the TRAINING set only (valid/test stay as recorded): each factor
+    # is a new voice to the model; their features are cached like the originals'
+    copies = [train]
+    for factor in check_factors(hparams.get("speed_perturb", [1.0])):
+        if factor != 1.0:
+            sp, sp_csv = speed_perturbed(train, train_csv, factor, cache, ssl.sample_rate)
+            train_paths.update(cached_features(ssl, layer, sp, sp_csv, cache, hparams["extract_batch_seconds"],
+                                               progress))
+            copies.append(sp)
+    train = pd.concat(copies, ignore_index=True)
     valid_paths = cached_features(ssl, layer, valid, valid_csv, cache, hparams["extract_batch_seconds"], progress)
     feat_seconds = time.monotonic() - t_feat
     combine = brain.modules.model.combine
@@ -296,7 +307,7 @@ def train_frozen(ssl_folder, layer, train_csv, valid_csv, out_dir, *, feature_ca
               valid_loader_kwargs=loader_kwargs(valid_sampler, hparams["seed"]))
     summary = {"out_dir": str(out_dir), "optimizer_step": brain.optimizer_step,
                "epoch": hparams["epoch_counter"].current, "stopped_by_budget": brain.stopped_by_budget,
-               "feature_seconds": round(feat_seconds, 2), "train_seconds": round(time.monotonic() - t0, 2),
+               "feature_seconds": round(feat_seconds, 2), "train_utterances": len(train), "train_seconds": round(time.monotonic() - t0, 2),
                "vocab_size": len(vocab), "valid": getattr(brain, "last_stats", None),
                "layer_weights": torch.softmax(brain.modules.model.combine.weights.detach(), 0).tolist()}
     write_json(out_dir / "train_summary.json", summary)
