@@ -218,3 +218,25 @@ class CTCBrain(sb.Brain):
             return {}
         self.checkpointer.load_checkpoint(ckpt)
         return {"checkpoint": str(ckpt.path), **{k: v for k, v in ckpt.meta.items() if k != "unixtime"}}
+
+
+def fit_by_length(brain, hparams: dict, train_ds, valid_ds, out_dir, progress: bool, **extra) -> dict:
+    """Both recipes' training: batches of similar length (a fresh order each epoch), then
+    ``train_summary.json`` with the steps, epochs, budget stop and ``extra`` fields."""
+    from corpora.atomic import write_json
+    from downstream_asr.data import length_batch_sampler, loader_kwargs
+
+    sampler = length_batch_sampler(train_ds, hparams["batch_seconds"], shuffle=True, seed=hparams["seed"])
+    brain.train_sampler = sampler  # so that SpeechBrain calls set_epoch (a new order per epoch)
+    valid_sampler = length_batch_sampler(valid_ds, hparams["valid_batch_seconds"], shuffle=False, seed=0)
+    t0 = time.monotonic()
+    brain.fit(hparams["epoch_counter"], train_ds, valid_ds, progressbar=progress,
+              train_loader_kwargs=loader_kwargs(sampler, hparams["seed"]),
+              valid_loader_kwargs=loader_kwargs(valid_sampler, hparams["seed"]))
+    summary = {"out_dir": str(out_dir), "optimizer_step": brain.optimizer_step,
+               "epoch": hparams["epoch_counter"].current, "stopped_by_budget": brain.stopped_by_budget,
+               "train_seconds": round(time.monotonic() - t0, 2), **extra,
+               "valid": getattr(brain, "last_stats", None)}
+    write_json(out_dir / "train_summary.json", summary)
+    summary["brain"] = brain
+    return summary

@@ -24,8 +24,8 @@ from pathlib import Path
 import speechbrain as sb
 
 from corpora.atomic import write_json
-from downstream_asr.common import CTCBrain
-from downstream_asr.data import audio_dataset, length_batch_sampler, loader_kwargs, oov_report, read_csv
+from downstream_asr.common import CTCBrain, fit_by_length
+from downstream_asr.data import audio_dataset, length_batch_sampler, oov_report, read_csv
 from downstream_asr.decode import merge, open_for_decoding, recover_best, write_transcripts
 from downstream_asr.rundir import load_hparams, prepare_run
 from downstream_asr.text import TextNorm
@@ -116,20 +116,8 @@ def train_finetune(ssl_folder, train_csv, valid_csv, out_dir, hparams_file=None,
     brain, hparams = build_brain(out_dir, run, vocab, run_opts)
     sr = int(brain.modules.wav2vec2.feature_extractor.sampling_rate)
     train_ds, valid_ds = audio_dataset(train, vocab, sr), audio_dataset(valid, vocab, sr)
-    sampler = length_batch_sampler(train_ds, hparams["batch_seconds"], shuffle=True, seed=hparams["seed"])
-    brain.train_sampler = sampler  # so that SpeechBrain calls set_epoch (a new order per epoch)
-    valid_sampler = length_batch_sampler(valid_ds, hparams["valid_batch_seconds"], shuffle=False, seed=0)
-    t0 = time.monotonic()
-    brain.fit(hparams["epoch_counter"], train_ds, valid_ds, progressbar=progress,
-              train_loader_kwargs=loader_kwargs(sampler, hparams["seed"]),
-              valid_loader_kwargs=loader_kwargs(valid_sampler, hparams["seed"]))
-    summary = {"out_dir": str(out_dir), "optimizer_step": brain.optimizer_step,
-               "epoch": hparams["epoch_counter"].current, "stopped_by_budget": brain.stopped_by_budget,
-               "train_seconds": round(time.monotonic() - t0, 2), "vocab_size": len(vocab),
-               "valid": getattr(brain, "last_stats", None), "oov_valid": oov_report(valid, vocab)}
-    write_json(out_dir / "train_summary.json", summary)
-    summary["brain"] = brain
-    return summary
+    return fit_by_length(brain, hparams, train_ds, valid_ds, out_dir, progress, vocab_size=len(vocab),
+                         oov_valid=oov_report(valid, vocab))
 
 
 def decode_finetuned(out_dir, test_csv, name: str = "test", data_root: str | None = None,

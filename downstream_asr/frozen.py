@@ -28,8 +28,8 @@ from torch import nn
 from corpora.atomic import write_json
 from corpora.errors import UserError
 from corpora.provenance import config_hash
-from downstream_asr.common import CTCBrain
-from downstream_asr.data import length_batch_sampler, loader_kwargs, read_csv
+from downstream_asr.common import CTCBrain, fit_by_length
+from downstream_asr.data import length_batch_sampler, read_csv
 from downstream_asr.decode import merge, open_for_decoding, recover_best, write_transcripts
 from downstream_asr.perturb import check_factors, speed_perturbed
 from downstream_asr.rundir import load_hparams, prepare_run, ssl_fingerprint
@@ -298,21 +298,9 @@ def train_frozen(ssl_folder, layer, train_csv, valid_csv, out_dir, *, feature_ca
         # a fresh run: the training set's statistics (a resumed run loads them from its checkpoint)
         combine.set_stats(*feature_stats([train_paths[i] for i in train["ID"]], seed=hparams["seed"]))
     train_ds, valid_ds = feature_dataset(train, train_paths, vocab), feature_dataset(valid, valid_paths, vocab)
-    sampler = length_batch_sampler(train_ds, hparams["batch_seconds"], shuffle=True, seed=hparams["seed"])
-    brain.train_sampler = sampler
-    valid_sampler = length_batch_sampler(valid_ds, hparams["valid_batch_seconds"], shuffle=False, seed=0)
-    t0 = time.monotonic()
-    brain.fit(hparams["epoch_counter"], train_ds, valid_ds, progressbar=progress,
-              train_loader_kwargs=loader_kwargs(sampler, hparams["seed"]),
-              valid_loader_kwargs=loader_kwargs(valid_sampler, hparams["seed"]))
-    summary = {"out_dir": str(out_dir), "optimizer_step": brain.optimizer_step,
-               "epoch": hparams["epoch_counter"].current, "stopped_by_budget": brain.stopped_by_budget,
-               "feature_seconds": round(feat_seconds, 2), "train_utterances": len(train), "train_seconds": round(time.monotonic() - t0, 2),
-               "vocab_size": len(vocab), "valid": getattr(brain, "last_stats", None),
-               "layer_weights": torch.softmax(brain.modules.model.combine.weights.detach(), 0).tolist()}
-    write_json(out_dir / "train_summary.json", summary)
-    summary["brain"] = brain
-    return summary
+    weights = torch.softmax(brain.modules.model.combine.weights.detach(), 0).tolist()
+    return fit_by_length(brain, hparams, train_ds, valid_ds, out_dir, progress, feature_seconds=round(feat_seconds, 2),
+                         train_utterances=len(train), vocab_size=len(vocab), layer_weights=weights)
 
 
 def decode_frozen(out_dir, test_csv, name: str = "test", data_root: str | None = None,
