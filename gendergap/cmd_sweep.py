@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 from pathlib import Path
 
 from corpora.errors import UserError
@@ -98,7 +99,7 @@ def run(args) -> int:
     if args.action == "status" or args.dry_run:
         rows = sweep.summary(jobs, out)
         if args.dry_run:
-            if executor == "slurm" and not __import__("shutil").which("sbatch"):
+            if executor == "slurm" and not shutil.which("sbatch"):
                 print("note: no `sbatch` here; a real run needs a SLURM login node")
             print_plan(jobs, out.resolve(), {r["job"]: r["state"] for r in rows})
             return 0

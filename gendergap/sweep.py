@@ -101,7 +101,7 @@ class Progress:
                   + (f"  {extra}" if extra else ""), flush=True)
 
 
-def _prepare(jobs: list[dict], out: Path, retry_failed: bool, quiet: bool) -> tuple[list[dict], dict[str, str]]:
+def _prepare(jobs: list[dict], out: Path, retry_failed: bool, quiet: bool) -> dict[str, str]:
     """States of all jobs; a job whose key changed loses its old run dir (it is run afresh)."""
     queue = _squeue_ids()
     states = {j["name"]: job_state(j, out, queue) for j in jobs}
@@ -124,7 +124,7 @@ def _prepare(jobs: list[dict], out: Path, retry_failed: bool, quiet: bool) -> tu
         if states[j["name"]] == "failed" and retry_failed:
             (folder / "failed.json").unlink(missing_ok=True)
             states[j["name"]] = "pending"
-    return jobs, states
+    return states
 
 
 def run_sweep(jobs: list[dict], out: str | Path, executor: str = "local", parallel: int = 2,
@@ -132,7 +132,7 @@ def run_sweep(jobs: list[dict], out: str | Path, executor: str = "local", parall
     """Run every job not yet done; returns the final state of each job."""
     check_executor(executor)
     out = Path(out).resolve()
-    jobs, states = _prepare(jobs, out, retry_failed, quiet)
+    states = _prepare(jobs, out, retry_failed, quiet)
     for j in jobs:
         folder = state_dir(out, j["name"])
         folder.mkdir(parents=True, exist_ok=True)
