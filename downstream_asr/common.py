@@ -51,6 +51,13 @@ class RNGState:
             torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def anneal_factor(step: int, max_steps: int, final: float) -> float:
+    """Linear decay from 1 at step 0 to ``final`` at ``max_steps`` (1 when there is no step budget)."""
+    if max_steps <= 0 or final >= 1.0:
+        return 1.0
+    return 1.0 - (1.0 - final) * min(1.0, step / max_steps)
+
+
 def warmup_factor(step: int, warmup_steps: int, start: int = 0) -> float:
     """Linear warm-up: 0 before ``start``, then (step - start + 1) / warmup_steps up to 1."""
     if step < start:
@@ -112,8 +119,11 @@ class CTCBrain(sb.Brain):
 
     def on_fit_batch_start(self, batch, should_step):
         warm = int(getattr(self.hparams, "warmup_steps", 0) or 0)
+        # Annealing needs a step budget: with max_steps the last updates take small steps.
+        decay = anneal_factor(self.optimizer_step, int(getattr(self.hparams, "max_steps", 0) or 0),
+                              float(getattr(self.hparams, "lr_final_ratio", 1.0)))
         for name, opt in (self.optimizers_dict or {}).items():
-            f = warmup_factor(self.optimizer_step, warm, self.warmup_start(name))
+            f = warmup_factor(self.optimizer_step, warm, self.warmup_start(name)) * decay
             for group in opt.param_groups:
                 group["lr"] = group.setdefault("base_lr", group["lr"]) * f
 

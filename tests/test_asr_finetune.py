@@ -117,3 +117,14 @@ def test_bad_input(setup, tmp_path):
     with pytest.raises(UserError, match="audio file not found") as e:
         train_finetune(setup["ssl"], nowav, setup["valid"], tmp_path / "r4", progress=False)
     assert e.value.line == 9
+
+
+def test_learning_rate_anneals_linearly_to_the_final_ratio(setup, tmp_path):
+    from downstream_asr.common import anneal_factor
+    assert [anneal_factor(s, 4, 0.2) for s in (0, 2, 4, 9)] == pytest.approx([1.0, 0.6, 0.2, 0.2])
+    assert anneal_factor(3, 0, 0.2) == 1.0  # no step budget: nothing to anneal towards
+    over = {**FAST, "lr_head": 5e-3, "lr_wav2vec": 1e-4, "max_steps": 4, "lr_final_ratio": 0.2}
+    s = train_finetune(setup["ssl"], setup["train"], setup["valid"], tmp_path / "run", progress=False, overrides=over)
+    # the 4th (last) update ran at step index 3: 1 - 0.8 * 3/4 = 0.4 of each optimizer's own lr
+    lrs = {k: o.param_groups[0]["lr"] for k, o in s["brain"].optimizers_dict.items()}
+    assert lrs["head"] == pytest.approx(5e-3 * 0.4) and lrs["wav2vec"] == pytest.approx(1e-4 * 0.4)
