@@ -298,8 +298,14 @@ def winomt_layout(t: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+# A recogniser this wrong outputs noise: its gender gap, significant or not, says nothing about
+# the encoder. (Far below any published system; a threshold for a warning, not for a decision.)
+UNUSABLE_WER = 90.0
+
+
 def significance_lines(t: pd.DataFrame, what: str) -> list[str]:
-    """Plain sentences saying which Δrel CIs contain 0 (not significant) and which do not."""
+    """Plain sentences saying which Δrel CIs contain 0 (not significant) and which do not; for
+    WER, also which systems are too poor (overall WER >= UNUSABLE_WER) for their gap to mean anything."""
     if t.empty:
         return []
     label = lambda r: f"{r['checkpoint']} / {r['task']}" + (f" / {r['lang_pair']}" if r["lang_pair"] else "")  # noqa
@@ -315,4 +321,9 @@ def significance_lines(t: pd.DataFrame, what: str) -> list[str]:
         out.append(f"- **Significant** ({what} Δrel 95% CI excludes 0): " + "; ".join(sig) + ".")
     if no_ci:
         out.append(f"- No CI for the {what} Δrel of: " + "; ".join(no_ci) + " (significance unknown).")
+    if what == "WER":
+        unusable = [f"{label(r)} ({fmt(r['all'])})" for r in recs if r["all"] >= UNUSABLE_WER]
+        if unusable:
+            out.append(f"- **Not a working recogniser** (WER All >= {UNUSABLE_WER:g} %): " + "; ".join(unusable)
+                       + ". Its gap, significant or not, says nothing about the pretrained encoder.")
     return out

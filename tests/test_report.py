@@ -108,6 +108,24 @@ def test_tables_hold_the_right_numbers(tmp_path):
     assert "![" in report and "delta_rel.png" in report
 
 
+def test_a_recogniser_at_noise_level_is_flagged(tmp_path):
+    db, out = tmp_path / "r.db", tmp_path / "rep"
+    fill(db)
+    store = ResultsStore(db)
+    rid = store.start_run("asr-finetune", {"ck": "M"}, seed=1)
+    store.add_scores(rid, [row("M-tiny", "asr-e2e", "M", "wer", 97.8), row("M-tiny", "asr-e2e", "F", "wer", 102.3),
+                           row("M-tiny", "asr-e2e", "all", "wer", 100.0),
+                           row("M-tiny", "asr-e2e", "delta_rel", "wer", 4.5, 1.5, 7.6)], finish=True)
+    store.close()
+    write_report(db, out)
+    lines = (out / "report.md").read_text().splitlines()
+    flagged = [ln for ln in lines if ln.startswith("- **Not a working recogniser**")]
+    assert len(flagged) == 1 and "M-tiny / asr-e2e (100.00)" in flagged[0]
+    assert "F-tiny" not in flagged[0] and "LB_1K" not in flagged[0]  # 19.5 and 19.8 % WER are systems
+    # its gap is still reported as the statistics say (significant), with the warning beside it
+    assert "M-tiny / asr-e2e" in next(ln for ln in lines if ln.startswith("- **Significant** (WER"))
+
+
 def test_cli_report_and_empty_db(tmp_path, capsys):
     db = tmp_path / "r.db"
     ResultsStore(db).close()
