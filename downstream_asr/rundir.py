@@ -42,10 +42,15 @@ def load_hparams(hparams_file, overrides: dict):
     """The recipe's objects (HyperPyYAML) with ``overrides``; a failure is a UserError."""
     with open(hparams_file, encoding="utf-8") as f:
         try:
-            return load_hyperpyyaml(f, overrides)
+            hparams = load_hyperpyyaml(f, overrides)
         except (KeyError, ValueError, TypeError) as e:
             raise UserError(f"cannot build the recipe from the hyperparameters ({type(e).__name__}: {e})",
                             path=hparams_file, fix="check the yaml and the KEY=VALUE overrides") from None
+    ratio = hparams.get("lr_final_ratio", 1.0)
+    if not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+        raise UserError(f"lr_final_ratio must be a number in (0, 1], not {ratio!r}", path=hparams_file,
+                        fix="e.g. lr_final_ratio=0.05 (decay to 5 %), or 1.0 for a constant learning rate")
+    return hparams
 
 
 def prepare_run(ssl_folder, train_csv, out_dir, hparams_file=None, overrides: dict | None = None,

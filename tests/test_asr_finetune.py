@@ -128,3 +128,6 @@ def test_learning_rate_anneals_linearly_to_the_final_ratio(setup, tmp_path):
     # the 4th (last) update ran at step index 3: 1 - 0.8 * 3/4 = 0.4 of each optimizer's own lr
     lrs = {k: o.param_groups[0]["lr"] for k, o in s["brain"].optimizers_dict.items()}
     assert lrs["head"] == pytest.approx(5e-3 * 0.4) and lrs["wav2vec"] == pytest.approx(1e-4 * 0.4)
+    with pytest.raises(UserError, match=r"lr_final_ratio must be a number in \(0, 1\]"):
+        train_finetune(setup["ssl"], setup["train"], setup["valid"], tmp_path / "bad", progress=False,
+                       overrides={**over, "lr_final_ratio": -0.5})
