@@ -325,5 +325,6 @@ def significance_lines(t: pd.DataFrame, what: str) -> list[str]:
         unusable = [f"{label(r)} ({fmt(r['all'])})" for r in recs if r["all"] >= UNUSABLE_WER]
         if unusable:
             out.append(f"- **Not a working recogniser** (WER All >= {UNUSABLE_WER:g} %): " + "; ".join(unusable)
-                       + ". A gap between outputs at this level, significant or not, says nothing about the pretrained encoder.")
+                       + ". A gap between outputs at this level, significant or not, says nothing"
+                       " about the pretrained encoder.")
     return out
