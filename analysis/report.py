@@ -115,7 +115,8 @@ def write_report(db_path: str | os.PathLike, out_dir: str | os.PathLike, subset:
         written["table4_asr.tex"] = _text(out_dir / "table4_asr.tex", tables.latex_table(
             tables.ASR_HEADER, blocks, tables.ASR_CAPTION, "tab:asr"))
         written["table4_asr.csv"] = _write_csv(asr, out_dir / "table4_asr.csv")
-        md += ["## Table 4 — ASR (WER, %)\n", body, *tables.significance_lines(asr, "WER"), ""]
+        md += ["## Table 4 — ASR (WER, %)\n", body, *tables.significance_lines(asr, "WER"),
+               *tables.noise_level_lines(asr), ""]
 
     st = tables.st_table(df)
     if len(st):

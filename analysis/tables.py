@@ -303,17 +303,19 @@ def winomt_layout(t: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
 UNUSABLE_WER = 90.0
 
 
+def _label(r: dict) -> str:
+    return f"{r['checkpoint']} / {r['task']}" + (f" / {r['lang_pair']}" if r["lang_pair"] else "")
+
+
 def significance_lines(t: pd.DataFrame, what: str) -> list[str]:
-    """Plain sentences saying which Δrel CIs contain 0 (not significant) and which do not; for
-    WER, also which systems are too poor (overall WER >= UNUSABLE_WER) for their gap to mean anything."""
+    """Plain sentences saying which Δrel CIs contain 0 (not significant) and which do not."""
     if t.empty:
         return []
-    label = lambda r: f"{r['checkpoint']} / {r['task']}" + (f" / {r['lang_pair']}" if r["lang_pair"] else "")  # noqa
     values = lambda r: fmt_ci(r["delta_rel"], r["delta_rel_low"], r["delta_rel_high"], sign=True)  # noqa
     recs = t.to_dict("records")
-    not_sig = [f"{label(r)} ({values(r)})" for r in recs if r["delta_rel_ci_contains_0"] == "yes"]
-    sig = [f"{label(r)} ({values(r)})" for r in recs if r["delta_rel_ci_contains_0"] == "no"]
-    no_ci = [label(r) for r in recs if r["delta_rel_ci_contains_0"] == ""]
+    not_sig = [f"{_label(r)} ({values(r)})" for r in recs if r["delta_rel_ci_contains_0"] == "yes"]
+    sig = [f"{_label(r)} ({values(r)})" for r in recs if r["delta_rel_ci_contains_0"] == "no"]
+    no_ci = [_label(r) for r in recs if r["delta_rel_ci_contains_0"] == ""]
     out = []
     if not_sig:
         out.append(f"- **Not significant** ({what} Δrel 95% CI contains 0): " + "; ".join(not_sig) + ".")
@@ -321,10 +323,14 @@ def significance_lines(t: pd.DataFrame, what: str) -> list[str]:
         out.append(f"- **Significant** ({what} Δrel 95% CI excludes 0): " + "; ".join(sig) + ".")
     if no_ci:
         out.append(f"- No CI for the {what} Δrel of: " + "; ".join(no_ci) + " (significance unknown).")
-    if what == "WER":
-        unusable = [f"{label(r)} ({fmt(r['all'])})" for r in recs if r["all"] >= UNUSABLE_WER]
-        if unusable:
-            out.append(f"- **Not a working recogniser** (WER All >= {UNUSABLE_WER:g} %): " + "; ".join(unusable)
-                       + ". A gap between outputs at this level, significant or not, says nothing"
-                       " about the pretrained encoder.")
     return out
+
+
+def noise_level_lines(asr: pd.DataFrame) -> list[str]:
+    """One sentence naming the recognisers too poor (WER All >= UNUSABLE_WER) for their gap to mean anything."""
+    unusable = [f"{_label(r)} ({fmt(r['all'])})" for r in asr.to_dict("records") if r["all"] >= UNUSABLE_WER]
+    if not unusable:
+        return []
+    return [f"- **Not a working recogniser** (WER All >= {UNUSABLE_WER:g} %): " + "; ".join(unusable)
+            + ". A gap between outputs at this level, significant or not, says nothing"
+            " about the pretrained encoder."]

@@ -119,7 +119,8 @@ class CTCBrain(sb.Brain):
 
     def on_fit_batch_start(self, batch, should_step):
         warm = int(getattr(self.hparams, "warmup_steps", 0) or 0)
-        # Annealing needs a step budget: with max_steps the last updates take small steps.
+        # Annealing needs a step budget: with max_steps the last updates take small steps. A run
+        # resumed with a larger max_steps follows the stretched schedule from where it stopped.
         decay = anneal_factor(self.optimizer_step, int(getattr(self.hparams, "max_steps", 0) or 0),
                               float(getattr(self.hparams, "lr_final_ratio", 1.0)))
         for name, opt in (self.optimizers_dict or {}).items():
