@@ -205,7 +205,8 @@ class CTCBrain(sb.Brain):
         self.modules.eval()
         out = {}
         for batch in loader:
-            log_probs, lens = self.forward_logprobs(batch.to(self.device), sb.Stage.TEST)
+            with self.evaluation_ctx:  # the run's precision (SpeechBrain's autocast context)
+                log_probs, lens = self.forward_logprobs(batch.to(self.device), sb.Stage.TEST)
             for uid, h in zip(batch.id, sb.decoders.ctc_greedy_decode(log_probs, lens, blank_id=0)):
                 out[uid] = decode(h, self.vocab)
         return out

@@ -81,7 +81,7 @@ class FinetuneBrain(CTCBrain):
 
 
 def ssl_hidden_size(ssl_folder: str | os.PathLike) -> int:
-    from ssl_pretrain.features import check_hf_folder
+    from ssl_pretrain.checkpoints import check_hf_folder
     return int(check_hf_folder(Path(ssl_folder))["hidden_size"])
 
 
@@ -97,23 +97,34 @@ def build_brain(out_dir: Path, run: dict, vocab, run_opts: dict | None = None):
     return brain, hparams
 
 
-def train_finetune(ssl_folder, train_csv, valid_csv, out_dir, hparams_file=None, overrides: dict | None = None,
-                   data_root: str | None = None, progress: bool = True, run_opts: dict | None = None) -> dict:
-    """Fine-tune (or resume fine-tuning) in ``out_dir``; returns a summary dict.
+def _run_opts(run: dict, run_opts: dict | None) -> dict:
+    rt = run["runtime"]
+    return {"device": rt["device"], "precision": rt["precision"], "eval_precision": rt["precision"], **(run_opts or {})}
+
+
+def train_finetune(ref, train_csv, valid_csv, out_dir, hparams_file=None, overrides: dict | None = None,
+                   data_root: str | None = None, progress: bool = True, device: str = "cpu",
+                   precision: str = "fp32", run_opts: dict | None = None) -> dict:
+    """Fine-tune (or resume fine-tuning) ``ref`` (a ssl_pretrain.checkpoints.CheckpointRef) in
+    ``out_dir`` on ``device``; returns a summary dict.
 
     ``overrides`` are hyperparameters (nested dict), e.g. ``{"max_steps": 100, "lr_head": 1e-3}``.
+    ``precision`` is SpeechBrain's: fp16/bf16 autocast with fp32 weights and optimizer state.
     Stopping by ``max_steps``/``max_minutes`` leaves a resumable checkpoint: the same call
     with a larger budget continues at the saved optimizer step.
     """
+    from ssl_pretrain.device import runtime_info
+    out_dir = Path(out_dir)
+    ssl_folder = ref.hf_folder(out_dir / "ssl_hf")  # a fairseq .pt is converted once, by content
     ssl_hidden_size(ssl_folder)  # a clear error before anything is written
-    run, vocab, train = prepare_run(ssl_folder, train_csv, out_dir, hparams_file, overrides, data_root,
-                                    kind="finetune", default_hparams=DEFAULT_HPARAMS)
+    run, vocab, train = prepare_run(ref.describe(), train_csv, out_dir, hparams_file, overrides, data_root,
+                                    kind="finetune", default_hparams=DEFAULT_HPARAMS,
+                                    extra={"ssl_folder": str(ssl_folder), "runtime": runtime_info(device, precision)})
     run["progress"] = progress
     valid = read_csv(valid_csv, TextNorm.from_dict(run["text_norm"]), training=False, data_root=data_root)
     run["valid_csv"] = str(Path(valid_csv).resolve())
-    out_dir = Path(out_dir)
     write_json(out_dir / "run.json", run)
-    brain, hparams = build_brain(out_dir, run, vocab, run_opts)
+    brain, hparams = build_brain(out_dir, run, vocab, _run_opts(run, run_opts))
     sr = int(brain.modules.wav2vec2.feature_extractor.sampling_rate)
     train_ds, valid_ds = audio_dataset(train, vocab, sr), audio_dataset(valid, vocab, sr)
     return fit_by_length(brain, hparams, train_ds, valid_ds, out_dir, progress, vocab_size=len(vocab),
@@ -125,7 +136,7 @@ def decode_finetuned(out_dir, test_csv, name: str = "test", data_root: str | Non
     """Greedy-decode ``test_csv`` with the best checkpoint of ``out_dir``; writes hyp/ref TSVs."""
     out_dir = Path(out_dir)
     run, vocab, test, oov = open_for_decoding(out_dir, test_csv, data_root)
-    brain, hparams = build_brain(out_dir, run, vocab, run_opts)
+    brain, hparams = build_brain(out_dir, run, vocab, _run_opts(run, run_opts))
     ckpt = recover_best(brain, out_dir, "gendergap asr finetune")
     sr = int(brain.modules.wav2vec2.feature_extractor.sampling_rate)
     ds = audio_dataset(test, vocab, sr)
@@ -133,7 +144,8 @@ def decode_finetuned(out_dir, test_csv, name: str = "test", data_root: str | Non
     loader = sb.dataio.dataloader.make_dataloader(ds, batch_sampler=sampler)
     t0 = time.monotonic()
     hyps = brain.transcribe(loader)
-    info = {"model": str(out_dir), "kind": run["kind"], "ssl": run["ssl_folder"], "test_csv": str(Path(test_csv).resolve()),
+    info = {"model": str(out_dir), "kind": run["kind"], "ssl": run["ssl"], "runtime": run["runtime"],
+            "test_csv": str(Path(test_csv).resolve()),
             "text_norm": run["text_norm"], "text_norm_name": run["text_norm_name"], "checkpoint": ckpt,
             "oov": oov, "decode_seconds": round(time.monotonic() - t0, 2)}
     return write_transcripts(test["ID"].tolist(), hyps, test["text"].tolist(), out_dir, name, info)

@@ -1,21 +1,21 @@
 """Frozen-feature CTC ASR (the study's strategy 1, runnable without Kaldi), with SpeechBrain.
 
-Features of a frozen wav2vec 2.0 checkpoint are extracted ONCE per (checkpoint, layer, CSV)
-with ssl_pretrain.features.export_features and cached as .npy; the model reads either one
-layer or all of them through a learned softmax-weighted sum (s3prl's "weighted sum": each
+Features of a frozen wav2vec 2.0 checkpoint come from the feature store
+(ssl_pretrain.feature_store: extracted once per checkpoint and rows, shared with ST and the
+probes, on the run's device and precision); the model reads either one layer or all of them through a learned softmax-weighted sum (s3prl's "weighted sum": each
 layer layer-normalised per frame or standardised with the training set's statistics, one scalar
 weight per layer), then projection -> TDNN layers and/or BiLSTM -> softmax over characters,
 CTC. Batches group utterances of similar length (SpeechBrain's DynamicBatchSampler). Budgets,
 resume, checkpoints and decoding are shared with the fine-tuning recipe (downstream_asr/common.py).
 
-    train_frozen("ckpt_hf/", "all", "train.csv", "valid.csv", "runs/frozen", overrides={"max_minutes": 2})
+    ref = CheckpointRef.resolve("F-tiny", registry="runs/checkpoints.json")
+    train_frozen(ref, "all", "train.csv", "valid.csv", "runs/frozen", feature_store="runs/features",
+                 device="cuda", precision="bf16", overrides={"max_minutes": 2})
     decode_frozen("runs/frozen", "test.csv")     # runs/frozen/test.hyp.tsv + test.ref.tsv
 """
 from __future__ import annotations
 
-import json
 import logging
-import os
 import time
 from pathlib import Path
 
@@ -27,12 +27,11 @@ from torch import nn
 
 from corpora.atomic import write_json
 from corpora.errors import UserError
-from corpora.provenance import config_hash
 from downstream_asr.common import CTCBrain, fit_by_length
 from downstream_asr.data import length_batch_sampler, read_csv
 from downstream_asr.decode import merge, open_for_decoding, recover_best, write_transcripts
 from downstream_asr.perturb import check_factors, speed_perturbed
-from downstream_asr.rundir import load_hparams, prepare_run, ssl_fingerprint
+from downstream_asr.rundir import load_hparams, prepare_run
 from downstream_asr.text import TextNorm, encode
 
 log = logging.getLogger(__name__)
@@ -143,18 +142,17 @@ class FrozenCTCModel(nn.Module):
         return torch.log_softmax(self.out(x), -1), lengths
 
 
-def feature_stats(paths, n_max: int = 400, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-layer, per-dimension mean and standard deviation [L, D] of cached feature files
-    (a seeded sample of at most ``n_max`` utterances: enough for 128-1024 dims, and cheap)."""
+def feature_stats(view, ids, n_max: int = 400, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-layer, per-dimension mean and standard deviation [L, D] of the view's features for
+    ``ids`` (a seeded sample of at most ``n_max`` utterances: enough for 128-1024 dims, and cheap)."""
     rng = np.random.default_rng(seed)
-    paths = list(paths)
-    if len(paths) > n_max:
-        paths = [paths[i] for i in sorted(rng.choice(len(paths), n_max, replace=False))]
+    ids = list(ids)
+    if len(ids) > n_max:
+        ids = [ids[i] for i in sorted(rng.choice(len(ids), n_max, replace=False))]
     total = sq = None
     n = 0
-    for p in paths:
-        x = np.load(p).astype(np.float64)
-        x = x[None] if x.ndim == 2 else x  # [L, T, D]
+    for uid in ids:
+        x = view.get(uid).astype(np.float64)  # [L, T, D]
         total = x.sum(1) if total is None else total + x.sum(1)
         sq = (x ** 2).sum(1) if sq is None else sq + (x ** 2).sum(1)
         n += x.shape[1]
@@ -182,46 +180,32 @@ def _layer_arg(layer):
         raise UserError(f"layer {layer!r} is not a number, 'last' or 'all'", fix="e.g. --layer 6 or --layer all") from None
 
 
-def cached_features(ssl, layer, df: pd.DataFrame, csv_path, cache_root: Path, batch_seconds: float,
-                    progress: bool = True) -> dict[str, str]:
-    """{ID: .npy path} for every row of a CSV, extracting only when the cache lacks them."""
-    from ssl_pretrain.features import export_features
-    # keyed on the checkpoint's file fingerprints too: a retrained checkpoint at the same path
-    # must not reuse old features
-    key = config_hash({"csv": str(Path(csv_path).resolve()), "ssl": str(ssl.source),
-                       "ssl_files": ssl_fingerprint(ssl.source)})[:10]
-    out = cache_root / f"layer-{layer}" / f"{Path(csv_path).stem}-{key}"
-    index, meta = out / "features.tsv", out / "features.json"
-    if index.is_file() and meta.is_file() and json.loads(meta.read_text())["source"] == str(ssl.source):
-        cached = pd.read_csv(index, sep="\t", dtype=str)
-        paths = dict(zip(cached["id"], cached["path"]))
-        if set(df["ID"]) <= set(paths) and all(os.path.isfile(paths[i]) for i in df["ID"]):
-            log.info("using cached features in %s", out)
-            return paths
-    sr = ssl.sample_rate
+def csv_segments(df: pd.DataFrame, sample_rate: int) -> pd.DataFrame:
+    """A SpeechBrain CSV's rows as the store's rows (id, audio, offset, duration in seconds)."""
     start = df["start"].astype(int) if "start" in df.columns else pd.Series(0, index=df.index)
     if "stop" in df.columns:
-        duration = (df["stop"].astype(int) - start) / sr
+        duration = (df["stop"].astype(int) - start) / sample_rate
     else:
         duration = df["duration"].astype(float)
-    table = pd.DataFrame({"id": df["ID"].to_numpy(), "offset": (start / sr).to_numpy(), "duration": duration.to_numpy()})
-    index = export_features(ssl, table, df["wav"].tolist(), out, fmt="npy", layer=layer,
-                            max_batch_seconds=batch_seconds, progress=progress)
-    cached = pd.read_csv(index, sep="\t", dtype=str)
-    return dict(zip(cached["id"], cached["path"]))
+    return pd.DataFrame({"id": df["ID"].to_numpy(), "audio": df["wav"].to_numpy(),
+                         "offset": (start / sample_rate).to_numpy(), "duration": duration.to_numpy()})
 
 
-def feature_dataset(df: pd.DataFrame, paths: dict[str, str], enc):
-    """A DynamicItemDataset yielding ``id, feats [T, L, D], tokens, text``."""
-    data = {r.ID: {"path": paths[r.ID], "duration": float(r.duration), "text": r.text}
-            for r in df.itertuples(index=False)}
+def feature_view(store, extractor, layer, df: pd.DataFrame, batch_seconds: float, progress: bool = True):
+    """The store's view of a CSV's rows (extracting only what no entry holds)."""
+    return store.view(extractor, csv_segments(df, extractor.sample_rate), layer, batch_seconds=batch_seconds,
+                      progress=progress)
+
+
+def feature_dataset(df: pd.DataFrame, view, enc):
+    """A DynamicItemDataset yielding ``id, feats [T, L, D] (float32), tokens, text``."""
+    data = {r.ID: {"duration": float(r.duration), "text": r.text} for r in df.itertuples(index=False)}
     ds = sb.dataio.dataset.DynamicItemDataset(data)
 
-    @sb.utils.data_pipeline.takes("path")
+    @sb.utils.data_pipeline.takes("id")
     @sb.utils.data_pipeline.provides("feats")
-    def feat_pipeline(path):
-        x = torch.from_numpy(np.load(path))
-        return x.unsqueeze(1) if x.dim() == 2 else x.transpose(0, 1).contiguous()  # [T, L, D]
+    def feat_pipeline(uid):
+        return torch.from_numpy(view.get(uid).astype(np.float32)).transpose(0, 1).contiguous()  # [T, L, D]
 
     @sb.utils.data_pipeline.takes("text")
     @sb.utils.data_pipeline.provides("tokens")
@@ -247,28 +231,46 @@ def _build(out_dir: Path, run: dict, vocab, run_opts=None):
     return brain, hparams
 
 
-def _feature_cache(out_dir: Path, run: dict) -> Path:
-    return Path(run["feature_cache"]) if run.get("feature_cache") else out_dir / "features"
+class _Views:
+    """Several views looked up by id: the training set and its speed-perturbed copies."""
+
+    def __init__(self, views):
+        self.by_id = {uid: v for v in views for uid in v.ids}
+
+    def get(self, uid):
+        return self.by_id[uid].get(uid)
 
 
-def train_frozen(ssl_folder, layer, train_csv, valid_csv, out_dir, *, feature_cache=None, hparams_file=None,
-                 overrides: dict | None = None, data_root: str | None = None, progress: bool = True,
-                 extra_csvs: list | None = None, run_opts: dict | None = None) -> dict:
-    """Extract (or reuse) features, then train (or resume) the BiLSTM CTC model in ``out_dir``.
+def _open_store(run: dict):
+    from ssl_pretrain.feature_store import FeatureStore
+    return FeatureStore(run["feature_store"])
 
-    ``layer``: an int, "last" or "all" (learned weighted sum). ``extra_csvs`` (e.g. the test
-    CSV) are read up front so that bad input fails before training, not after.
+
+def train_frozen(ref, layer, train_csv, valid_csv, out_dir, *, feature_store=None, device: str = "cpu",
+                 precision: str = "fp32", hparams_file=None, overrides: dict | None = None,
+                 data_root: str | None = None, progress: bool = True, extra_csvs: list | None = None,
+                 run_opts: dict | None = None) -> dict:
+    """Read (or extract into the feature store) the checkpoint's features, then train (or resume)
+    the CTC model in ``out_dir``.
+
+    ``ref``: a ssl_pretrain.checkpoints.CheckpointRef. ``layer``: an int, "last" or "all"
+    (learned weighted sum). ``feature_store``: the store's root (default OUT/features). Training
+    and any extraction run on ``device`` in ``precision``. ``extra_csvs`` (e.g. the test CSV)
+    are read up front so that bad input fails before training, not after.
     """
-    from ssl_pretrain.features import load_ssl
+    from ssl_pretrain.device import runtime_info
+    from ssl_pretrain.feature_store import SSLExtractor
+    extractor = SSLExtractor(ref, device, precision)
     layer = _layer_arg(layer)
-    ssl = load_ssl(str(ssl_folder))
-    if layer not in ("all", "last") and not 0 <= layer <= ssl.num_layers:
-        raise UserError(f"layer {layer} does not exist (the model has layers 0..{ssl.num_layers})",
-                        fix=f"pass --layer between 0 and {ssl.num_layers}, 'last' or 'all'")
+    num_layers = extractor.n_outputs - 1
+    if layer not in ("all", "last") and not 0 <= layer <= num_layers:
+        raise UserError(f"layer {layer} does not exist (the model has layers 0..{num_layers})",
+                        fix=f"pass --layer between 0 and {num_layers}, 'last' or 'all'")
     out_dir = Path(out_dir)
-    extra = {"layer": layer, "n_layers": ssl.num_layers + 1 if layer == "all" else 1, "feat_dim": ssl.dim,
-             "feature_cache": str(Path(feature_cache).resolve()) if feature_cache else None}
-    run, vocab, train = prepare_run(ssl_folder, train_csv, out_dir, hparams_file, overrides, data_root,
+    extra = {"layer": layer, "n_layers": num_layers + 1 if layer == "all" else 1, "feat_dim": extractor.dim,
+             "feature_store": str(Path(feature_store or out_dir / "features").resolve()),
+             "runtime": runtime_info(device, precision)}
+    run, vocab, train = prepare_run(ref.describe(), train_csv, out_dir, hparams_file, overrides, data_root,
                                     kind="frozen", default_hparams=DEFAULT_HPARAMS, extra=extra)
     run["progress"] = progress
     norm = TextNorm.from_dict(run["text_norm"])
@@ -277,49 +279,60 @@ def train_frozen(ssl_folder, layer, train_csv, valid_csv, out_dir, *, feature_ca
         read_csv(extra_csv, norm, training=False, data_root=data_root)
     run["valid_csv"] = str(Path(valid_csv).resolve())
     write_json(out_dir / "run.json", run)
-    brain, hparams = _build(out_dir, run, vocab, run_opts)
-    cache = _feature_cache(out_dir, run)
+    brain, hparams = _build(out_dir, run, vocab, {"device": device, "precision": precision,
+                                                  "eval_precision": precision, **(run_opts or {})})
+    store = _open_store(run)
     t_feat = time.monotonic()
-    train_paths = cached_features(ssl, layer, train, train_csv, cache, hparams["extract_batch_seconds"], progress)
+    views = [feature_view(store, extractor, layer, train, hparams["extract_batch_seconds"], progress)]
     # speed-perturbed copies of the TRAINING set only (valid/test stay as recorded): each factor
-    # is a new voice to the model; their features are cached like the originals'
+    # is a new voice to the model; their features are stored like the originals'
     copies = [train]
     for factor in check_factors(hparams.get("speed_perturb", [1.0])):
         if factor != 1.0:
-            sp, sp_csv = speed_perturbed(train, train_csv, factor, cache, ssl.sample_rate)
-            train_paths.update(cached_features(ssl, layer, sp, sp_csv, cache, hparams["extract_batch_seconds"],
-                                               progress))
+            sp, _ = speed_perturbed(train, train_csv, factor, out_dir / "perturbed", extractor.sample_rate)
+            views.append(feature_view(store, extractor, layer, sp, hparams["extract_batch_seconds"], progress))
             copies.append(sp)
     train = pd.concat(copies, ignore_index=True)
-    valid_paths = cached_features(ssl, layer, valid, valid_csv, cache, hparams["extract_batch_seconds"], progress)
+    valid_view = feature_view(store, extractor, layer, valid, hparams["extract_batch_seconds"], progress)
     feat_seconds = time.monotonic() - t_feat
+    train_views = _Views(views)
     combine = brain.modules.model.combine
     if combine.norm == "global" and not any((out_dir / "save").glob("CKPT*")):
         # a fresh run: the training set's statistics (a resumed run loads them from its checkpoint)
-        combine.set_stats(*feature_stats([train_paths[i] for i in train["ID"]], seed=hparams["seed"]))
-    train_ds, valid_ds = feature_dataset(train, train_paths, vocab), feature_dataset(valid, valid_paths, vocab)
+        combine.set_stats(*feature_stats(train_views, train["ID"], seed=hparams["seed"]))
+    train_ds, valid_ds = feature_dataset(train, train_views, vocab), feature_dataset(valid, valid_view, vocab)
     weights = torch.softmax(brain.modules.model.combine.weights.detach(), 0).tolist()
     return fit_by_length(brain, hparams, train_ds, valid_ds, out_dir, progress, feature_seconds=round(feat_seconds, 2),
-                         train_utterances=len(train), vocab_size=len(vocab), layer_weights=weights)
+                         train_utterances=len(train), vocab_size=len(vocab), layer_weights=weights,
+                         features=views[0].describe())
 
 
 def decode_frozen(out_dir, test_csv, name: str = "test", data_root: str | None = None,
                   batch_seconds: float | None = None, run_opts: dict | None = None) -> dict:
-    """Greedy-decode ``test_csv`` with the best checkpoint of ``out_dir``; writes hyp/ref TSVs."""
-    from ssl_pretrain.features import load_ssl
+    """Greedy-decode ``test_csv`` with the best checkpoint of ``out_dir``; writes hyp/ref TSVs.
+    Features come from the run's feature store, on the run's device and precision."""
+    from ssl_pretrain.checkpoints import CheckpointRef
+    from ssl_pretrain.feature_store import SSLExtractor
     out_dir = Path(out_dir)
     run, vocab, test, oov = open_for_decoding(out_dir, test_csv, data_root)
-    brain, hparams = _build(out_dir, run, vocab, run_opts)
+    rt = run["runtime"]
+    opts = {"device": rt["device"], "precision": rt["precision"], "eval_precision": rt["precision"],
+            **(run_opts or {})}
+    brain, hparams = _build(out_dir, run, vocab, opts)
     ckpt = recover_best(brain, out_dir, "gendergap asr frozen")
-    ssl = load_ssl(run["ssl_folder"])
-    paths = cached_features(ssl, run["layer"], test, test_csv, _feature_cache(out_dir, run),
-                            hparams["extract_batch_seconds"], run.get("progress", True))
-    ds = feature_dataset(test, paths, vocab)
+    ssl = run["ssl"]
+    ref = CheckpointRef(ssl["name"], Path(ssl["path"]), ssl["kind"], ssl.get("random_init_seed"))
+    if ref.content_hash != ssl["sha256"]:
+        raise UserError(f"the SSL checkpoint {ssl['path']} changed since this model was trained",
+                        path=out_dir / "run.json", fix="decode with the checkpoint it was trained on, or train anew")
+    view = feature_view(_open_store(run), SSLExtractor(ref, opts["device"], opts["precision"]), run["layer"], test,
+                        hparams["extract_batch_seconds"], run.get("progress", True))
+    ds = feature_dataset(test, view, vocab)
     sampler = length_batch_sampler(ds, batch_seconds or hparams["valid_batch_seconds"], shuffle=False, seed=0)
     t0 = time.monotonic()
     hyps = brain.transcribe(sb.dataio.dataloader.make_dataloader(ds, batch_sampler=sampler))
-    info = {"model": str(out_dir), "kind": "frozen", "ssl": run["ssl_folder"], "layer": run["layer"],
+    info = {"model": str(out_dir), "kind": "frozen", "ssl": ssl, "layer": run["layer"],
             "test_csv": str(Path(test_csv).resolve()), "text_norm": run["text_norm"],
-            "text_norm_name": run["text_norm_name"], "checkpoint": ckpt, "oov": oov,
-            "decode_seconds": round(time.monotonic() - t0, 2)}
+            "text_norm_name": run["text_norm_name"], "checkpoint": ckpt, "oov": oov, "runtime": rt,
+            "features": view.describe(), "decode_seconds": round(time.monotonic() - t0, 2)}
     return write_transcripts(test["ID"].tolist(), hyps, test["text"].tolist(), out_dir, name, info)

@@ -5,6 +5,7 @@ harness prepares their input and reads their output:
 
 - ``kaldi_export``: a validated Kaldi data dir (wav.scp, segments, text, utt2spk, spk2utt,
   spk2gender, utt2dur; manifests/export_kaldi.py) plus ``feats.scp`` / ``data/feats.ark``
+  written from a feature-store view
   (kaldiio, uncompressed float32, readable by kaldi-io too), ``utt2num_frames`` and
   ``frame_shift``. ``repeat=2`` repeats each 20 ms wav2vec 2.0 frame (10 ms frames, what Kaldi
   TDNN recipes and their frame subsampling expect).
@@ -27,32 +28,27 @@ from corpora.errors import UserError
 log = logging.getLogger(__name__)
 
 
-def kaldi_export(ssl, table: pd.DataFrame, audio_paths: list[str], out_dir: str | os.PathLike, *, layer="last",
-                 repeat: int = 1, max_batch_seconds: float = 60.0, text_column: str = "text",
-                 progress: bool = True) -> dict:
-    """Write and validate a Kaldi data dir with ``feats.scp`` of one SSL layer; returns a summary."""
+def kaldi_export(view, table: pd.DataFrame, audio_paths: list[str], out_dir: str | os.PathLike, *,
+                 repeat: int = 1, text_column: str = "text") -> dict:
+    """Write and validate a Kaldi data dir with ``feats.scp`` of the view's (one) layer; returns a summary."""
     from manifests.export_kaldi import export_kaldi_dir, kaldi_utt_ids, validate_kaldi_dir
-    from ssl_pretrain.features import export_features
+    from ssl_pretrain.feature_store import write_kaldi
     if repeat not in (1, 2):
         raise UserError(f"repeat={repeat}: frames are repeated 1x (20 ms) or 2x (10 ms)", fix="use --repeat-frames or not")
+    if len(view.layers) != 1:
+        raise UserError(f"Kaldi archives hold one matrix per utterance, not {len(view.layers)} layers",
+                        fix="pick one --layer")
     out_dir = Path(out_dir).resolve()
     table = table.reset_index(drop=True).assign(audio=list(audio_paths))
     summary = export_kaldi_dir(table, out_dir, text_column=text_column)
-    utt = kaldi_utt_ids(table)
-    feats_table = pd.DataFrame({"id": utt.to_numpy(), "offset": table["offset"].astype(float).to_numpy(),
-                                "duration": table["duration"].astype(float).to_numpy()})
-    index = export_features(ssl, feats_table, list(audio_paths), out_dir / "data", fmt="kaldi", layer=layer,
-                            repeat=repeat, max_batch_seconds=max_batch_seconds, progress=progress)
-    # Kaldi wants every per-utterance file sorted by key in C (byte) order; extraction ran by length.
-    scp = [ln for ln in (out_dir / "data" / "feats.scp").read_text(encoding="utf-8").splitlines() if ln.strip()]
-    write_text(out_dir / "feats.scp", "".join(ln + "\n" for ln in sorted(scp, key=lambda s: s.split()[0].encode())))
-    frames = pd.read_csv(index, sep="\t", dtype={"id": str})
-    frames = frames.iloc[sorted(range(len(frames)), key=lambda i: frames["id"].iloc[i].encode())]
-    write_text(out_dir / "utt2num_frames", "".join(f"{u} {n}\n" for u, n in zip(frames["id"], frames["n_frames"])))
-    shift = ssl.frame_shift_s / repeat
+    utt = kaldi_utt_ids(table).tolist()
+    shapes = write_kaldi(view, out_dir / "data", view.layers[0], repeat, keys=dict(zip(table["id"].astype(str), utt)))
+    write_text(out_dir / "feats.scp", (out_dir / "data" / "feats.scp").read_text(encoding="utf-8"))
+    write_text(out_dir / "utt2num_frames", "".join(f"{u} {shapes[u][0]}\n" for u in sorted(shapes, key=str.encode)))
+    shift = view.frame_shift_s / repeat
     write_text(out_dir / "frame_shift", f"{shift:g}\n")
     validate_kaldi_dir(out_dir, no_feats=False)
-    return {**summary, "dim": int(frames["dim"].iloc[0]), "frame_shift_ms": shift * 1000, "layer": layer,
+    return {**summary, "dim": view.dim, "frame_shift_ms": shift * 1000, "layer": view.layers[0],
             "repeat": repeat, "feats_scp": str(out_dir / "feats.scp")}
 
 

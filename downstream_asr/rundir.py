@@ -27,17 +27,6 @@ class _PlainLoader(yaml.SafeLoader):
 _PlainLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
 
 
-def ssl_fingerprint(source) -> dict:
-    """Size and mtime of a checkpoint's files (a .pt, or a transformers folder's config + weights):
-    what changes when the checkpoint is retrained or re-converted under the same path."""
-    from corpora.provenance import file_fingerprint
-    p = Path(source)
-    if p.is_dir():
-        names = ("config.json", "model.safetensors", "pytorch_model.bin", "gendergap_source.json")
-        return {n: file_fingerprint(p / n) for n in names if (p / n).is_file()}
-    return {p.name: file_fingerprint(p)}
-
-
 def load_hparams(hparams_file, overrides: dict):
     """The recipe's objects (HyperPyYAML) with ``overrides``; a failure is a UserError."""
     with open(hparams_file, encoding="utf-8") as f:
@@ -53,7 +42,7 @@ def load_hparams(hparams_file, overrides: dict):
     return hparams
 
 
-def prepare_run(ssl_folder, train_csv, out_dir, hparams_file=None, overrides: dict | None = None,
+def prepare_run(ssl: dict, train_csv, out_dir, hparams_file=None, overrides: dict | None = None,
                 data_root: str | None = None, *, kind: str, default_hparams: Path,
                 extra: dict | None = None) -> tuple[dict, "object", "object"]:
     """Create or re-open a run directory: copy the yaml, build or check the vocabulary.
@@ -86,15 +75,15 @@ def prepare_run(ssl_folder, train_csv, out_dir, hparams_file=None, overrides: di
     else:
         save_vocab(vocab, vocab_path)
     previous = json.loads((out_dir / "run.json").read_text()) if (out_dir / "run.json").exists() else {}
-    fingerprint = ssl_fingerprint(ssl_folder)
-    if previous.get("ssl_fingerprint") not in (None, fingerprint) and any((out_dir / "save").glob("CKPT*")):
-        raise UserError("the run directory was trained from another version of the SSL checkpoint "
-                        f"({previous.get('ssl_folder')} changed since)", path=out_dir / "run.json",
+    before = (previous.get("ssl") or {}).get("sha256")
+    if before not in (None, ssl["sha256"]) and any((out_dir / "save").glob("CKPT*")):
+        raise UserError("the run directory was trained from another SSL checkpoint "
+                        f"({previous['ssl']['path']} has other contents)", path=out_dir / "run.json",
                         fix="use a new --out for the new checkpoint")
-    run = {"kind": kind, "ssl_folder": str(ssl_folder), "train_csv": str(Path(train_csv).resolve()),
+    run = {"kind": kind, "ssl": ssl, "train_csv": str(Path(train_csv).resolve()),
            "data_root": data_root, "overrides": overrides or {}, "text_norm": norm.as_dict(),
            "text_norm_name": norm.name, "vocab_size": len(vocab), "progress": True,
-           "ssl_fingerprint": fingerprint, "started": previous.get("started", time.time()), **(extra or {})}
+           "started": previous.get("started", time.time()), **(extra or {})}
     return run, vocab, train
 
 

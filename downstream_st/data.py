@@ -85,12 +85,12 @@ def read_feature_index(path: str | os.PathLike) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise UserError("no feature index", path=path,
-                        fix="extract features first (ssl_pretrain.features.export_features writes features.tsv)")
+                        fix="extract features first (`gendergap ckpt features ... --out DIR` writes DIR/features.tsv)")
     df = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False, quoting=csv.QUOTE_NONE)
     missing = [c for c in ("id", "path", "n_frames", "dim") if c not in df.columns]
     if missing:
         raise UserError(f"the feature index lacks column(s) {', '.join(missing)}", path=path, line=1,
-                        fix="an index has id, path, n_frames, dim (as export_features writes it)")
+                        fix="an index has id, path, n_frames, dim (as `gendergap ckpt features --out` writes it)")
     df["_index_line"] = np.arange(len(df)) + 2
     base = path.resolve().parent
     df["path"] = df["path"].map(lambda p: p if os.path.isabs(p) else str(base / p))
@@ -126,7 +126,7 @@ def attach_features(df: pd.DataFrame, index: pd.DataFrame, index_path: str | os.
                 raise UserError(f"feature file of {uid!r} is not a readable .npy ({e})", **where, fix=fix) from None
             if len(shape) != 2:
                 raise UserError(f"feature file of {uid!r} has shape {shape}, not [frames, dim]", **where,
-                                fix="export one layer (export_features layer=L), not all layers")
+                                fix="export one layer (`gendergap ckpt features --layer L`), not all layers")
             dim = shape[1] if dim is None else dim
             if shape[1] != dim:
                 raise UserError(f"feature file of {uid!r} has dimension {shape[1]}, expected {dim}", **where,

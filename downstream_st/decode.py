@@ -102,7 +102,7 @@ def decode_st(model_dir: str | os.PathLike, meta: dict, test: pd.DataFrame, out:
     results = work / "generate"
     cmd = build_generate_command(eval_dir, split, meta["checkpoint"], results, flags)
     log.info("decoding %d utterance(s) with beam %s (log: %s)", len(test), flags.get("beam"), work / "generate.log")
-    run_fairseq(cmd, work / "generate.log", threads=meta["preset"].get("cpu_threads"))
+    run_fairseq(cmd, work / "generate.log", threads=meta["preset"].get("cpu_threads"), gpu=meta["preset"].get("gpu"))
     hyps = parse_generate_output(results / f"generate-{split}.txt", test["id"].astype(str).tolist())
     write_hypotheses(hyps, out)
     return {"hyps": str(out), "work_dir": str(work), "command": cmd, "beam": flags.get("beam")}

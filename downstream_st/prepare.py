@@ -1,60 +1,64 @@
 """One utterance-table file -> the rows an ST step uses, each with its feature file.
 
-    rows = prepare_rows("utterances.tsv", FeatureSource(ckpt="F-tiny", layer=2, cache_root="runs/features"),
+    rows = prepare_rows("utterances.tsv", FeatureSource(ckpt="F-tiny", layer=2, store="runs/features"),
                         corpus="synth-fr", split="train", src="fr", tgt="en")
 
-Features come either from an SSL checkpoint + layer (extracted into the shared cache, see
-downstream_st/features.py) or from an existing feature index (``features.tsv`` as
-ssl_pretrain's exporter writes it).
+Features come either from an SSL checkpoint + layer, read from the feature store
+(ssl_pretrain.feature_store; extracted there on ``device``/``precision`` when no entry holds
+them yet, and then shared with frozen ASR and the probes), or from an existing feature index
+(``id, path, n_frames, dim``; paths to ``.npy`` files). Store features reach fairseq as
+``shard.zip:offset:length`` pointers, its own stored-zip format: nothing is copied.
 """
 from __future__ import annotations
 
 import logging
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import pandas as pd
 
 from corpora.errors import UserError
 from corpora.table import read_table, resolve_audio
 from downstream_st.data import attach_features, read_feature_index, require_target, select_rows
-from downstream_st.features import ensure_features, feature_cache_dir
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class FeatureSource:
-    """Where features come from: ``ckpt`` + ``layer`` (extracted and cached under
-    ``cache_root``), or a ready ``index`` file."""
+    """Where features come from: ``ckpt`` + ``layer`` (from the store under ``store``), or a
+    ready ``index`` file."""
     ckpt: str | None = None
     layer: str | int = "last"
-    cache_root: str | None = None
+    store: str | None = None
     registry: str | None = None
     index: str | None = None
+    device: str = "cpu"
+    precision: str = "fp32"
 
     def describe(self) -> dict:
-        return {"ssl_checkpoint": self.ckpt, "layer": self.layer, "feature_cache_root": self.cache_root,
+        return {"ssl_checkpoint": self.ckpt, "layer": self.layer, "feature_store": self.store,
                 "registry": self.registry, "feature_index": self.index}
 
-    def cache_dir(self) -> Path:
-        if not self.cache_root:
-            raise UserError("no feature cache dir", fix="pass --features-dir DIR")
-        return feature_cache_dir(self.cache_root, self.ckpt, self.layer)
-
-    def index_for(self, rows: pd.DataFrame, table_path: str | os.PathLike, progress: bool = True) -> Path:
-        """The index listing features for ``rows`` (extracting what the cache lacks)."""
+    def index_for(self, rows: pd.DataFrame, table_path: str | os.PathLike,
+                  progress: bool = True) -> tuple[pd.DataFrame, str, bool]:
+        """(feature index for ``rows``, where it came from, whether its files need checking)."""
         if self.index:
-            return Path(self.index)
+            return read_feature_index(self.index), self.index, True
         if not self.ckpt:
             raise UserError("no feature source", fix="pass --ckpt NAME --layer L, or --features-index TSV")
-        from ssl_pretrain.features import load_ssl
+        if not self.store:
+            raise UserError("no feature store", fix="pass --feature-store DIR")
+        from ssl_pretrain.checkpoints import CheckpointRef
+        from ssl_pretrain.feature_store import FeatureStore, SSLExtractor
 
         layer = self.layer if self.layer in ("last",) else int(self.layer)
-        audio = resolve_audio(rows, table_path).tolist()
-        return ensure_features(lambda: load_ssl(self.ckpt, self.registry), rows, audio, self.cache_dir(), layer,
-                               progress=progress)
+        extractor = SSLExtractor(CheckpointRef.resolve(self.ckpt, self.registry), self.device, self.precision)
+        segments = rows.assign(audio=resolve_audio(rows, table_path).to_numpy())
+        view = FeatureStore(self.store).view(extractor, segments, layer, progress=progress)
+        index = view.index_table(view.layers[0])
+        index["_index_line"] = 0
+        return index, str(view.dir), False
 
 
 def prepare_rows(table_path: str | os.PathLike, source: FeatureSource, *, corpus: str | None = None,
@@ -72,5 +76,5 @@ def prepare_rows(table_path: str | os.PathLike, source: FeatureSource, *, corpus
     rows = select_rows(table, table_path, corpus=corpus, split=split, lang=lang)
     if tgt:
         rows = require_target(rows, tgt, table_path)
-    index_path = source.index_for(rows, table_path, progress=progress)
-    return attach_features(rows, read_feature_index(index_path), index_path, expected_dim=expected_dim)
+    index, where, check = source.index_for(rows, table_path, progress=progress)
+    return attach_features(rows, index, where, expected_dim=expected_dim, check_files=check)

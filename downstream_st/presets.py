@@ -103,6 +103,27 @@ def apply_overrides(cfg: dict, overrides) -> dict:
     return cfg
 
 
+def on_device(cfg: dict, device: str, precision: str) -> dict:
+    """A copy of ``cfg`` whose fairseq flags run on ``device`` (``cpu`` or ``cuda:N``) in ``precision``.
+
+    On a GPU ``--cpu`` is dropped and ``cuda:N`` becomes ``CUDA_VISIBLE_DEVICES=N`` for the fairseq
+    processes (``gpu`` in the returned dict). fp16 is fairseq's ``--fp16``: fp16 weights and
+    activations with an fp32 master copy in the optimizer and dynamic loss scaling. bf16 is
+    refused: fairseq 0.12's ``--bf16`` switches on TPU mode (``--tpu``), which needs torch_xla.
+    """
+    if precision == "bf16":
+        raise UserError("fairseq (0.12) cannot train or decode in bf16 off a TPU: its --bf16 implies --tpu",
+                        fix="use --precision fp16 on a GPU, or fp32")
+    cfg = copy.deepcopy(cfg)
+    gpu = device.startswith("cuda")
+    for section in ("train", "decode"):
+        cfg[section]["cpu"] = not gpu
+        cfg[section]["fp16"] = precision == "fp16"
+    cfg["gpu"] = (device.partition(":")[2] or "0") if gpu else None
+    cfg["device"], cfg["precision"] = device, precision
+    return cfg
+
+
 def as_flags(options: dict) -> list[str]:
     """fairseq command-line flags from a ``{flag: value}`` section (true = bare flag)."""
     out: list[str] = []

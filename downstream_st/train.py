@@ -47,17 +47,20 @@ def build_train_command(data_dir: str | os.PathLike, save_dir: str | os.PathLike
             *as_flags(train_flags)]
 
 
-def thread_env(threads: int | None) -> dict:
-    """Environment limiting torch's CPU threads (OMP/MKL) when ``threads`` is set."""
-    if not threads:
-        return {}
-    return {"OMP_NUM_THREADS": str(int(threads)), "MKL_NUM_THREADS": str(int(threads))}
+def process_env(threads: int | None, gpu: str | None = None) -> dict:
+    """Environment for a fairseq process: torch's CPU threads (OMP/MKL) when ``threads`` is set,
+    and the one GPU it may see (``CUDA_VISIBLE_DEVICES``) when ``gpu`` is."""
+    env = {"OMP_NUM_THREADS": str(int(threads)), "MKL_NUM_THREADS": str(int(threads))} if threads else {}
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = str(gpu)
+    return env
 
 
-def run_fairseq(cmd: list[str], log_path: Path, poll_s: float = 0.5, threads: int | None = None) -> None:
+def run_fairseq(cmd: list[str], log_path: Path, poll_s: float = 0.5, threads: int | None = None,
+                gpu: str | None = None) -> None:
     """Run fairseq to completion (its output appended to ``log_path``); Ctrl-C stops it cleanly."""
     offset = log_path.stat().st_size if log_path.exists() else 0
-    proc = start_fairseq(cmd, log_path, env=fairseq_env(thread_env(threads)))
+    proc = start_fairseq(cmd, log_path, env=fairseq_env(process_env(threads, gpu)))
     try:
         while proc.poll() is None:
             time.sleep(poll_s)
@@ -161,7 +164,7 @@ def train_st(train: pd.DataFrame, valid: pd.DataFrame, out_dir: str | os.PathLik
     resumed = (save_dir / "checkpoint_last.pt").is_file()
     log.info("%s fairseq-train -> %s (log: %s)", "resuming" if resumed else "starting", save_dir, log_path)
     started = time.time()
-    run_fairseq(cmd, log_path, threads=preset.get("cpu_threads"))
+    run_fairseq(cmd, log_path, threads=preset.get("cpu_threads"), gpu=preset.get("gpu"))
     n = int(preset.get("average_last", 10))
     paths = last_checkpoints(save_dir, n)
     average_checkpoints(paths, out_dir / AVERAGED)

@@ -12,13 +12,17 @@ import logging
 from pathlib import Path
 
 from corpora.errors import UserError
+from gendergap.options import add_model_options, feature_store, runtime
 
 log = logging.getLogger("gendergap.asr")
 
 EPILOG = """\
 inputs: SpeechBrain CSVs (ID, duration, wav, start, stop, spk_id, wrd, gender) as written by
 `gendergap manifest build --format speechbrain`; --ckpt is a name in the checkpoint registry
-(`gendergap ckpt list`) or a path (fairseq .pt, converted on the fly, or a transformers folder).
+(`gendergap ckpt list`) or a path (fairseq .pt, packed or not, or a transformers folder).
+--device auto|cpu|cuda|cuda:N and --precision fp32|fp16|bf16 say where the model runs (SpeechBrain's
+autocast; weights and optimizer state stay fp32). Frozen features come from the feature store
+(--feature-store), extracted once per checkpoint and rows and shared with ST and the probes.
 Transcripts are normalised (lower-case, punctuation removed, accents, ' and - kept; see
 downstream_asr/text.py and the text_norm.* options) for training and for the reference file
 written next to the hypotheses, so WER compares like with like (scored with norm:none).
@@ -56,6 +60,7 @@ def register(subparsers, group: str, help: str) -> None:
     q = leaf("finetune", "end-to-end CTC fine-tuning of wav2vec 2.0 (SpeechBrain), then decode and score",
              run_finetune)
     _ckpt_options(q)
+    add_model_options(q, store=False)
     _train_options(q, "downstream_asr/hparams/finetune_ctc.yaml")
     _score_options(q)
 
@@ -65,8 +70,7 @@ def register(subparsers, group: str, help: str) -> None:
     q.add_argument("--layer", default="all",
                    help="layer whose features feed the model: 0..L, 'last', or 'all' for a learned weighted sum "
                         "of every layer (s3prl style; default)")
-    q.add_argument("--feature-cache", default=None,
-                   help="where extracted features are cached (default: OUT/features); reused when present")
+    add_model_options(q)
     _train_options(q, "downstream_asr/hparams/frozen_ctc.yaml")
     _score_options(q)
 
@@ -76,6 +80,9 @@ def register(subparsers, group: str, help: str) -> None:
     q.add_argument("--name", default=None, help="output name: NAME.hyp.tsv / NAME.ref.tsv (default: the CSV's stem)")
     q.add_argument("--data-root", default=None, help="replaces $data_root in the CSV's wav paths")
     q.add_argument("--ckpt-name", default=None, help="checkpoint name for the results DB (default: from the run)")
+    q.add_argument("--device", default=None, help="auto|cpu|cuda|cuda:N (default: the device the run trained on)")
+    q.add_argument("--precision", default=None, choices=("fp32", "fp16", "bf16"),
+                   help="autocast precision (default: the run's)")
     _score_options(q, with_test=False)
 
     q = leaf("kaldi-export", "Kaldi data dir (wav.scp, text, utt2spk, spk2gender, ...) + SSL features as feats.scp/ark",
@@ -88,6 +95,7 @@ def register(subparsers, group: str, help: str) -> None:
     q.add_argument("--repeat-frames", action="store_true",
                    help="repeat each 20 ms frame twice (10 ms frames, what Kaldi TDNN recipes expect)")
     q.add_argument("--batch-seconds", type=float, default=60.0, help="padded seconds of audio per extraction batch")
+    add_model_options(q)
 
     q = leaf("kaldi-import", "Kaldi decoding output (text or CTM) -> hypothesis file id<TAB>text", run_kaldi_import)
     src = q.add_mutually_exclusive_group(required=True)
@@ -127,29 +135,6 @@ def _score_options(q, with_test: bool = True) -> None:
 
 
 # --------------------------------------------------------------------------- helpers
-
-def resolve_ssl(ckpt: str, registry: str | None, out_dir: Path) -> tuple[str, Path]:
-    """(name for the results DB, transformers folder). A fairseq .pt is converted into OUT/ssl_hf
-    once (again only when the .pt changed)."""
-    from corpora.provenance import file_fingerprint
-    from ssl_pretrain.registry import Registry
-
-    path = Path(ckpt)
-    name = path.stem if path.suffix == ".pt" else path.name
-    if not path.exists():
-        entry = Registry(registry).get(ckpt)
-        path, name = Path(entry["path"]), ckpt
-    if path.is_dir():
-        return name, path
-    from ssl_pretrain.convert import convert_checkpoint
-    dest = out_dir / "ssl_hf"
-    src_info = dest / "gendergap_source.json"
-    if src_info.is_file() and json.loads(src_info.read_text())["source"] == file_fingerprint(path):
-        return name, dest
-    log.info("converting %s to a transformers folder in %s", path, dest)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    return name, convert_checkpoint(path, dest)
-
 
 def speakers_of(test_csv: str, table: str | None):
     """id/speaker/gender rows for every test id, checked BEFORE any training (missing ids,
@@ -197,20 +182,24 @@ def run_finetune(args) -> int:
     from downstream_asr.finetune import decode_finetuned, train_finetune
 
     overrides = parse_overrides(args.overrides)
+    from ssl_pretrain.checkpoints import CheckpointRef
+
+    device, precision = runtime(args)
     speakers = speakers_of(args.test, args.table) if args.test else None
     out = Path(args.out)
-    name, folder = resolve_ssl(args.ckpt, args.registry, out)
-    summary = train_finetune(folder, args.train, args.valid, out, args.hparams, overrides, args.data_root,
-                             progress=not args.no_progress)
+    ref = CheckpointRef.resolve(args.ckpt, args.registry)
+    summary = train_finetune(ref, args.train, args.valid, out, args.hparams, overrides, args.data_root,
+                             progress=not args.no_progress, device=device, precision=precision)
     summary.pop("brain")
     print(f"trained to optimizer step {summary['optimizer_step']} in {summary['train_seconds']:.0f} s"
           + (" (stopped by the budget: run again to continue)" if summary["stopped_by_budget"] else ""))
-    _record_ckpt_name(out, name)
+    _record_ckpt_name(out, ref.name)
     if args.test:
         meta = decode_finetuned(out, args.test, Path(args.test).stem, args.data_root)
-        score_and_store(meta, speakers, args, checkpoint=name, task="asr-e2e", subset=Path(args.test).stem,
+        score_and_store(meta, speakers, args, checkpoint=ref.name, task="asr-e2e", subset=Path(args.test).stem,
                         config={"recipe": "finetune", "model": str(out.resolve()), "overrides": overrides,
-                                "optimizer_step": summary["optimizer_step"]})
+                                "optimizer_step": summary["optimizer_step"], "ssl": ref.describe(),
+                                "runtime": meta["runtime"]})
     return 0
 
 
@@ -219,21 +208,26 @@ def run_frozen(args) -> int:
     from downstream_asr.frozen import decode_frozen, train_frozen
 
     overrides = parse_overrides(args.overrides)
+    from ssl_pretrain.checkpoints import CheckpointRef
+
+    device, precision = runtime(args)
     speakers = speakers_of(args.test, args.table) if args.test else None
     out = Path(args.out)
-    name, folder = resolve_ssl(args.ckpt, args.registry, out)
-    summary = train_frozen(folder, args.layer, args.train, args.valid, out, feature_cache=args.feature_cache,
-                           hparams_file=args.hparams, overrides=overrides, data_root=args.data_root,
-                           progress=not args.no_progress, extra_csvs=[args.test] if args.test else [])
+    ref = CheckpointRef.resolve(args.ckpt, args.registry)
+    summary = train_frozen(ref, args.layer, args.train, args.valid, out, feature_store=feature_store(args),
+                           device=device, precision=precision, hparams_file=args.hparams, overrides=overrides,
+                           data_root=args.data_root, progress=not args.no_progress,
+                           extra_csvs=[args.test] if args.test else [])
     summary.pop("brain")
     print(f"trained to optimizer step {summary['optimizer_step']} in {summary['train_seconds']:.0f} s"
           + (" (stopped by the budget: run again to continue)" if summary["stopped_by_budget"] else ""))
-    _record_ckpt_name(out, name)
+    _record_ckpt_name(out, ref.name)
     if args.test:
         meta = decode_frozen(out, args.test, Path(args.test).stem, args.data_root)
-        score_and_store(meta, speakers, args, checkpoint=name, task="asr-frozen", subset=Path(args.test).stem,
+        score_and_store(meta, speakers, args, checkpoint=ref.name, task="asr-frozen", subset=Path(args.test).stem,
                         config={"recipe": "frozen", "layer": args.layer, "model": str(out.resolve()),
-                                "overrides": overrides, "optimizer_step": summary["optimizer_step"]})
+                                "overrides": overrides, "optimizer_step": summary["optimizer_step"],
+                                "ssl": ref.describe(), "runtime": meta["runtime"]})
     return 0
 
 
@@ -256,19 +250,28 @@ def run_decode(args) -> int:
     else:
         from downstream_asr.frozen import decode_frozen as decode
         task = "asr-frozen"
-    meta = decode(args.model, args.test, name, args.data_root)
+    run_opts = None
+    if args.device or args.precision:
+        from ssl_pretrain.device import device_and_precision
+        device, precision = device_and_precision(args.device or run["runtime"]["device"],
+                                                 args.precision or run["runtime"]["precision"])
+        run_opts = {"device": device, "precision": precision, "eval_precision": precision}
+    meta = decode(args.model, args.test, name, args.data_root, run_opts=run_opts)
     print(f"wrote {meta['hyps']} and {meta['refs']}")
-    score_and_store(meta, speakers, args, checkpoint=args.ckpt_name or run.get("ckpt_name") or Path(run["ssl_folder"]).name,
+    score_and_store(meta, speakers, args, checkpoint=args.ckpt_name or run.get("ckpt_name") or run["ssl"]["name"],
                     task=task, subset=name, config={"recipe": run["kind"], "model": str(Path(args.model).resolve()),
-                                                    "overrides": run.get("overrides", {})})
+                                                    "overrides": run.get("overrides", {}), "ssl": run["ssl"],
+                                                    "runtime": meta["runtime"]})
     return 0
 
 
 def run_kaldi_export(args) -> int:
     from corpora.table import read_table, resolve_audio
     from downstream_asr.kaldi import kaldi_export
-    from ssl_pretrain.features import load_ssl
+    from ssl_pretrain.checkpoints import CheckpointRef
+    from ssl_pretrain.feature_store import FeatureStore, SSLExtractor
 
+    device, precision = runtime(args)
     table = read_table(args.table)
     if args.split:
         table = table[table["split"] == args.split]
@@ -276,10 +279,11 @@ def run_kaldi_export(args) -> int:
             raise UserError(f"no rows with split {args.split!r}", path=args.table, fix="check --split")
     table = table.reset_index(drop=True)
     audio = resolve_audio(table, args.table).tolist()
-    ssl = load_ssl(args.ckpt, args.registry)
     layer = args.layer if args.layer == "last" else _int_layer(args.layer)
-    summary = kaldi_export(ssl, table, audio, args.out, layer=layer, repeat=2 if args.repeat_frames else 1,
-                           max_batch_seconds=args.batch_seconds)
+    extractor = SSLExtractor(CheckpointRef.resolve(args.ckpt, args.registry), device, precision)
+    view = FeatureStore(feature_store(args)).view(extractor, table.assign(audio=audio), layer,
+                                                  batch_seconds=args.batch_seconds)
+    summary = kaldi_export(view, table, audio, args.out, repeat=2 if args.repeat_frames else 1)
     print(f"wrote {args.out}: {summary['utterances']} utterances, {summary['speakers']} speakers, "
           f"features {summary['dim']}-d at {summary['frame_shift_ms']:g} ms")
     return 0

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from gendergap.options import add_model_options, feature_store, runtime
+
 EPILOG = """\
 The registry is a JSON file (default runs/checkpoints.json; --registry or $GENDERGAP_CHECKPOINTS).
 examples:
@@ -14,7 +16,13 @@ examples:
   gendergap ckpt convert F-tiny --out models/F-tiny-hf          # fairseq -> transformers folder
   gendergap ckpt eval F-tiny --manifest manifests/balanced     # contrastive accuracy vs random init
   gendergap ckpt pack runs/ssl/F/checkpoints/checkpoint_best.pt --out F-tiny.pt   # fp16, no optimizer
+  gendergap ckpt features F-tiny --table data/test.tsv --layer all --device cuda --precision bf16
   gendergap ckpt features F-tiny --table data/test.tsv --out feats/F --format kaldi --layer 2 --repeat 2
+
+Every command that runs a model takes --device auto|cpu|cuda|cuda:N (auto: CUDA when present) and
+--precision fp32|fp16|bf16 (autocast; weights stay fp32). Features go to one feature store
+(--feature-store, default runs/features): fp16 shards extracted once per checkpoint and rows,
+read by frozen ASR, ST, the probes and the exports.
 """
 
 
@@ -24,9 +32,10 @@ def _registry(args):
 
 
 def run_add(args) -> int:
-    e = _registry(args).add(args.name, args.path, hours=args.hours, male_pct=args.male_pct,
+    from ssl_pretrain.checkpoints import register_checkpoint
+    e = register_checkpoint(_registry(args), args.name, args.path, hours=args.hours, male_pct=args.male_pct,
                             female_pct=args.female_pct, unknown_pct=args.unknown_pct, updates=args.updates,
-                            replace=args.replace, note=args.note)
+                            replace_entry=args.replace, note=args.note)
     print(f"registered {e['name']} ({e['kind']}, {e['updates']} updates) in {_registry(args).path}")
     return 0
 
@@ -36,42 +45,42 @@ def run_list(args) -> int:
     return 0
 
 
+def _ref(args):
+    from ssl_pretrain.checkpoints import CheckpointRef
+    return CheckpointRef.resolve(args.checkpoint, args.registry)
+
+
 def run_convert(args) -> int:
     from ssl_pretrain.convert import convert_checkpoint
-    out = convert_checkpoint(_checkpoint_path(args), args.out)
+    out = convert_checkpoint(_ref(args).fairseq_path(), args.out)
     print(f"wrote transformers Wav2Vec2Model folder {out}")
     return 0
 
 
-def _checkpoint_path(args):
-    from pathlib import Path
-    path = Path(args.checkpoint)
-    return path if path.exists() else Path(_registry(args).get(args.checkpoint)["path"])
-
-
 def run_eval(args) -> int:
     from ssl_pretrain.evaluate import contrastive_accuracy
-    path = _checkpoint_path(args)
-    rows = [contrastive_accuracy(path, args.manifest, args.split, random_init=r, seed=args.seed)
-            for r in (False, True)]
+    device, precision = runtime(args)
+    ref = _ref(args)
+    rows = [contrastive_accuracy(r, args.manifest, args.split, seed=args.seed, device=device, precision=precision)
+            for r in (ref, ref.twin(args.seed))]
     print(f"contrastive accuracy on {args.manifest}/{args.split}.tsv ({rows[0]['n_masked']} masked frames, "
-          f"chance {rows[0]['chance']:.3f}, seed {args.seed})")
-    for name, r in zip((str(args.checkpoint), "random-init twin"), rows):
+          f"chance {rows[0]['chance']:.3f}, seed {args.seed}, {device} {precision})")
+    for name, r in zip((ref.name, "random-init twin"), rows):
         print(f"  {name:30s} accuracy {r['accuracy']:.3f}  code perplexity {r['code_perplexity']:.1f}"
               f" / {r['codebook_size']}")
     if args.table:
         from corpora.table import read_table, resolve_audio
-        from ssl_pretrain.evaluate import random_init_twin, retrieval_by_layer
-        from ssl_pretrain.features import load_ssl
+        from ssl_pretrain.evaluate import retrieval_by_layer
+        from ssl_pretrain.feature_store import FeatureStore, SSLExtractor
         table = read_table(args.table)
         if args.split_rows:
             table = table[table["split"] == args.split_rows].reset_index(drop=True)
-        paths = resolve_audio(table, args.table).tolist()
-        ssl = load_ssl(str(path))
+        rows = table.assign(audio=resolve_audio(table, args.table).to_numpy())
+        store = FeatureStore(feature_store(args))
         print(f"cross-speaker sentence retrieval by layer ({len(table)} utterances, "
               f"{table['speaker'].nunique()} speakers; chance ~1/{table.groupby('speaker').size().min()})")
-        for name, model in ((str(args.checkpoint), ssl), ("random-init twin", random_init_twin(ssl, args.seed))):
-            scores = retrieval_by_layer(model, table, paths)
+        for name, r in ((ref.name, ref), ("random-init twin", ref.twin(args.seed))):
+            scores = retrieval_by_layer(store.view(SSLExtractor(r, device, precision), rows, "all"), table)
             print(f"  {name:30s} " + "  ".join(f"L{i} {s:.2f}" for i, s in enumerate(scores)))
     return 0
 
@@ -79,23 +88,36 @@ def run_eval(args) -> int:
 def run_pack(args) -> int:
     import os
     from ssl_pretrain.evaluate import pack_checkpoint
-    out = pack_checkpoint(_checkpoint_path(args), args.out, half=not args.fp32)
+    out = pack_checkpoint(_ref(args).fairseq_path(), args.out, half=not args.fp32)
     print(f"wrote {out} ({os.path.getsize(out) / 1e6:.2f} MB)")
     return 0
 
 
 def run_features(args) -> int:
     from corpora.table import read_table, resolve_audio
-    from ssl_pretrain.features import export_features, load_ssl
+    from ssl_pretrain.feature_store import FeatureStore, SSLExtractor, export_view
+    device, precision = runtime(args)
     table = read_table(args.table)
     if args.split:
         table = table[table["split"] == args.split].reset_index(drop=True)
-    ssl = load_ssl(args.checkpoint, args.registry)
-    layer = args.layer if args.layer in ("last", "all") else int(args.layer)
-    index = export_features(ssl, table, resolve_audio(table, args.table).tolist(), args.out, fmt=args.format,
-                            layer=layer, repeat=args.repeat, max_batch_seconds=args.batch_seconds)
-    print(f"wrote features for {len(table)} utterances; index {index}")
+    rows = table.assign(audio=resolve_audio(table, args.table).to_numpy())
+    layer = args.layer if args.layer in ("last", "all") else _int(args.layer)
+    view = FeatureStore(feature_store(args)).view(SSLExtractor(_ref(args), device, precision), rows, layer,
+                                                  batch_seconds=args.batch_seconds,
+                                                  shard_bytes=int(args.shard_mb * 1e6))
+    print(f"features of {len(rows)} utterances, layers {view.layers}, in {view.dir}")
+    if args.out:
+        index = export_view(view, args.out, fmt=args.format, repeat=args.repeat)
+        print(f"exported them as {args.format}: {index}")
     return 0
+
+
+def _int(text: str) -> int:
+    from corpora.errors import UserError
+    try:
+        return int(text)
+    except ValueError:
+        raise UserError(f"--layer {text!r} is not a layer number", fix="give 0..L, 'last' or 'all'") from None
 
 
 def register(subparsers, group: str, help: str) -> None:
@@ -138,6 +160,7 @@ def register(subparsers, group: str, help: str) -> None:
     e.add_argument("--table", help="utterance table for a content check: cross-speaker retrieval of the same "
                    "sentence, per layer, next to the random-init twin")
     e.add_argument("--split-rows", metavar="SPLIT", help="only this split of --table (e.g. test)")
+    add_model_options(e)
     e.set_defaults(func=run_eval)
 
     k = sub.add_parser("pack", help="small release copy of a checkpoint (fp16 weights, no optimizer state)")
@@ -146,15 +169,21 @@ def register(subparsers, group: str, help: str) -> None:
     k.add_argument("--fp32", action="store_true", help="keep float32 weights")
     k.set_defaults(func=run_pack)
 
-    f = sub.add_parser("features", help="export frozen hidden states (.npy per utterance or Kaldi ark/scp)",
-                       description="Batched, length-bucketed feature export from any registered checkpoint.",
+    f = sub.add_parser("features", help="extract frozen hidden states into the feature store (and export them)",
+                       description="Length-bucketed extraction into the feature store (fp16 shards, resumable, "
+                       "reused by every consumer); --out also writes a copy as .npy per utterance or Kaldi ark/scp.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     f.add_argument("checkpoint", help="registered NAME, a fairseq .pt or a transformers folder")
     f.add_argument("--table", required=True, help="utterance table (TSV)")
     f.add_argument("--split", help="only rows of this split")
-    f.add_argument("--out", required=True, help="output dir")
-    f.add_argument("--format", choices=("npy", "kaldi"), default="npy", help="npy (fairseq s2t) or kaldi (ark/scp)")
-    f.add_argument("--layer", default="last", help="layer index (0 = transformer input), 'last' or 'all' (npy only)")
+    f.add_argument("--out", default=None, help="also export the features into this dir (see --format)")
+    f.add_argument("--format", choices=("npy", "kaldi"), default="npy",
+                   help="export format: npy ([T, D] per utterance, [L, T, D] for several layers; features.tsv "
+                        "index) or kaldi (feats.ark/scp, one layer)")
+    f.add_argument("--layer", default="last", help="layer index (0 = transformer input), 'last' or 'all'")
     f.add_argument("--repeat", type=int, default=1, help="repeat each frame N times (2: 20 ms -> 10 ms for Kaldi TDNN)")
     f.add_argument("--batch-seconds", type=float, default=60.0, help="audio per batch incl. padding (default 60)")
+    f.add_argument("--shard-mb", type=float, default=1000.0,
+                   help="features per shard, MB (default 1000): a killed extraction redoes at most one shard")
+    add_model_options(f)
     f.set_defaults(func=run_features)

@@ -1,7 +1,8 @@
 """`gendergap probe run|correlate`: gender probes per layer, and probe F1 vs gender accuracy.
 
-Wiring only: features come from ssl_pretrain.features (cached per checkpoint and table), the
-probes, scores, store rows and plots from analysis.probing.
+Wiring only: features come from the feature store (ssl_pretrain.feature_store; extracted once
+per checkpoint and rows, shared with frozen ASR and ST), the probes, scores, store rows and
+plots from analysis.probing.
 """
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import argparse
 import json
 import re
 from pathlib import Path
+
+from gendergap.options import add_model_options, feature_store, runtime
 
 EPILOG = """\
 what it does (the probing paper, papers/003_*.txt):
@@ -22,8 +25,9 @@ what it does (the probing paper, papers/003_*.txt):
 
 data: the table's split column gives train / valid (or dev) / test (other labels, e.g.
   pretrain, are not used); rows of unknown gender are left out, each split is balanced F/M
-  by down-sampling (seeded), speakers must be disjoint across splits. Features are exported once per checkpoint and table under
-  OUT/features/<checkpoint>/ and reused when the same checkpoint and rows come back.
+  by down-sampling (seeded), speakers must be disjoint across splits. Features come from the
+  feature store (--feature-store): extracted once per checkpoint and rows, on --device in
+  --precision, and reused by every later probe, ASR or ST run on the same rows.
 
 examples:
   gendergap probe run --ckpt F-tiny --layers all --table data/synth/utterances.tsv --out probes/ \\
@@ -36,63 +40,6 @@ examples:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._+-]+", "_", text).strip("_") or "model"
-
-
-def _label(ckpt: str) -> str:
-    """The name results are filed under: a registered name as is; for a path, the folder of a
-    fairseq checkpoint*.pt (runs/F/checkpoint_best.pt and runs/F/checkpoints/checkpoint_best.pt -> F), else the file or folder name."""
-    path = Path(ckpt)
-    if not path.exists():
-        return ckpt
-    path = path.resolve()
-    if path.is_file() and path.name.startswith("checkpoint"):
-        folder = path.parent
-        return folder.parent.name if folder.name == "checkpoints" else folder.name
-    return path.stem
-
-
-def _resolve(ckpt: str, registry) -> Path:
-    from ssl_pretrain.registry import Registry
-    path = Path(ckpt)
-    return path if path.exists() else Path(Registry(registry).get(ckpt)["path"])
-
-
-def _fingerprint(path: Path) -> list[dict]:
-    from corpora.provenance import file_fingerprint
-    files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else [path]
-    return [file_fingerprint(p) for p in files]
-
-
-def ensure_features(ckpt_path: Path, rows, audio: list[str], out_dir: Path, layers_arg: str,
-                    random_init_seed: int | None, registry=None):
-    """Export all layers of ``rows`` once; a later call with the same checkpoint (files, and
-    random-init seed) and the same rows reuses them. Returns (FeatureFiles, layers)."""
-    from analysis.probing import FeatureFiles, parse_layers
-    from corpora.atomic import write_json
-    from corpora.provenance import config_hash
-    key = {"checkpoint": _fingerprint(ckpt_path), "random_init_seed": random_init_seed,
-           "rows": config_hash([rows["id"].astype(str).tolist(), audio, rows["offset"].astype(float).tolist(),
-                                rows["duration"].astype(float).tolist()])}
-    key_path = out_dir / "probe_features_key.json"
-    cached = (out_dir / "features.json").is_file() and (out_dir / "features.tsv").is_file() and key_path.is_file()
-    if cached and json.loads(key_path.read_text(encoding="utf-8")) == key:
-        feats = FeatureFiles(out_dir)
-        print(f"  features cached in {out_dir}")
-        return feats, parse_layers(layers_arg, feats.n_layers)
-    import torch
-    from ssl_pretrain.features import FrozenSSL, export_features, load_ssl
-    ssl = load_ssl(str(ckpt_path), registry)
-    layers = parse_layers(layers_arg, ssl.num_layers + 1)  # fail before the (long) export
-    if random_init_seed is not None:
-        # Same architecture and config, fresh weights: what the probes find here is not pretraining's doing.
-        torch.manual_seed(random_init_seed)
-        ssl = FrozenSSL(type(ssl.model)(ssl.model.config), ssl.normalize, ssl.sample_rate,
-                        f"{ssl.source}#random-init-seed{random_init_seed}")
-    if key_path.exists():
-        key_path.unlink()  # the old features are being replaced
-    export_features(ssl, rows, audio, out_dir, fmt="npy", layer="all")
-    write_json(key_path, key)
-    return FeatureFiles(out_dir), layers
 
 
 def _print_table(label: str, results) -> None:
@@ -110,13 +57,18 @@ def _print_table(label: str, results) -> None:
 
 def run_probe(args) -> int:
     import pandas as pd
-    from analysis.probing import ProbeResult, Recipe, parse_probes, probe_layers, probe_splits, rows_for_store
+    from analysis.probing import (ProbeResult, Recipe, parse_layers, parse_probes, probe_layers, probe_splits,
+                                  rows_for_store)
     from analysis.probing.figures import plot_attention_profiles, plot_f1_by_layer
     from corpora.atomic import write_json
     from corpora.errors import UserError
     from corpora.provenance import config_hash, file_fingerprint
     from corpora.table import read_table, resolve_audio
+    from ssl_pretrain.checkpoints import CheckpointRef
+    from ssl_pretrain.device import runtime_info
+    from ssl_pretrain.feature_store import FeatureStore, SSLExtractor
 
+    device, precision = runtime(args)
     probes = parse_probes(args.probes)
     ckpts = [c.strip() for arg in args.ckpt for c in arg.split(",") if c.strip()]
     if args.name and len(ckpts) != 1:
@@ -127,30 +79,32 @@ def run_probe(args) -> int:
     splits = probe_splits(table, seed=args.seed, source=args.table,
                           max_utts={"train": args.max_train, "valid": args.max_valid, "test": args.max_test})
     rows = pd.concat([splits[s] for s in ("train", "valid", "test")], ignore_index=True)
-    audio = resolve_audio(rows, args.table).tolist()
+    rows = rows.assign(audio=resolve_audio(rows, args.table).to_numpy())
     print("probe data: " + ", ".join(f"{s} {len(splits[s])} utts ({splits[s]['speaker'].nunique()} speakers)"
                                      for s in ("train", "valid", "test")))
     recipe = Recipe(lr=args.lr, max_epochs=args.max_epochs)
     out = Path(args.out).resolve()
     models = []
     for ckpt in ckpts:
-        label = args.name or _label(ckpt)
-        models.append((label, ckpt, None))
+        ref = CheckpointRef.resolve(ckpt, args.registry, name=args.name)
+        models.append(ref)
         if args.random_init:
-            models.append((f"{label}+random-init", ckpt, args.seed))
+            models.append(ref.twin(args.seed))
+    features = FeatureStore(feature_store(args))
     store = None
     if args.db:
         from analysis.store import ResultsStore
         store = ResultsStore(args.db)
     summary, f1_rows, profiles = {}, [], {}
     try:
-        for label, ckpt, init_seed in models:
+        for ref in models:
+            label = ref.name
             print(f"\n== {label}")
-            path = _resolve(ckpt, args.registry)
-            feats, layers = ensure_features(path, rows, audio, out / "features" / _slug(label), args.layers,
-                                            init_seed, args.registry)
-            config = {"kind": "probe", "checkpoint": label, "checkpoint_files": _fingerprint(path),
-                      "random_init_seed": init_seed, "table": file_fingerprint(args.table), "corpus": args.corpus,
+            feats = features.view(SSLExtractor(ref, device, precision), rows, "all", progress=not args.quiet)
+            layers = parse_layers(args.layers, feats.n_layers)
+            config = {"kind": "probe", "checkpoint": label, "ssl": ref.describe(),
+                      "runtime": runtime_info(device, precision), "features": feats.describe()["entry"],
+                      "table": file_fingerprint(args.table), "corpus": args.corpus,
                       "ids": config_hash({s: splits[s]["id"].tolist() for s in splits}), "layers": layers,
                       "probes": probes, "control": args.control, "seed": args.seed, "recipe": recipe.__dict__}
             result_path = out / "probes" / _slug(label) / "results.json"
@@ -160,7 +114,7 @@ def run_probe(args) -> int:
                 results = [ProbeResult(**r) for r in done["results"]]
             else:
                 results = probe_layers(feats, splits, layers, probes, seed=args.seed, control=args.control,
-                                       recipe=recipe, progress=not getattr(args, "quiet", False))
+                                       recipe=recipe, progress=not args.quiet)
                 write_json(result_path, {"config_hash": config_hash(config), "config": config,
                                          "results": [r.as_dict() for r in results]})
             if store is not None and store.find_done(config, kind="probe") is None:
@@ -235,7 +189,7 @@ def register(subparsers, group: str, help: str) -> None:
                    help="all, last, or comma-separated layer numbers (0 = the transformer's input; default all)")
     r.add_argument("--probes", default="attention,mean,max,positions",
                    help="comma-separated: attention, mean, max, positions (default: all four)")
-    r.add_argument("--out", required=True, help="output directory (features cache, results, plots)")
+    r.add_argument("--out", required=True, help="output directory (results, plots)")
     r.add_argument("--db", default=None, help="also store the scores in this results DB (e.g. runs/results.db)")
     r.add_argument("--seed", type=int, default=0, help="seed for splits, probes and --random-init (default 0)")
     r.add_argument("--control", action="store_true",
@@ -250,6 +204,7 @@ def register(subparsers, group: str, help: str) -> None:
     r.add_argument("--lr", type=float, default=1e-4,
                    help="the attention probe's starting learning rate (default 1e-4, the paper's; "
                         "a larger one, e.g. 1e-3, ends sooner but is no longer the paper's recipe)")
+    add_model_options(r)
     r.add_argument("--max-epochs", type=int, default=400,
                    help="cap on the attention probe's epochs (default 400; early stopping usually ends sooner)")
     r.set_defaults(func=run_probe)

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from corpora.errors import UserError
+from gendergap.options import add_model_options, feature_store, runtime
 
 log = logging.getLogger("gendergap.st")
 
@@ -22,12 +23,14 @@ averaged and decoded with beam 5; BLEU is scored per speaker gender."""
 
 TRAIN_EPILOG = """\
 what it does:
-  1. extracts the layer's features for every utterance (cached per checkpoint + layer under
-     --features-dir, so fr->en, fr->es and fr->pt reuse them);
+  1. reads the layer's features from the feature store (--feature-store), extracting them on
+     --device in --precision when no entry holds them yet; fr->en, fr->es, fr->pt, frozen ASR
+     and the probes then read the same shards (fairseq reads them in place: shard.zip:offset:length);
   2. builds OUT/data: train.tsv, valid.tsv, config.yaml and a sentencepiece vocabulary trained
      on the train targets (column tgt_text_<tgt>); training/valid utterances over
      data.max_frames (3,000) feature frames are removed;
-  3. runs fairseq-train (log: OUT/train.log), keeping the last checkpoints (xs: 10 epoch
+  3. runs fairseq-train on --device (--precision fp16: fairseq's --fp16, fp32 master weights and
+     loss scaling; bf16 is refused, fairseq 0.12 ties it to TPUs) (log: OUT/train.log), keeping the last checkpoints (xs: 10 epoch
      checkpoints; tiny: 4 saved every 25 updates), and averages them into OUT/checkpoint_avg.pt.
   Running the same command again resumes an interrupted run; a finished one only re-averages.
 
@@ -98,9 +101,12 @@ def register(subparsers, group: str, help: str) -> None:
     d.add_argument("--corpus", default=None, help="keep only rows of this corpus (e.g. synth-fr)")
     d.add_argument("--out", required=True, metavar="HYP", help="hypotheses file to write (id<TAB>text)")
     d.add_argument("--beam", type=int, default=None, help="beam size (default: the preset's, 5)")
-    d.add_argument("--features-dir", default=None,
-                   help="feature cache root (default: the one the model was trained with)")
+    d.add_argument("--feature-store", default=None, metavar="DIR",
+                   help="feature store (default: the one the model was trained with)")
     d.add_argument("--features-index", default=None, help="use this ready feature index instead of extracting")
+    d.add_argument("--device", default=None, help="auto|cpu|cuda|cuda:N (default: the device it trained on)")
+    d.add_argument("--precision", default=None, choices=("fp32", "fp16", "bf16"),
+                   help="fp32 or fp16 (default: the training run's)")
     d.add_argument("--registry", default=None, help="checkpoint registry JSON (default: the training run's)")
     d.add_argument("--no-score", action="store_true", help="only decode (e.g. a test set without references)")
     d.add_argument("--mustshe", default=None, metavar="TSV", help="also score gender accuracy on this MuST-SHE TSV")
@@ -117,15 +123,14 @@ def register(subparsers, group: str, help: str) -> None:
 def _feature_options(p, training: bool) -> None:
     p.add_argument("--ckpt", default=None, help="SSL checkpoint: a registry name, a fairseq .pt or a transformers folder")
     p.add_argument("--layer", default="last", help="layer whose output is the feature (0 = CNN projection; default last)")
-    p.add_argument("--features-dir", default=None,
-                   help="feature cache root, shared across language pairs (default: OUT's parent dir/features)")
+    add_model_options(p)
     p.add_argument("--features-index", default=None,
                    help="use a ready feature index (id, path, n_frames, dim) instead of --ckpt")
     p.add_argument("--registry", default=None, help="checkpoint registry JSON (default runs/checkpoints.json)")
     p.add_argument("--corpus", default=None, help="keep only rows of this corpus (e.g. synth-fr)")
 
 
-def _source(args, cache_default: Path):
+def _source(args, device: str, precision: str):
     from downstream_st.prepare import FeatureSource
 
     if not args.ckpt and not args.features_index:
@@ -137,9 +142,8 @@ def _source(args, cache_default: Path):
             layer = int(layer)
         except ValueError:
             raise UserError(f"--layer {args.layer!r} is not a number or 'last'", fix="e.g. --layer 6") from None
-    cache = args.features_dir or str(cache_default)
-    return FeatureSource(ckpt=args.ckpt, layer=layer, cache_root=str(Path(cache).resolve()),
-                         registry=args.registry, index=args.features_index)
+    return FeatureSource(ckpt=args.ckpt, layer=layer, store=feature_store(args), registry=args.registry,
+                         index=args.features_index, device=device, precision=precision)
 
 
 def _limit_threads(preset: dict) -> None:
@@ -152,19 +156,22 @@ def _limit_threads(preset: dict) -> None:
 
 def run_train(args) -> int:
     from downstream_st.prepare import prepare_rows
-    from downstream_st.presets import apply_overrides, load_preset
+    from downstream_st.presets import apply_overrides, load_preset, on_device
     from downstream_st.train import train_st
+    from ssl_pretrain.device import runtime_info
 
+    device, precision = runtime(args)
     preset = load_preset(args.preset)
     overrides = list(args.overrides) + ([f"seed={args.seed}"] if args.seed is not None else [])
-    preset = apply_overrides(preset, overrides)
+    preset = on_device(apply_overrides(preset, overrides), device, precision)
     _limit_threads(preset)
-    source = _source(args, Path(args.out).resolve().parent / "features")
+    source = _source(args, device, precision)
     started = time.time()
     train = prepare_rows(args.train, source, corpus=args.corpus, split=args.train_split, src=args.src, tgt=args.tgt)
     valid = prepare_rows(args.valid, source, corpus=args.corpus, split=args.valid_split, src=args.src, tgt=args.tgt,
                          expected_dim=train.attrs["feature_dim"])
-    meta = {**source.describe(), "preset_name": str(args.preset), "overrides": overrides,
+    meta = {**source.describe(), "runtime": runtime_info(device, precision), "preset_name": str(args.preset),
+            "overrides": overrides,
             "tables": {"train": str(Path(args.train).resolve()), "valid": str(Path(args.valid).resolve())},
             "selection": {"corpus": args.corpus, "train_split": args.train_split, "valid_split": args.valid_split}}
     summary = train_st(train, valid, args.out, preset=preset, src_lang=args.src, tgt_lang=args.tgt,
@@ -188,12 +195,19 @@ def run_decode(args) -> int:
     from downstream_st.prepare import FeatureSource, prepare_rows
     from downstream_st.train import read_model_meta
 
+    from downstream_st.presets import on_device
+    from ssl_pretrain.device import device_and_precision, runtime_info
+
     meta = read_model_meta(args.model)
+    device, precision = device_and_precision(args.device or meta["preset"]["device"],
+                                             args.precision or meta["preset"]["precision"])
+    meta["preset"] = on_device(meta["preset"], device, precision)
     _limit_threads(meta["preset"])
     index = args.features_index or (meta.get("feature_index") if not meta.get("ssl_checkpoint") else None)
     source = FeatureSource(ckpt=meta.get("ssl_checkpoint"), layer=meta.get("layer", "last"),
-                           cache_root=args.features_dir or meta.get("feature_cache_root"),
-                           registry=args.registry or meta.get("registry"), index=index)
+                           store=args.feature_store or meta.get("feature_store"),
+                           registry=args.registry or meta.get("registry"), index=index, device=device,
+                           precision=precision)
     score = not args.no_score
     test = prepare_rows(args.test, source, corpus=args.corpus, split=args.test_split, src=meta["src_lang"],
                         tgt=meta["tgt_lang"] if score else None, expected_dim=int(meta["feature_dim"]))
@@ -214,6 +228,7 @@ def run_decode(args) -> int:
           f"delta_rel {_fmt(result['delta_rel'])}%  (CI all {ci['all']}; {result['signature']})")
     out = {"bleu": result, "model": str(Path(args.model).resolve()), "decode": run}
     config = {"st_model": str(Path(args.model).resolve()), "layer": meta.get("layer"),
+              "runtime": runtime_info(device, precision),
               "preset": meta.get("preset_name"), "beam": run["beam"], "test": str(Path(args.test).resolve()),
               "corpus": args.corpus, "test_split": args.test_split, "bootstrap": args.bootstrap, "seed": args.seed}
     if args.mustshe:

@@ -44,6 +44,10 @@ COMMON_TASK = {
     "type": F(STR, None, "task type (default: the task's name)", TASK_TYPES),
     "checkpoints": F(LIST, None, "checkpoint names to run this task on (default: all)"),
     "after": F(LIST, [], "other tasks that must finish first (extra ordering)"),
+    "device": F(STR, "auto", "where the task's models run: auto (the GPU its job asked for with "
+                "resources.gpus, else the CPU), cpu, cuda or cuda:N"),
+    "precision": F(STR, "fp32", "autocast precision of its forward passes and training (weights stay fp32); "
+                   "fp16 needs a GPU, fairseq (st) takes fp32 or fp16", ("fp32", "fp16", "bf16")),
     "resources": RESOURCES,
 }
 TASK_KEYS = {
@@ -276,6 +280,21 @@ def _cross_checks(cfg: StudyConfig, root) -> None:
                 if not (isinstance(pair, str) and len(pair.split("-")) == 2 and all(pair.split("-"))):
                     raise UserError(f"task '{name}': language pair {pair!r} is not SRC-TGT", path=path, line=line,
                                     fix="write pairs like fr-en")
+        device = str(t["device"]).lower()
+        if not (device in ("auto", "cpu", "cuda") or (device.startswith("cuda:") and device[5:].isdigit())):
+            raise UserError(f"task '{name}': device {t['device']!r}", path=path, line=line,
+                            fix="use auto, cpu, cuda or cuda:N")
+        gpus = t["resources"]["gpus"]
+        if device.startswith("cuda") and gpus < 1:
+            raise UserError(f"task '{name}' runs on {device} but asks for no GPU (resources.gpus: {gpus})",
+                            path=path, line=line, fix="set resources.gpus: 1, or device: cpu")
+        on_cpu = device == "cpu" or (device == "auto" and gpus < 1)
+        if t["precision"] == "fp16" and on_cpu:
+            raise UserError(f"task '{name}': precision fp16 needs a GPU, and this task runs on the CPU",
+                            path=path, line=line, fix="use precision: bf16 on a CPU, or give it resources.gpus: 1")
+        if t["precision"] == "bf16" and t["type"] in ("st", "gender-st"):
+            raise UserError(f"task '{name}': fairseq cannot train in bf16 off a TPU (its --bf16 implies --tpu)",
+                            path=path, line=line, fix="use precision: fp16 on a GPU, or fp32")
         for o in t.get("overrides", []):
             if not (isinstance(o, str) and "=" in o):
                 raise UserError(f"task '{name}': override {o!r} is not KEY=VALUE", path=path, line=line)

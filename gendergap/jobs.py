@@ -129,6 +129,7 @@ def pretrain_tiny(manifest: str, out: str, seed: int, updates: int, preset: str 
 
 def register_checkpoints(registry: str, entries: list[dict]) -> None:
     """Register every checkpoint of the study (path, or a pretrain run's accepted checkpoint)."""
+    from ssl_pretrain.checkpoints import register_checkpoint
     from ssl_pretrain.registry import Registry
 
     reg = Registry(registry)
@@ -139,7 +140,7 @@ def register_checkpoints(registry: str, entries: list[dict]) -> None:
         old = known.get(e["name"])
         if old and Path(old["path"]) == Path(path).resolve() and all(old.get(k) == v for k, v in extra.items()):
             continue
-        reg.add(e["name"], path, replace=True, note=e.get("note") or "", **extra)
+        register_checkpoint(reg, e["name"], path, replace_entry=True, note=e.get("note") or "", **extra)
 
 
 def export_asr_data(table: str, corpus: str, splits: dict, out: str) -> None:
@@ -160,14 +161,64 @@ def export_asr_data(table: str, corpus: str, splits: dict, out: str) -> None:
     export_speechbrain(parts, out)
 
 
-def extract_st_features(table: str, ckpt: str, layer, registry: str, cache_root: str, corpus: str,
-                        splits: list[str], src: str | None) -> None:
-    """Fill the feature cache an ST task reads (per checkpoint + layer), for every split."""
-    from downstream_st.prepare import FeatureSource, prepare_rows
+def extract_features(table: str, ckpt: str, registry: str, store: str, requests: list[dict], device: str,
+                     precision: str) -> None:
+    """Extract, once, what a checkpoint's frozen-feature tasks will read from the feature store.
 
-    source = FeatureSource(ckpt=ckpt, layer=layer, cache_root=cache_root, registry=registry, index=None)
-    for split in splits:
-        prepare_rows(table, source, corpus=corpus, split=split, src=src, tgt=None, progress=False)
+    Each request is a task's rows (corpus + splits; probes: the rows probe_splits draws with
+    ``probe_seed``) and layers. Requests are served by as few entries as cover them: a request
+    whose rows and layers an entry already holds adds nothing, one with the same layers as an
+    entry adds its rows to it. The built-in study gets one entry with every layer of synth-fr
+    (frozen ASR, fr->en ST, probes) and one with layer 1 of the gender set (en->fr ST).
+    """
+    import pandas as pd
+
+    from analysis.probing import probe_splits
+    from corpora.table import read_table, resolve_audio
+    from ssl_pretrain.checkpoints import CheckpointRef
+    from ssl_pretrain.device import device_and_precision
+    from ssl_pretrain.feature_store import FeatureStore, SSLExtractor
+
+    device, precision = device_and_precision(device, precision)
+    df = read_table(table)
+    extractor = SSLExtractor(CheckpointRef.resolve(ckpt, registry), device, precision)
+    wanted = []
+    for req in requests:
+        rows = df[df["split"].isin(req["splits"]) & ((df["corpus"] == req["corpus"]) if req["corpus"] else True)]
+        if rows.empty:
+            raise UserError(f"no rows of corpus {req['corpus']!r} in splits {req['splits']} for a frozen-feature task",
+                            path=table, fix="check the tasks' corpus and splits in the study config")
+        if req.get("probe_seed") is not None:
+            rows = pd.concat(probe_splits(rows, seed=req["probe_seed"], source=table).values())
+        wanted.append((rows, set(_union_layers([req["layers"]], extractor.n_outputs))))
+    entries: list[list] = []  # [rows, layers]
+    for rows, layers in sorted(wanted, key=lambda w: -len(w[1])):
+        ids = set(rows["id"])
+        if any(ids <= set(e[0]["id"]) and layers <= e[1] for e in entries):
+            continue
+        same = next((e for e in entries if e[1] == layers), None)
+        if same is not None:
+            same[0] = pd.concat([same[0], rows]).drop_duplicates("id")
+        else:
+            entries.append([rows, layers])
+    for rows, layers in entries:
+        rows = rows.reset_index(drop=True)
+        rows = rows.assign(audio=resolve_audio(rows, table).to_numpy())
+        view = FeatureStore(store).view(extractor, rows, sorted(layers), progress=False)
+        print(f"features of {ckpt}: {len(rows)} utterances, layers {view.layers}, {device} {precision} -> {view.dir}",
+              flush=True)
+
+
+def _union_layers(options: list[str], n_outputs: int) -> list[int]:
+    """The layer options of several tasks ("all", "last", "1", "0,2,4") as one list."""
+    wanted = set()
+    for option in options:
+        for item in str(option).split(","):
+            item = item.strip()
+            if item == "all":
+                return list(range(n_outputs))
+            wanted.add(n_outputs - 1 if item == "last" else int(item))
+    return sorted(wanted)
 
 
 def score_mustshe(tsv: str, hyps: str, db: str, checkpoint: str, lang_pair: str, subset: str = "test") -> None:
@@ -182,4 +233,4 @@ def score_mustshe(tsv: str, hyps: str, db: str, checkpoint: str, lang_pair: str,
 
 
 CALLS = {f.__name__: f for f in (build_pretraining_manifest, pretrain_tiny, register_checkpoints, export_asr_data,
-                                 extract_st_features, score_mustshe)}
+                                 extract_features, score_mustshe)}

@@ -6,7 +6,9 @@ of the jobs it depends on, so a change upstream (another corpus, another overrid
 every key below it and those jobs run again; an unchanged job is skipped.
 
 The graph: corpus -> pretraining manifests -> (pretraining) -> checkpoints -> per task:
-ASR data -> asr-e2e / asr-frozen; features -> st -> MuST-SHE scoring; probes; all -> report.
+ASR data -> asr-e2e; features (one job per checkpoint: every layer and row its frozen-feature
+tasks read, into the shared feature store) -> asr-frozen / st -> MuST-SHE scoring / probes;
+all -> report.
 """
 from __future__ import annotations
 
@@ -82,6 +84,10 @@ def plan_jobs(cfg: StudyConfig, out: str | Path, only: list[str] | None = None) 
     jobs.append(_job("checkpoints", "checkpoints", [{"call": "register_checkpoints", "kwargs": {
         "registry": registry, "entries": entries}}], deps=sorted(set(ckpt_deps)), outputs=[registry]))
 
+    store = str(out / "features")
+    features = _feature_jobs(cfg, table, registry, store, table_deps)
+    jobs += features.values()
+
     task_jobs: dict[str, list[str]] = {}
     for tname, t in cfg.tasks.items():
         task_jobs[tname] = []
@@ -102,32 +108,26 @@ def plan_jobs(cfg: StudyConfig, out: str | Path, only: list[str] | None = None) 
                        "--train", str(data_dir / "train.csv"), "--valid", str(data_dir / "valid.csv"),
                        "--test", str(data_dir / "test.csv"), "--table", table, "--out", str(run), "--db", db,
                        "--bootstrap", str(d["report"]["bootstrap"]), "--seed", str(seed), "--no-progress"]
+                cli += _runtime_args(t)
+                deps = ["checkpoints", data_job]
                 if kind == "asr-frozen":
-                    cli += ["--layer", str(t["layer"])]
+                    cli += ["--layer", str(t["layer"]), "--feature-store", store]
+                    deps.append(features[(ck, t["precision"])]["name"])
                 if t["hparams"]:
                     cli += ["--hparams", _path(cfg, t["hparams"])]
                 jobs.append(_job(f"{tname}:{ck}", kind, [{"cli": cli + list(t["overrides"])}],
-                                 deps=["checkpoints", data_job], resources=res, task=tname, checkpoint=ck,
-                                 outputs=[run]))
+                                 deps=deps, resources=res, task=tname, checkpoint=ck, outputs=[run]))
                 task_jobs[tname].append(jobs[-1]["name"])
         elif kind in ("st", "gender-st"):
-            features = out / "features"
             sp = t["splits"]
             for ck in ckpts:
-                fname = f"features:{ck}:{t['layer']}:{t['corpus']}"
-                if not any(j["name"] == fname for j in jobs):
-                    srcs = sorted({p.split("-")[0] for p in t["pairs"]})
-                    jobs.append(_job(fname, "features", [{"call": "extract_st_features", "kwargs": {
-                        "table": table, "ckpt": ck, "layer": t["layer"], "registry": registry,
-                        "cache_root": str(features), "corpus": t["corpus"], "splits": sorted(set(sp.values())),
-                        "src": srcs[0] if len(srcs) == 1 else None}}], deps=["checkpoints"] + table_deps,
-                        resources=res, checkpoint=ck, outputs=[features]))
+                fname = features[(ck, t["precision"])]["name"]
                 for pair in t["pairs"]:
                     src, tgt = pair.split("-")
                     model = out / tname / f"{ck}.{pair}"
                     hyp = model / "test.hyp"
                     train = ["-q", "st", "train", "--ckpt", ck, "--layer", str(t["layer"]), "--registry", registry,
-                             "--features-dir", str(features), "--corpus", t["corpus"], "--train", table,
+                             "--feature-store", store, *_runtime_args(t), "--corpus", t["corpus"], "--train", table,
                              "--train-split", sp["train"], "--valid", table, "--valid-split", sp["valid"],
                              "--src", src, "--tgt", tgt, "--out", str(model), "--preset", _preset(cfg, t["preset"]),
                              "--seed", str(seed + 1)] + list(t["overrides"])
@@ -148,12 +148,13 @@ def plan_jobs(cfg: StudyConfig, out: str | Path, only: list[str] | None = None) 
             for i, ck in enumerate(ckpts):
                 cli = ["-q", "probe", "run", "--ckpt", ck, "--registry", registry, "--table", table,
                        "--layers", t["layers"], "--probes", ",".join(t["probes"]), "--db", db, "--seed", str(seed),
-                       "--out", str(out / tname / ck)]
+                       "--out", str(out / tname / ck), "--feature-store", store, *_runtime_args(t)]
                 cli += ["--corpus", t["corpus"]] if t["corpus"] else []
                 cli += ["--control"] if t["control"] else []
                 # one random-init twin (same architecture) is the control for the first checkpoint
                 cli += [] if (t["random_init"] and i == 0) else ["--no-random-init"]
-                jobs.append(_job(f"{tname}:{ck}", "probes", [{"cli": cli}], deps=["checkpoints"] + table_deps,
+                jobs.append(_job(f"{tname}:{ck}", "probes", [{"cli": cli}],
+                                 deps=["checkpoints", features[(ck, t["precision"])]["name"]] + table_deps,
                                  resources=res, task=tname, checkpoint=ck, outputs=[out / tname / ck]))
                 task_jobs[tname].append(jobs[-1]["name"])
 
@@ -171,6 +172,46 @@ def plan_jobs(cfg: StudyConfig, out: str | Path, only: list[str] | None = None) 
     if only:
         jobs = _only(jobs, only, cfg)
     return _with_keys(jobs)
+
+
+FROZEN_TASKS = ("asr-frozen", "st", "gender-st", "probes")
+
+
+def _runtime_args(t: dict) -> list[str]:
+    """--device / --precision of a model task. ``auto`` becomes the GPU the job asked for
+    (resources.gpus) or the CPU, so a job never takes a GPU it did not ask SLURM for."""
+    device = t["device"]
+    if device == "auto" and t["resources"]["gpus"] < 1:
+        device = "cpu"
+    return ["--device", device, "--precision", t["precision"]]
+
+
+def _feature_jobs(cfg: StudyConfig, table: str, registry: str, store: str, table_deps: list[str]) -> dict:
+    """One extraction job per checkpoint (and precision) for everything its frozen-feature tasks
+    read: each task's rows and layers is a request (probes: the probe rows only), and the job
+    extracts each utterance once into as few store entries as cover them (gendergap/jobs.py)."""
+    groups: dict[tuple, list[dict]] = {}
+    for t in cfg.tasks.values():
+        if t["type"] in FROZEN_TASKS:
+            for ck in t["checkpoints"] or list(cfg.checkpoints):
+                groups.setdefault((ck, t["precision"]), []).append(t)
+    jobs = {}
+    for (ck, precision), tasks in groups.items():
+        requests = []
+        for t in tasks:
+            probe = t["type"] == "probes"
+            splits = ["train", "valid", "dev", "test"] if probe else sorted(set(t["splits"].values()))
+            requests.append({"corpus": t["corpus"], "splits": splits, "layers": str(t["layers" if probe else "layer"]),
+                             "probe_seed": cfg.data["seed"] if probe else None})
+        gpus = max(t["resources"]["gpus"] for t in tasks)
+        res = max((t["resources"] for t in tasks), key=lambda r: (r["gpus"], r["cpus"]))
+        name = f"features:{ck}" + ("" if precision == "fp32" else f":{precision}")
+        device = _runtime_args({"device": "auto", "precision": precision, "resources": {"gpus": gpus}})[1]
+        jobs[(ck, precision)] = _job(name, "features", [{"call": "extract_features", "kwargs": {
+            "table": table, "ckpt": ck, "registry": registry, "store": store, "requests": requests,
+            "device": device, "precision": precision}}],
+            deps=["checkpoints"] + table_deps, resources=res, checkpoint=ck, outputs=[store])
+    return jobs
 
 
 def _preset(cfg: StudyConfig, preset: str) -> str:

@@ -49,6 +49,10 @@ def run_study(config: str | Path | None, out: str | Path, pretrain: bool = False
     wall = time.perf_counter() - t0
     rows = summary(jobs, out)
     print_stages(rows, wall)
+    if (out / "features").is_dir():
+        from ssl_pretrain.feature_store import bytes_on_disk
+        print(f"  frozen features on disk: {bytes_on_disk(out / 'features') / 1e6:.0f} MB in {out / 'features'} "
+              "(one store entry per checkpoint, shared by asr-frozen, st, gender-st and probes)")
     bad = [r for r in rows if states.get(r["job"]) in ("failed", "blocked")]
     print(f"\noutputs in {out}:")
     for what, path in (("report", out / "report" / "report.md"), ("results DB", out / "results.db"),

@@ -21,7 +21,7 @@ from gendergap.jobs import read_json, run_job
 
 # rough minutes per job kind on the built-in study: the local scheduler starts the job with the
 # longest chain of work behind it first (critical path), so two cores stay busy to the end
-COST = {"pretrain": 10, "asr-e2e": 3, "st": 2.5, "gender-st": 1.5, "asr-frozen": 1.5, "probes": 1, "features": 0.3,
+COST = {"pretrain": 10, "asr-e2e": 3, "st": 2.5, "gender-st": 1.5, "asr-frozen": 1.5, "probes": 1, "features": 0.6,
         "corpus": 0.4}
 OWNED_OUTPUTS = ("asr-e2e", "asr-frozen", "st", "gender-st", "probes")  # run dirs a changed job starts afresh
 

@@ -21,13 +21,17 @@ from ssl_pretrain.manifest_check import check_manifest_dir
 
 
 @torch.no_grad()
-def contrastive_accuracy(checkpoint: str | os.PathLike, manifest_dir: str | os.PathLike, split: str = "valid",
-                         random_init: bool = False, seed: int = 0, max_tokens: int = 400_000) -> dict:
-    """{accuracy, chance, code_perplexity, loss, n_masked, random_init} on ``manifest_dir/<split>.tsv``."""
+def contrastive_accuracy(ref, manifest_dir: str | os.PathLike, split: str = "valid", seed: int = 0,
+                         max_tokens: int = 400_000, device: str = "cpu", precision: str = "fp32") -> dict:
+    """{accuracy, chance, code_perplexity, loss, n_masked, random_init} of ``ref`` (a
+    ssl_pretrain.checkpoints.CheckpointRef; its random-init twin builds fairseq's model with
+    fresh weights under ``torch.manual_seed(ref.random_init_seed)``) on ``manifest_dir/<split>.tsv``.
+    The forward passes run on ``device`` under autocast to ``precision``."""
     from fairseq import tasks
 
-    state = load_fairseq_checkpoint(checkpoint)
-    model_config(state, checkpoint)  # refuses fine-tuned or non-wav2vec2 checkpoints
+    from ssl_pretrain.device import autocast
+    state = ref.fairseq_state()  # refuses fine-tuned or non-wav2vec2 checkpoints
+    random_init = ref.is_twin
     manifest_dir = Path(manifest_dir)
     if not (manifest_dir / f"{split}.tsv").is_file():
         raise UserError(f"no {split}.tsv in the manifest dir", path=manifest_dir,
@@ -39,10 +43,12 @@ def contrastive_accuracy(checkpoint: str | os.PathLike, manifest_dir: str | os.P
     torch.manual_seed(seed)
     np.random.seed(seed)  # fairseq draws masks with numpy and negatives with torch
     task = tasks.setup_task(cfg.task)
+    if random_init:
+        torch.manual_seed(ref.random_init_seed)
     model = task.build_model(cfg.model)
     if not random_init:
         model.load_state_dict({k: v.float() for k, v in state["model"].items()})
-    model.eval()
+    model.to(device).eval()
     criterion = task.build_criterion(cfg.criterion)
     task.load_dataset(split)
     batches = task.get_batch_iterator(dataset=task.dataset(split), max_tokens=max_tokens,
@@ -55,7 +61,9 @@ def contrastive_accuracy(checkpoint: str | os.PathLike, manifest_dir: str | os.P
     loss = ppl_weighted = 0.0
     for sample in batches:
         sample["net_input"]["mask_indices"] = _seeded_masks(model, cfg.model, sample, seed)
-        _, _, out = criterion(model, sample)
+        sample = _to(sample, device)
+        with autocast(device, precision):
+            _, _, out = criterion(model, sample)
         correct += int(out["correct"])
         count += int(out["count"])
         loss += float(out["loss"])
@@ -67,6 +75,13 @@ def contrastive_accuracy(checkpoint: str | os.PathLike, manifest_dir: str | os.P
     return {"accuracy": correct / count, "chance": 1.0 / (negatives + 1), "code_perplexity": ppl_weighted / count,
             "loss": loss / count, "n_masked": count, "random_init": random_init, "seed": seed,
             "codebook_size": int(cfg.model.get("latent_vars", 320)) * int(cfg.model.get("latent_groups", 2))}
+
+
+def _to(sample, device: str):
+    """A fairseq sample with its tensors on ``device``."""
+    if isinstance(sample, dict):
+        return {k: _to(v, device) for k, v in sample.items()}
+    return sample.to(device) if torch.is_tensor(sample) else sample
 
 
 def _seeded_masks(model, mcfg, sample, seed: int) -> torch.Tensor:
@@ -155,29 +170,10 @@ def cross_speaker_retrieval(states: list[np.ndarray], speakers: list[str], texts
     return float(np.mean(accs))
 
 
-def retrieval_by_layer(ssl, table, audio_paths: list[str], batch: int = 16) -> list[float]:
-    """cross_speaker_retrieval for every layer of a FrozenSSL (ssl_pretrain.features)."""
-    from ssl_pretrain.features import read_segment
-
-    waves = [read_segment(p, o, d, ssl.sample_rate)
-             for p, o, d in zip(audio_paths, table["offset"], table["duration"])]
-    per_utt = []
-    for i in range(0, len(waves), batch):
-        states, mask = ssl.hidden_states(waves[i:i + batch])
-        per_utt += [states[:, b, :int(mask[b].sum())].numpy() for b in range(states.shape[1])]
-    speakers, texts = table["speaker"].tolist(), table["text"].tolist()
-    return [cross_speaker_retrieval([u[layer] for u in per_utt], speakers, texts)
-            for layer in range(per_utt[0].shape[0])]
-
-
-def random_init_twin(ssl, seed: int = 0):
-    """The same architecture with fresh weights (transformers' own initialisation), frozen."""
-    import copy
-    twin = copy.deepcopy(ssl)
-    torch.manual_seed(seed)
-    twin.model.apply(twin.model._init_weights)
-    twin.source = f"random-init twin of {ssl.source} (seed {seed})"
-    return twin
+def retrieval_by_layer(view, table) -> list[float]:
+    """cross_speaker_retrieval for every layer of a feature-store view of ``table``'s rows."""
+    speakers, texts, ids = table["speaker"].tolist(), table["text"].tolist(), table["id"].astype(str).tolist()
+    return [cross_speaker_retrieval(view.layer(ids, layer), speakers, texts) for layer in view.layers]
 
 
 def last_valid_accuracy(log_path: str | os.PathLike) -> tuple[int | None, float | None]:

@@ -2,8 +2,9 @@
 
 A JSON file (default runs/checkpoints.json), rewritten atomically on every change. Each entry:
 name, path, kind (fairseq | hf), hours, male_pct, female_pct, unknown_pct, updates, added.
-Entries are checked when added: a fairseq file must be a wav2vec 2.0 *pretraining* checkpoint
-(a fine-tuned CTC model is refused), a folder must be a transformers wav2vec2 model.
+Entries are checked before they are added (ssl_pretrain.checkpoints.register_checkpoint): a
+fairseq file must be a wav2vec 2.0 *pretraining* checkpoint (a fine-tuned CTC model is
+refused), a folder must be a transformers wav2vec2 model. This module only keeps the JSON.
 """
 from __future__ import annotations
 
@@ -16,21 +17,6 @@ from corpora.atomic import write_json
 from corpora.errors import UserError
 
 DEFAULT_PATH = Path("runs") / "checkpoints.json"
-
-
-def inspect_checkpoint(path: str | os.PathLike) -> dict:
-    """kind and update count of a checkpoint path (raises UserError for the wrong kind)."""
-    path = Path(path)
-    if path.is_dir():
-        from ssl_pretrain.features import check_hf_folder
-        check_hf_folder(path)
-        src = path / "gendergap_source.json"
-        updates = json.loads(src.read_text())["num_updates"] if src.is_file() else None
-        return {"kind": "hf", "updates": updates}
-    from ssl_pretrain.convert import load_fairseq_checkpoint, model_config, num_updates
-    ckpt = load_fairseq_checkpoint(path)
-    model_config(ckpt, path)
-    return {"kind": "fairseq", "updates": num_updates(ckpt)}
 
 
 class Registry:
@@ -57,10 +43,10 @@ class Registry:
         raise UserError(f"no checkpoint named {name!r} in the registry (known: {known})", path=self.path,
                         fix="give a path, or register it with `gendergap ckpt add NAME PATH ...`")
 
-    def add(self, name: str, path: str | os.PathLike, hours: float | None = None, male_pct: float | None = None,
-            female_pct: float | None = None, unknown_pct: float | None = None, updates: int | None = None,
-            replace: bool = False, note: str = "") -> dict:
-        """Check the checkpoint and add (or with ``replace`` update) an entry; returns it."""
+    def add(self, name: str, path: str | os.PathLike, *, kind: str, updates: int | None = None,
+            hours: float | None = None, male_pct: float | None = None, female_pct: float | None = None,
+            unknown_pct: float | None = None, replace: bool = False, note: str = "") -> dict:
+        """Add (or with ``replace`` update) an entry for an already checked checkpoint; returns it."""
         pcts = [p for p in (male_pct, female_pct, unknown_pct) if p is not None]
         if any(p < 0 or p > 100 for p in pcts):
             raise UserError(f"percentages must lie in 0..100 (got {pcts})", fix="pass --male-pct etc. as percentages")
@@ -70,14 +56,13 @@ class Registry:
         path = Path(path).resolve()
         if not path.exists():
             raise UserError("checkpoint path not found", path=path, fix="give a fairseq .pt file or a transformers folder")
-        found = inspect_checkpoint(path)
         entries = self.entries()
         if any(e["name"] == name for e in entries) and not replace:
             raise UserError(f"a checkpoint named {name!r} is already registered", path=self.path,
                             fix="pick another name or pass --replace")
-        entry = {"name": name, "path": str(path), "kind": found["kind"], "hours": hours, "male_pct": male_pct,
+        entry = {"name": name, "path": str(path), "kind": kind, "hours": hours, "male_pct": male_pct,
                  "female_pct": female_pct, "unknown_pct": unknown_pct,
-                 "updates": updates if updates is not None else found["updates"],
+                 "updates": updates,
                  "added": time.strftime("%Y-%m-%dT%H:%M:%S"), "note": note}
         entries = [e for e in entries if e["name"] != name] + [entry]
         write_json(self.path, {"checkpoints": entries})

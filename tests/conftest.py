@@ -1,9 +1,25 @@
 """Shared test set-up: engines run offline, on the CPU, deterministically."""
 import os
+import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")  # fairseq checkpoints hold non-tensor objects
 os.environ.setdefault("MPLBACKEND", "Agg")
+# a command run without --feature-store must not write into the checkout's runs/features
+os.environ.setdefault("GENDERGAP_FEATURE_STORE", os.path.join(tempfile.mkdtemp(prefix="gendergap-store-"), "features"))
 
 from slurm_helpers import slurm_cluster  # noqa: E402,F401  -- the one-node SLURM cluster fixture
+
+
+def pytest_collection_modifyitems(config, items):
+    """`gpu` tests run where torch sees a CUDA device and are skipped, saying why, elsewhere."""
+    import pytest
+    import torch
+    if torch.cuda.is_available():
+        return
+    why = ("no CUDA device: torch " + torch.__version__ + (" is a CPU-only build" if torch.version.cuda is None
+                                                            else " sees no GPU"))
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(pytest.mark.skip(reason=why))

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pandas as pd
 import pytest
@@ -16,10 +15,11 @@ FAST = ["--no-progress", "--bootstrap", "50", "batch_seconds=3", "valid_batch_se
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
+    from ssl_pretrain.checkpoints import register_checkpoint
     from ssl_pretrain.registry import Registry
     root = tmp_path_factory.mktemp("asrcli")
     ssl = tiny_wav2vec2(root / "w2v")
-    Registry(root / "ckpts.json").add("F-tiny", ssl, female_pct=100, male_pct=0, unknown_pct=0)
+    register_checkpoint(Registry(root / "ckpts.json"), "F-tiny", ssl, female_pct=100, male_pct=0, unknown_pct=0)
     return {"root": root, "ssl": ssl, "registry": root / "ckpts.json", **write_corpus(root / "data")}
 
 
@@ -53,32 +53,40 @@ def test_finetune_decode_and_store_rows(setup, tmp_path):
     assert ref[0].endswith("\t") and all(r.endswith(" ñandú") for r in ref[1:])  # the reference keeps what was said
 
 
-def test_frozen_all_layers_cached_and_stored(setup, tmp_path):
-    db, out = tmp_path / "results.db", tmp_path / "fr"
+def test_frozen_all_layers_from_the_store_and_stored(setup, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    from ssl_pretrain.feature_store import COUNTERS
+    db, out, store = tmp_path / "results.db", tmp_path / "fr", tmp_path / "store"
     args = ["asr", "frozen", "--ckpt", str(setup["ssl"]), "--layer", "all", "--train", str(setup["train"]),
             "--valid", str(setup["valid"]), "--test", str(setup["test"]), "--out", str(out), "--db", str(db),
-            *FAST, "hidden_size=32", "proj_dim=32"]
+            "--feature-store", str(store), *FAST, "hidden_size=32", "proj_dim=32"]
+    before = COUNTERS["utterances"]
     assert main([*args, "max_steps=2"]) == 0
+    assert COUNTERS["utterances"] - before == 16  # 8 train + 4 valid + 4 test, each extracted once
     rows = _scores(db)
     assert set(rows["task"]) == {"asr-frozen"} and {"F", "M", "all"} <= set(rows["gender"])
-    npys = sorted((out / "features").rglob("*.npy"))
-    assert len(npys) == 16  # 8 train + 4 valid + 4 test, each [L+1, T, D]
-    import numpy as np
-    assert np.load(npys[0]).shape[0] == 3
-    mtimes = {p: p.stat().st_mtime_ns for p in npys}
-    assert main([*args, "max_steps=4"]) == 0  # resumes; features come from the cache
-    assert {p: p.stat().st_mtime_ns for p in npys} == mtimes
+    run = json.loads((out / "run.json").read_text())
+    assert run["runtime"]["device"] == "cpu" and run["runtime"]["precision"] == "fp32"  # --device auto, no CUDA here
+    assert json.loads((out / "test.json").read_text())["features"]["entry"].startswith(str(store))
+    shards = sorted(store.rglob("shard-*.zip"))
+    assert shards and all(p.stat().st_size > 0 for p in shards)
+    mtimes = {p: p.stat().st_mtime_ns for p in shards}
+    before = COUNTERS["utterances"]
+    assert main([*args, "max_steps=4"]) == 0  # resumes; features come from the store
+    assert COUNTERS["utterances"] == before and {p: p.stat().st_mtime_ns for p in shards} == mtimes
     summary = json.loads((out / "train_summary.json").read_text())
     assert summary["optimizer_step"] == 4 and len(summary["layer_weights"]) == 3
     assert summary["layer_weights"] != [1 / 3] * 3  # the layer weights are learned
-    # a retrained checkpoint under the same path: no silent mix with the old run (or features)
+    # a retrained checkpoint under the same path (other weights): no silent mix with the old run
     weights = setup["ssl"] / "model.safetensors"
-    st = weights.stat()
-    os.utime(weights, (st.st_atime, st.st_mtime + 10))
+    saved = weights.read_bytes()
     try:
+        state = load_file(weights)
+        save_file({k: v + 0.01 if v.is_floating_point() else v for k, v in state.items()}, weights)
         assert main([*args, "max_steps=6"]) == 2
     finally:
-        os.utime(weights, (st.st_atime, st.st_mtime))
+        weights.write_bytes(saved)
 
 
 def test_bad_input_fails_before_training(setup, tmp_path, capsys):

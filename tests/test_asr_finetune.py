@@ -9,6 +9,7 @@ import torch
 from asr_helpers import edit_csv, one_thread, tiny_wav2vec2, write_corpus  # noqa: F401 (fixture)
 from corpora.errors import UserError
 from downstream_asr.finetune import decode_finetuned, train_finetune
+from ssl_pretrain.checkpoints import CheckpointRef
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 FAST = {"batch_seconds": 3, "valid_batch_seconds": 6}
@@ -17,7 +18,7 @@ FAST = {"batch_seconds": 3, "valid_batch_seconds": 6}
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("asr")
-    return {"root": root, "ssl": tiny_wav2vec2(root / "w2v"), **write_corpus(root / "data")}
+    return {"root": root, "ssl": CheckpointRef.resolve(tiny_wav2vec2(root / "w2v")), **write_corpus(root / "data")}
 
 
 def _params(brain):
@@ -112,7 +113,7 @@ def test_bad_input(setup, tmp_path):
     with pytest.raises(UserError, match=r"empty transcript"):
         train_finetune(setup["ssl"], punct, setup["valid"], tmp_path / "r2", progress=False, overrides={"max_steps": 1})
     with pytest.raises(UserError, match="config.json"):
-        train_finetune(tmp_path, setup["train"], setup["valid"], tmp_path / "r3", progress=False)
+        train_finetune(CheckpointRef.resolve(tmp_path), setup["train"], setup["valid"], tmp_path / "r3", progress=False)
     nowav = edit_csv(setup["train"], tmp_path / "nowav.csv", lambda d: d.assign(wav=[*d["wav"][:-1], "/nope.wav"]))
     with pytest.raises(UserError, match="audio file not found") as e:
         train_finetune(setup["ssl"], nowav, setup["valid"], tmp_path / "r4", progress=False)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -12,21 +13,26 @@ from downstream_asr.frozen import FrozenCTCModel, LayerWeightedSum, feature_stat
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
+class Arrays:
+    """Features by id, as a feature-store view hands them out ([L, T, D] per utterance)."""
+
+    def __init__(self, xs):
+        self.xs = xs
+
+    def get(self, uid):
+        return self.xs[uid]
+
+
 def test_feature_stats_are_per_layer_per_dim_over_all_frames(tmp_path):
     rng = np.random.default_rng(0)
     xs = [rng.normal(loc=[[[1.0]], [[-2.0]], [[5.0]]], scale=[[[1.0]], [[3.0]], [[0.5]]], size=(3, n, 4)).astype(np.float32)
           for n in (7, 11, 5)]
-    paths = []
-    for i, x in enumerate(xs):
-        paths.append(tmp_path / f"{i}.npy")
-        np.save(paths[-1], x)
-    mean, std = feature_stats(paths)
+    mean, std = feature_stats(Arrays(xs), range(3))
     cat = np.concatenate(xs, axis=1)  # [L, T, D]
     np.testing.assert_allclose(mean.numpy(), cat.mean(1), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(std.numpy(), cat.std(1), rtol=1e-5, atol=1e-5)
-    # one-layer files ([T, D]) give [1, D]
-    np.save(tmp_path / "one.npy", xs[0][1])
-    m1, s1 = feature_stats([tmp_path / "one.npy"])
+    # one-layer views ([1, T, D] per utterance) give [1, D]
+    m1, s1 = feature_stats(Arrays([xs[0][1:2]]), [0])
     assert m1.shape == (1, 4)
     np.testing.assert_allclose(m1.numpy()[0], xs[0][1].mean(0), rtol=1e-5, atol=1e-5)
 
@@ -69,14 +75,18 @@ def test_tdnn_padding_never_reaches_real_frames(lstm_layers):
 
 def test_recipe_fills_the_statistics_from_the_training_features(tmp_path):
     from downstream_asr.frozen import train_frozen
-    ssl = tiny_wav2vec2(tmp_path / "w2v")
+    from downstream_asr.frozen import csv_segments
+    from ssl_pretrain.checkpoints import CheckpointRef
+    from ssl_pretrain.feature_store import FeatureStore, SSLExtractor
+    ref = CheckpointRef.resolve(tiny_wav2vec2(tmp_path / "w2v"))
     data = write_corpus(tmp_path / "data")
     over = {"max_steps": 1, "batch_seconds": 3, "valid_batch_seconds": 6, "proj_dim": 16, "hidden_size": 8}
-    s = train_frozen(ssl, "all", data["train"], data["valid"], tmp_path / "run", overrides=over, progress=False)
+    s = train_frozen(ref, "all", data["train"], data["valid"], tmp_path / "run", overrides=over, progress=False)
     comb = s["brain"].modules.model.combine
     assert comb.norm == "global" and bool(comb.stats_set)
-    files = sorted((tmp_path / "run" / "features").glob("layer-all/train-*/*.npy"))
-    assert len(files) == 8
-    mean, std = feature_stats(files)
+    train = pd.read_csv(data["train"])
+    view = FeatureStore(tmp_path / "run" / "features").view(SSLExtractor(ref), csv_segments(train, 16000), "all",
+                                                              progress=False)
+    mean, std = feature_stats(view, train["ID"])
     torch.testing.assert_close(comb.mean, mean)
     torch.testing.assert_close(comb.std, std.clamp(min=1e-5))

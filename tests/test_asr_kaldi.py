@@ -15,16 +15,16 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    from ssl_pretrain.features import load_ssl
+    from ssl_pretrain.checkpoints import CheckpointRef
+    from ssl_pretrain.feature_store import FeatureStore, SSLExtractor
     root = tmp_path_factory.mktemp("kaldi")
     paths = write_corpus(root / "data", {"test": 6})
-    ssl = load_ssl(str(tiny_wav2vec2(root / "w2v")))
+    ref = CheckpointRef.resolve(tiny_wav2vec2(root / "w2v"))
     table = read_table(paths["table"])
-    out = {}
-    for repeat in (1, 2):
-        out[repeat] = kaldi_export(ssl, table, resolve_audio(table, paths["table"]).tolist(), root / f"k{repeat}",
-                                   layer=1, repeat=repeat, progress=False)
-    return {"root": root, "ssl": ssl, "table": table, "paths": paths, "summary": out}
+    audio = resolve_audio(table, paths["table"]).tolist()
+    view = FeatureStore(root / "store").view(SSLExtractor(ref), table.assign(audio=audio), 1, progress=False)
+    out = {repeat: kaldi_export(view, table, audio, root / f"k{repeat}", repeat=repeat) for repeat in (1, 2)}
+    return {"root": root, "ssl": ref.load(), "table": table, "paths": paths, "summary": out}
 
 
 def test_export_validates_and_reads_with_kaldiio_and_kaldi_io(exported):
@@ -45,7 +45,7 @@ def test_export_validates_and_reads_with_kaldiio_and_kaldi_io(exported):
     states, mask = exported["ssl"].hidden_states([wave])
     ref = states[1, 0, : int(mask[0].sum())].numpy()
     key = f"{first['id']}"
-    np.testing.assert_allclose(a[key], ref, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(a[key], ref, atol=2e-3 * np.abs(ref).max())  # stored as fp16
     np.testing.assert_array_equal(a[key], b[key])
     n = dict(ln.split() for ln in (d / "utt2num_frames").read_text().splitlines())
     assert int(n[key]) == ref.shape[0] and (d / "frame_shift").read_text().strip() == "0.02"

@@ -34,32 +34,34 @@ def test_factors_must_include_the_original():
 
 def test_frozen_trains_on_perturbed_training_copies_only(tmp_path):
     from downstream_asr.frozen import train_frozen
-    ssl = tiny_wav2vec2(tmp_path / "w2v")
+    from ssl_pretrain.checkpoints import CheckpointRef
+    from ssl_pretrain.feature_store import COUNTERS
+    ref = CheckpointRef.resolve(tiny_wav2vec2(tmp_path / "w2v"))
     data = write_corpus(tmp_path / "data")
     over = {"max_steps": 1, "batch_seconds": 3, "valid_batch_seconds": 6, "proj_dim": 16, "hidden_size": 8,
             "speed_perturb": [0.9, 1.0, 1.1]}
-    s = train_frozen(ssl, "all", data["train"], data["valid"], tmp_path / "run", overrides=over, progress=False,
+    before = COUNTERS["utterances"]
+    s = train_frozen(ref, "all", data["train"], data["valid"], tmp_path / "run", overrides=over, progress=False,
                      extra_csvs=[data["test"]])
     assert s["train_utterances"] == 3 * 8
-    feats = tmp_path / "run" / "features"
+    assert COUNTERS["utterances"] - before == 3 * 8 + 4  # three training copies and valid; test is not read
+    entries = [json.loads(p.read_text()) for p in (tmp_path / "run" / "features").rglob("entry.json")]
+    assert sorted(e["rows"] for e in entries) == [4, 8, 8, 8]
 
-    def frames(pattern):
-        index = next(feats.glob(f"layer-all/{pattern}/features.tsv"))
-        t = pd.read_csv(index, sep="\t", dtype={"id": str})
-        return dict(zip(t["id"], t["n_frames"]))
-
-    orig = frames("train-??????????")  # train-<key>: the original copy
+    # read back through the store (no forward pass): frames of each copy against the original
+    from downstream_asr.frozen import csv_segments
+    from downstream_asr.perturb import speed_perturbed
+    from ssl_pretrain.feature_store import FeatureStore, SSLExtractor
+    store, ext, counted = FeatureStore(tmp_path / "run" / "features"), SSLExtractor(ref), COUNTERS["utterances"]
+    train = pd.read_csv(data["train"])
+    orig = store.view(ext, csv_segments(train, 16000), "all", progress=False)
     for f in (0.9, 1.1):
-        sp = frames(f"train-sp{f:g}-*")
-        assert set(sp) == {f"{i}-sp{f:g}" for i in orig}
-        ratio = np.array([sp[f"{i}-sp{f:g}"] for i in orig]) / np.array([orig[i] for i in orig])
+        sp, _ = speed_perturbed(train, data["train"], f, tmp_path / "run" / "perturbed", 16000)
+        view = store.view(ext, csv_segments(sp, 16000), "all", progress=False)
+        ratio = np.array([view.n_frames(f"{i}-sp{f:g}") / orig.n_frames(i) for i in train["ID"]])
         # 20 ms frames of a 1/f times longer signal (+-1 frame of the CNN's rounding)
-        assert np.allclose(ratio, 1 / f, atol=1.5 / min(orig.values()))
-    # valid (and test) are never perturbed: one valid feature set, of the original IDs
-    valid_sets = list(feats.glob("layer-all/valid*"))
-    assert len(valid_sets) == 1 and not any("-sp" in i for i in frames(valid_sets[0].name))
-    assert not list(feats.glob("layer-all/test*")) and not list(feats.glob("speed/valid*"))
-    assert not list(feats.glob("speed/test*"))
+        assert np.allclose(ratio, 1 / f, atol=1.5 / min(orig.n_frames(i) for i in train["ID"]))
+    assert COUNTERS["utterances"] == counted
     assert json.loads((tmp_path / "run" / "run.json").read_text())["overrides"]["speed_perturb"] == [0.9, 1.0, 1.1]
 
 
@@ -73,7 +75,9 @@ def test_finetune_speed_perturbs_training_batches_only(tmp_path):
     data = write_corpus(tmp_path / "data")
     over = {"max_steps": 1, "batch_seconds": 4, "valid_batch_seconds": 8, "dnn_neurons": 16,
             "speed_perturb": True, "speed_perturb_speeds": [90]}
-    brain = train_finetune(ssl, data["train"], data["valid"], tmp_path / "run", overrides=over, progress=False)["brain"]
+    from ssl_pretrain.checkpoints import CheckpointRef
+    brain = train_finetune(CheckpointRef.resolve(ssl), data["train"], data["valid"], tmp_path / "run", overrides=over,
+                           progress=False)["brain"]
     ds = audio_dataset(read_csv(data["train"], TextNorm(), training=True), brain.vocab)
     batch = next(iter(sb.dataio.dataloader.make_dataloader(ds, batch_size=1)))
     seen = []

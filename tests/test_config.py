@@ -51,7 +51,14 @@ def test_builtin_configs_validate_and_plan():
         assert all(position[d] < position[job["name"]] for d in job["deps"])
     by = {j["name"]: j for j in jobs}
     assert by["mustshe:F-tiny:en-fr"]["deps"] == ["gender-st:F-tiny:en-fr"]       # ST before MuST-SHE scoring
-    assert by["st:F-tiny:fr-en"]["deps"] == ["features:F-tiny:1:synth-fr"]    # features before ST
+    # one extraction per checkpoint feeds every frozen-feature task: every layer of both corpora
+    assert by["st:F-tiny:fr-en"]["deps"] == ["features:F-tiny"]
+    assert "features:F-tiny" in by["asr-frozen:F-tiny"]["deps"] and "features:F-tiny" in by["probes:F-tiny"]["deps"]
+    assert sum(j["kind"] == "features" for j in jobs) == 3
+    requests = by["features:F-tiny"]["steps"][0]["kwargs"]["requests"]
+    assert sorted((r["corpus"], r["layers"], str(r["probe_seed"])) for r in requests) == [
+        ("synth-fr", "1", "None"), ("synth-fr", "all", "0"), ("synth-fr", "all", "None"), ("synth-gender", "1", "None")]
+    assert all("--device" in j["steps"][0]["cli"] for j in jobs if j["kind"] in ("asr-e2e", "asr-frozen", "st"))
     assert set(by["report"]["deps"]) >= {n for n in names if n.startswith(("asr-", "st:", "probes:", "mustshe:"))
                                          and not n.startswith("asr-data")}
     boito = load_config(CONFIG_DIR / "boito2022.yaml")
@@ -71,7 +78,7 @@ def test_keys_change_downstream_only(tmp_path):
 def test_dry_run_prints_plan_and_writes_nothing(tmp_path):
     r = cli("sweep", "--config", str(CONFIG_DIR / "boito2022.yaml"), "--out", str(tmp_path / "o"), "--dry-run")
     assert r.returncode == 0, r.stderr
-    assert "34 jobs" in r.stdout and "st:LB-3K-Large:fr-pt" in r.stdout and "--preset xs" in r.stdout
+    assert "35 jobs" in r.stdout and "st:LB-3K-Large:fr-pt" in r.stdout and "--preset xs" in r.stdout
     assert not (tmp_path / "o").exists()
 
 

@@ -14,8 +14,9 @@ import torch
 from corpora.synth import synthesize
 from corpora.table import read_table, resolve_audio
 from manifests.export_fairseq import export_wav2vec
-from ssl_pretrain.evaluate import contrastive_accuracy, random_init_twin, retrieval_by_layer
-from ssl_pretrain.features import load_ssl
+from ssl_pretrain.checkpoints import CheckpointRef, register_checkpoint
+from ssl_pretrain.evaluate import contrastive_accuracy, retrieval_by_layer
+from ssl_pretrain.feature_store import FeatureStore, SSLExtractor
 from ssl_pretrain.registry import Registry
 
 SHIPPED = Path(__file__).resolve().parent.parent / "ssl_pretrain" / "shipped"
@@ -43,29 +44,31 @@ def test_shipped_checkpoint_is_small_fp16_and_registers(name, tmp_path):
     state = torch.load(path, map_location="cpu", weights_only=False)
     assert {v.dtype for v in state["model"].values() if v.is_floating_point()} == {torch.float16}
     assert state["last_optimizer_state"] is None  # release copy: no optimizer state
-    entry = Registry(tmp_path / "r.json").add(f"{name}-tiny", path, hours=0.28)
+    entry = register_checkpoint(Registry(tmp_path / "r.json"), f"{name}-tiny", path, hours=0.28)
     assert entry["kind"] == "fairseq" and entry["updates"] == UPDATES[name]
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_contrastive_accuracy_beats_random_init(name, unseen):
     _, manifest = unseen
-    learned = contrastive_accuracy(SHIPPED / f"tiny-{name}.pt", manifest, seed=0)
-    twin = contrastive_accuracy(SHIPPED / f"tiny-{name}.pt", manifest, random_init=True, seed=0)
+    ref = CheckpointRef.resolve(SHIPPED / f"tiny-{name}.pt")
+    learned = contrastive_accuracy(ref, manifest, seed=0)
+    twin = contrastive_accuracy(ref.twin(0), manifest, seed=0)
     assert learned["n_masked"] == twin["n_masked"]  # same seeded masks for both
     assert learned["accuracy"] >= 2 * learned["chance"]
     assert learned["accuracy"] >= twin["accuracy"] + 0.08
     assert learned["code_perplexity"] >= learned["codebook_size"] / 2  # codebook not collapsed
-    again = contrastive_accuracy(SHIPPED / f"tiny-{name}.pt", manifest, seed=0)
+    again = contrastive_accuracy(ref, manifest, seed=0)
     assert again["accuracy"] == learned["accuracy"]  # seeded: a re-run is identical
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_content_retrieval_beats_random_init(name, unseen):
+def test_content_retrieval_beats_random_init(name, unseen, tmp_path):
     test, _ = unseen
-    ssl = load_ssl(str(SHIPPED / f"tiny-{name}.pt"))
-    learned = retrieval_by_layer(ssl, test, test["audio"].tolist())
-    twin = retrieval_by_layer(random_init_twin(ssl, seed=0), test, test["audio"].tolist())
+    ref = CheckpointRef.resolve(SHIPPED / f"tiny-{name}.pt")
+    store = FeatureStore(tmp_path / "store")
+    learned = retrieval_by_layer(store.view(SSLExtractor(ref), test, "all", progress=False), test)
+    twin = retrieval_by_layer(store.view(SSLExtractor(ref.twin(0)), test, "all", progress=False), test)
     chance = 1 / test.groupby("speaker").size().min()
     assert max(twin) < chance + 0.3        # random weights keep the voice, not the sentence
     assert max(learned) >= max(twin) + 0.3

@@ -9,7 +9,7 @@ from corpora.errors import UserError
 from gendergap.cli import main
 from ssl_helpers import write_manifest, write_wavs
 from ssl_pretrain.convert import convert_checkpoint, load_fairseq_checkpoint
-from ssl_pretrain.features import load_ssl
+from ssl_pretrain.checkpoints import CheckpointRef, register_checkpoint
 from ssl_pretrain.manifest_check import check_manifest_dir
 from ssl_pretrain.registry import Registry
 
@@ -40,7 +40,7 @@ def fairseq_large_style(tmp_path, seed=0):
 def test_large_style_conversion_matches_fairseq_batched(tmp_path):
     fs_model, path = fairseq_large_style(tmp_path)
     out = convert_checkpoint(path, tmp_path / "hf")
-    ssl = load_ssl(str(out))
+    ssl = CheckpointRef.resolve(out).load()
     assert ssl.normalize and ssl.model.config.do_stable_layer_norm and ssl.model.config.feat_extract_norm == "layer"
     rng = np.random.default_rng(1)
     waves = [rng.standard_normal(n).astype(np.float32) * 0.1 for n in (16000, 11000, 7000)]
@@ -76,7 +76,7 @@ def test_ctc_checkpoint_is_refused(tmp_path, capsys):
     ctc_path = tmp_path / "ctc.pt"
     torch.save(ctc, ctc_path)
     with pytest.raises(UserError, match="CTC fine-tuned") as e:
-        Registry(tmp_path / "r.json").add("ctc", ctc_path)
+        register_checkpoint(Registry(tmp_path / "r.json"), "ctc", ctc_path)
     assert str(ctc_path) in str(e.value) and "w2v_path" in str(e.value)
     assert main(["ckpt", "convert", str(ctc_path), "--out", str(tmp_path / "x")]) == 2
     assert "not a wav2vec 2.0 pretraining checkpoint" in capsys.readouterr().err
@@ -114,9 +114,9 @@ def test_bad_manifests(tmp_path):
 def test_registry_input_errors(tmp_path):
     reg = Registry(tmp_path / "r.json")
     with pytest.raises(UserError, match="not 100%"):
-        reg.add("x", tmp_path, male_pct=50, female_pct=30, unknown_pct=0)
+        reg.add("x", tmp_path, kind="hf", male_pct=50, female_pct=30, unknown_pct=0)
     with pytest.raises(UserError, match="no config.json"):
-        reg.add("x", tmp_path)
+        register_checkpoint(reg, "x", tmp_path)
     with pytest.raises(UserError, match="no checkpoint named"):
         reg.get("missing")
 
@@ -134,18 +134,19 @@ def test_features_cli_from_an_utterance_table(tmp_path, capsys):
                         "sample_rate": 16000, "speaker": f"s{i % 2}", "gender": "FM"[i % 2], "corpus": "t",
                         "lang": "fr", "split": "test", "text": "x"} for i, (rel, n) in enumerate(rows)])
     tsv = write_table(table, tmp_path / "t.tsv")
+    store = ["--feature-store", str(tmp_path / "store")]
     assert main(["ckpt", "features", str(hf_dir), "--table", str(tsv), "--out", str(tmp_path / "npy"),
-                 "--layer", "all"]) == 0
+                 "--layer", "all", *store]) == 0
     allx = np.load(tmp_path / "npy" / "utt0.npy")
     n_frames = int(rows[0][1] // 320) - (1 if rows[0][1] % 320 < 80 else 0)  # conv stack: 25 ms window, 20 ms hop
     assert allx.shape[0] == 4 and allx.shape[2] == 64 and abs(allx.shape[1] - n_frames) <= 1
-    assert json.loads((tmp_path / "npy" / "features.json").read_text())["layer"] == "all"
+    assert json.loads((tmp_path / "npy" / "features.json").read_text())["layers"] == [0, 1, 2, 3]
     assert main(["ckpt", "features", str(hf_dir), "--table", str(tsv), "--out", str(tmp_path / "kaldi"),
-                 "--format", "kaldi", "--layer", "2", "--repeat", "2"]) == 0
+                 "--format", "kaldi", "--layer", "2", "--repeat", "2", *store]) == 0
     feats = kaldiio.load_scp(str(tmp_path / "kaldi" / "feats.scp"))
     np.testing.assert_allclose(feats["utt0"], np.repeat(allx[2], 2, axis=0), atol=1e-5)
     assert main(["ckpt", "features", str(hf_dir), "--table", str(tsv), "--out", str(tmp_path / "k2"),
-                 "--format", "kaldi", "--layer", "all"]) == 2
+                 "--format", "kaldi", "--layer", "all", *store]) == 2
     assert main(["ckpt", "features", str(hf_dir), "--table", str(tsv), "--out", str(tmp_path / "k3"),
-                 "--layer", "9"]) == 2
+                 "--layer", "9", *store]) == 2
     assert "does not exist" in capsys.readouterr().err

@@ -1,5 +1,5 @@
 """downstream_st without fairseq runs: presets, tables -> s2t data, the frame filter, bad input,
-the feature cache, checkpoint averaging, the detokenisation guard."""
+features from the store, device flags, checkpoint averaging, the detokenisation guard."""
 from __future__ import annotations
 
 import csv
@@ -16,10 +16,8 @@ from downstream_st.average import average_checkpoints, epoch_checkpoints, last_c
 from downstream_st.data import (attach_features, build_s2t_dir, filter_frames, read_feature_index,
                                 require_target, select_rows)
 from downstream_st.decode import build_generate_command, parse_generate_output, write_hypotheses
-from downstream_st.features import ensure_features, feature_cache_dir
 from downstream_st.prepare import FeatureSource, prepare_rows
-from downstream_st.presets import apply_overrides, as_flags, load_preset
-from ssl_pretrain.features import load_ssl
+from downstream_st.presets import apply_overrides, as_flags, load_preset, on_device
 from st_helpers import tiny_wav2vec, toy_rows, write_npy_features, write_toy_table, write_wavs_for
 
 
@@ -121,39 +119,45 @@ def test_missing_and_wrong_dimension_features(toy):
         attach_features(df, feats[feats["id"] != df["id"][0]], index)
 
 
-def test_feature_cache_extracts_once_with_a_wav2vec_model(tmp_path):
+def test_st_rows_point_into_the_feature_store(tmp_path):
+    from fairseq.data.audio.audio_utils import get_features_or_waveform
+
+    from ssl_pretrain.feature_store import COUNTERS
     rows = toy_rows(splits=(("train", 4, ("f1", "m1")),))
     write_wavs_for(tmp_path, rows)
     table = write_toy_table(tmp_path, rows)
     model = tiny_wav2vec(tmp_path / "w2v")
-    src = FeatureSource(ckpt=str(model), layer=1, cache_root=str(tmp_path / "cache"))
+    src = FeatureSource(ckpt=str(model), layer=1, store=str(tmp_path / "store"))
+    before = COUNTERS["utterances"]
     df = prepare_rows(table, src, src="fr", tgt="en", progress=False)
-    assert df.attrs["feature_dim"] == 32
-    x = np.load(df["feature_path"][0])
-    assert x.shape == (df["n_frames"][0], 32) and abs(x.shape[0] - rows[0]["duration"] / 0.02) <= 1.5  # 20 ms
-    assert src.cache_dir() == feature_cache_dir(tmp_path / "cache", str(model), 1)
-    # a second language pair reuses the cache: the model is never loaded again
-    audio = [str(tmp_path / r["audio"]) for r in rows]
-    index = ensure_features(lambda: pytest.fail("model loaded although cached"), read_table(table), audio,
-                            src.cache_dir(), 1)
-    assert len(read_feature_index(index)) == 4
-    # a changed segment is re-extracted
+    assert COUNTERS["utterances"] - before == 4 and df.attrs["feature_dim"] == 32
+    # fairseq reads the shard member in place ("shard.zip:offset:length"): nothing was copied
+    path = df["feature_path"][0]
+    assert ".zip:" in path and path.startswith(str(tmp_path / "store"))
+    x = get_features_or_waveform(path)
+    assert x.dtype == np.float16 and x.shape == (df["n_frames"][0], 32)
+    assert abs(x.shape[0] - rows[0]["duration"] / 0.02) <= 1.5  # 20 ms frames
+    # a second language pair (another target) reads the same entry: no forward pass
+    again = prepare_rows(table, src, src="fr", tgt=None, progress=False)
+    assert COUNTERS["utterances"] - before == 4 and list(again["feature_path"]) == list(df["feature_path"])
+    # a changed segment is another row: extracted anew, into another entry
     t2 = read_table(table)
     t2.loc[0, "duration"] = 0.4
-    calls = []
+    short = tmp_path / "short.tsv"
+    t2.to_csv(short, sep="\t", index=False)
+    changed = prepare_rows(short, src, src="fr", tgt=None, progress=False)
+    assert COUNTERS["utterances"] - before == 8 and changed["n_frames"][0] == 19
 
-    def load():
-        calls.append(1)
-        return load_ssl(str(model))
 
-    ensure_features(load, t2, audio, src.cache_dir(), 1, progress=False)
-    assert calls == [1] and read_feature_index(index).set_index("id").loc[rows[0]["id"], "n_frames"] == 19
-    # chunked extraction publishes the index after each chunk and ends with every row
-    chunked = ensure_features(load, t2, audio, tmp_path / "cache2", 1, progress=False, chunk=3)
-    got = read_feature_index(chunked).set_index("id")
-    assert calls == [1, 1] and sorted(got.index) == sorted(r["id"] for r in rows)
-    assert np.array_equal(np.load(got.loc[rows[3]["id"], "path"]),
-                          np.load(read_feature_index(index).set_index("id").loc[rows[3]["id"], "path"]))
+def test_fairseq_runs_where_the_device_says():
+    tiny = load_preset("tiny")
+    cpu = on_device(tiny, "cpu", "fp32")
+    assert cpu["train"]["cpu"] is True and cpu["train"]["fp16"] is False and cpu["gpu"] is None
+    gpu = on_device(tiny, "cuda:1", "fp16")
+    assert gpu["train"]["cpu"] is False and gpu["decode"]["fp16"] is True and gpu["gpu"] == "1"
+    assert "--fp16" in as_flags(gpu["train"]) and "--cpu" not in as_flags(gpu["train"])
+    with pytest.raises(UserError, match="implies --tpu"):
+        on_device(tiny, "cpu", "bf16")
 
 
 # --- checkpoint averaging -----------------------------------------------------------------

@@ -25,12 +25,13 @@ def test_train_resume_average_decode_score(tmp_path):
     out = tmp_path / "st" / "toy.fr-en"
     train = ["st", "train", "--ckpt", str(model), "--layer", "1", "--train", str(table), "--train-split", "train",
              "--valid", str(table), "--valid-split", "valid", "--src", "fr", "--tgt", "en", "--out", str(out),
-             "--preset", "tiny", "data.vocab_size=40", "no-epoch-checkpoints=false"]
+             "--feature-store", str(tmp_path / "store"), "--preset", "tiny", "data.vocab_size=40",
+             "no-epoch-checkpoints=false"]
     assert main(train + ["max-epoch=1"]) == 0
     assert (out / "checkpoints" / "checkpoint1.pt").is_file()
-    # features are cached per checkpoint + layer next to the model dirs, shared by language pairs
-    index = next((tmp_path / "st" / "features").glob("*/layer1/index.tsv"))
-    assert len(index.read_text().splitlines()) == 1 + 16 + 4
+    # features come from the store (train and valid rows), where other pairs and tasks find them
+    entries = [json.loads(p.read_text()) for p in (tmp_path / "store").rglob("entry.json")]
+    assert sorted(e["rows"] for e in entries) == [4, 16] and all(e["layers"] == [1] for e in entries)
 
     # the same command with a larger budget resumes from checkpoint_last.pt
     assert main(train + ["max-epoch=2"]) == 0

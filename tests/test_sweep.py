@@ -56,13 +56,13 @@ def test_killed_sweep_resumes_without_redoing_or_duplicating(tmp_path):
     os.kill(p.pid, signal.SIGKILL)  # the sweep dies; its running job is orphaned and keeps going
     p.wait()
     before = done_files(out)
-    assert len(before) < 8 and "report" not in before
+    assert len(before) < 10 and "report" not in before
 
     r = sweep(cfg, out)
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"{len(before)} done already" in r.stdout, r.stdout
     after = done_files(out)
-    assert len(after) == 8  # corpus, 2 manifests, asr-data, checkpoints, 2 asr-frozen, report
+    assert len(after) == 10  # corpus, 2 manifests, asr-data, checkpoints, 2 features, 2 asr-frozen, report
     for name, d in before.items():  # finished jobs were not run again
         assert after[name] == d, name
     keys = score_keys(out / "results.db")
@@ -72,11 +72,11 @@ def test_killed_sweep_resumes_without_redoing_or_duplicating(tmp_path):
     assert (out / "report" / "report.md").is_file()
 
     again = sweep(cfg, out)  # everything finished: a no-op
-    assert again.returncode == 0 and "8 done already, 0 to run" in again.stdout, again.stdout
+    assert again.returncode == 0 and "10 done already, 0 to run" in again.stdout, again.stdout
     assert score_keys(out / "results.db") == keys and done_files(out) == after
 
     status = sweep(cfg, out, "status")
-    assert status.returncode == 0 and "8 done" in status.stdout
+    assert status.returncode == 0 and "10 done" in status.stdout
     line = next(x for x in status.stdout.splitlines() if "asr-frozen:F-tiny" in x)
     log = Path(line.split()[-1])
     assert log.is_file() and "asr frozen --ckpt F-tiny" in log.read_text()
@@ -84,7 +84,7 @@ def test_killed_sweep_resumes_without_redoing_or_duplicating(tmp_path):
 
 def test_failed_job_blocks_dependents_and_waits_for_retry(tmp_path):
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(CONFIG % "synth-xx")  # no such corpus: the ASR data export fails
+    cfg.write_text(CONFIG % "synth-xx")  # no such corpus: the ASR data export and the feature extractions fail
     out = tmp_path / "o"
     r = sweep(cfg, out)
     assert r.returncode == 1
@@ -94,7 +94,8 @@ def test_failed_job_blocks_dependents_and_waits_for_retry(tmp_path):
     first = failed.read_text()
 
     r2 = sweep(cfg, out)  # not retried without --retry-failed
-    assert r2.returncode == 1 and "1 failed before" in r2.stdout and failed.read_text() == first
+    assert r2.returncode == 1 and "3 failed before" in r2.stdout and failed.read_text() == first
+    assert "FAILED" not in r2.stdout
     r3 = sweep(cfg, out, "--retry-failed")
     assert r3.returncode == 1 and "start    asr-data:synth-xx" in r3.stdout and failed.read_text() != first
     status = sweep(cfg, out, "status")

@@ -1,12 +1,11 @@
-"""Probe data: gender-balanced, speaker-disjoint splits from the utterance table, and the
-hidden states read back from the feature files ssl_pretrain exports (OUT/<id>.npy of shape
-[L+1, T, D] + OUT/features.tsv); analysis never runs a model itself.
+"""Probe data: gender-balanced, speaker-disjoint splits from the utterance table, and what the
+probes need from a source of hidden states (``Features``: a feature-store view, handed in by
+the CLI); analysis never runs a model itself.
 """
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import pandas as pd
@@ -70,38 +69,13 @@ def labels_of(rows: pd.DataFrame) -> np.ndarray:
     return rows["gender"].map({g: i for i, g in enumerate(CLASSES)}).to_numpy(dtype=np.int64)
 
 
-class FeatureFiles:
-    """The per-utterance .npy files of one export (``layer='all'``: arrays [L+1, T, D])."""
+class Features(Protocol):
+    """What the probes read: ``layer(ids, layer)`` -> one float32 ``[T, D]`` array per id, and
+    ``n_layers`` (layers are numbered 0..n_layers-1). ssl_pretrain's feature-store views are
+    one; analysis never imports them (the CLI hands them in)."""
+    n_layers: int
 
-    def __init__(self, feature_dir: str | os.PathLike):
-        self.dir = Path(feature_dir)
-        index = self.dir / "features.tsv"
-        if not index.is_file():
-            raise UserError("no features.tsv in the feature directory", path=self.dir,
-                            fix="export features first (`gendergap ckpt features ... --layer all --format npy`)")
-        self.index = pd.read_csv(index, sep="\t", dtype={"id": str}, keep_default_na=False)
-        meta_path = self.dir / "features.json"
-        self.meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
-        if self.meta.get("layer", "all") != "all" or self.meta.get("format", "npy") != "npy":
-            raise UserError(f"features of layer {self.meta.get('layer')!r} in format {self.meta.get('format')!r}",
-                            path=meta_path, fix="probes read all layers as npy: export with --layer all --format npy")
-        # features.tsv may hold paths relative to where the export ran: fall back to this folder
-        self.paths = {i: p if Path(p).is_file() else str(self.dir / Path(p).name)
-                      for i, p in zip(self.index["id"], self.index["path"])}
-        first = np.load(next(iter(self.paths.values())), mmap_mode="r") if self.paths else np.zeros((1, 1, 1))
-        if first.ndim != 3:
-            raise UserError(f"feature arrays have shape {first.shape}, not [layers, frames, dim]",
-                            path=self.index["path"].iloc[0], fix="export with --layer all")
-        self.n_layers = int(first.shape[0])   # L + 1: index 0 is the transformer's input
-        self.dim = int(first.shape[2])
-
-    def layer(self, ids, layer: int) -> list[np.ndarray]:
-        """Layer ``layer`` ([T, D] float32) of each utterance in ``ids``."""
-        missing = [i for i in ids if i not in self.paths]
-        if missing:
-            raise UserError(f"{len(missing)} utterance(s) have no features, e.g. {missing[0]!r}",
-                            path=self.dir / "features.tsv", fix="re-export the features for this table")
-        return [np.asarray(np.load(self.paths[i], mmap_mode="r")[layer], dtype=np.float32) for i in ids]
+    def layer(self, ids, layer: int) -> list[np.ndarray]: ...
 
 
 def standardise(train: list[np.ndarray], *others: list[np.ndarray]) -> list[list[np.ndarray]]:

@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 
 from analysis.probing.attention import attention_profile, train_attention_probe
 from analysis.probing.baselines import BASELINES, POSITIONS, run_baseline
-from analysis.probing.data import CLASSES, FeatureFiles, labels_of, standardise
+from analysis.probing.data import CLASSES, Features, labels_of, standardise
 from analysis.probing.recipe import Recipe
 from corpora.errors import UserError
 
@@ -75,7 +75,7 @@ class ProbeResult:
         return {k: v for k, v in self.__dict__.items()}
 
 
-def probe_layers(features: FeatureFiles, splits: dict[str, pd.DataFrame], layers: list[int], probes: list[str], *,
+def probe_layers(features: Features, splits: dict[str, pd.DataFrame], layers: list[int], probes: list[str], *,
                  seed: int = 0, control: bool = False, recipe: Recipe = Recipe(),
                  progress: bool = True) -> list[ProbeResult]:
     """Train and test every probe on every layer; with ``control`` also each on shuffled labels.

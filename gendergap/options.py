@@ -1,0 +1,28 @@
+"""Options shared by every command that runs a model: where, in what precision, which feature store."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+DEFAULT_STORE = Path("runs") / "features"
+
+
+def add_model_options(p, store: bool = True) -> None:
+    """--device / --precision (and --feature-store where frozen features are read)."""
+    from ssl_pretrain.device import DEVICE_HELP, PRECISION_HELP, PRECISIONS
+    p.add_argument("--device", default="auto", help=DEVICE_HELP)
+    p.add_argument("--precision", default="fp32", choices=PRECISIONS, help=PRECISION_HELP)
+    if store:
+        p.add_argument("--feature-store", default=None, metavar="DIR",
+                       help="frozen features are read from (and extracted once into) this store, shared by "
+                            "frozen ASR, ST, probes and exports (default $GENDERGAP_FEATURE_STORE or runs/features)")
+
+
+def runtime(args) -> tuple[str, str]:
+    """(device, precision), resolved and checked: `--device cuda` without CUDA is one clear error."""
+    from ssl_pretrain.device import device_and_precision
+    return device_and_precision(args.device, args.precision)
+
+
+def feature_store(args) -> str:
+    return str(Path(args.feature_store or os.environ.get("GENDERGAP_FEATURE_STORE") or DEFAULT_STORE).resolve())

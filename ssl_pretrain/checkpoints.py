@@ -1,0 +1,213 @@
+"""One reference to an SSL checkpoint, whatever the user passed, for every command.
+
+    ref = CheckpointRef.resolve("F-tiny", registry="runs/checkpoints.json")   # a registered name
+    ref = CheckpointRef.resolve("runs/ssl/F/checkpoints/checkpoint_best.pt")  # fairseq .pt (or a packed one)
+    ref = CheckpointRef.resolve("models/wav2vec2-FR-1K-large")                # a transformers folder
+    ref.name, ref.kind, ref.content_hash      # "F", "fairseq", sha256 of the weights' files
+    twin = ref.twin(seed=0)                   # "F+random-init": same architecture, fresh weights
+    ssl = ref.load(device="cuda:0", precision="bf16")   # a frozen feature extractor
+
+The rules live here once:
+- **name**: a registered name as is; for a path, the run folder of a fairseq ``checkpoint*.pt``
+  (``runs/F/checkpoints/checkpoint_best.pt`` -> ``F``), else the file's stem or the folder's name.
+- **content hash**: sha256 over the checkpoint's files (a .pt, or a folder's config and weights),
+  so a retrained checkpoint at the same path is a different checkpoint to every cache.
+- **random-init twin**: the same architecture built afresh by its library under
+  ``torch.manual_seed(seed)`` (transformers' own initialisation for the encoder; fairseq's for
+  the contrastive evaluation, which needs the quantiser). What a probe or a score finds on the
+  twin is not pretraining's doing.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from corpora.errors import UserError
+from ssl_pretrain.registry import Registry
+
+HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json")
+HF_FILES = ("config.json", "preprocessor_config.json") + HF_WEIGHTS
+
+
+def check_hf_folder(path: Path) -> dict:
+    """A transformers wav2vec2 folder: config.json (model_type wav2vec2) + weights."""
+    cfg_path = path / "config.json"
+    if not cfg_path.is_file():
+        raise UserError("no config.json in the model folder", path=path,
+                        fix="give a Hugging Face wav2vec2 folder (config.json + model.safetensors) or a fairseq .pt")
+    try:
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        raise UserError(f"config.json is not valid JSON ({e.msg})", path=cfg_path, line=e.lineno,
+                        fix="download the model folder again") from None
+    if cfg.get("model_type") not in ("wav2vec2",):
+        raise UserError(f"model_type is {cfg.get('model_type')!r}, not 'wav2vec2'", path=cfg_path,
+                        fix="give a wav2vec 2.0 model folder")
+    if not any((path / w).is_file() for w in HF_WEIGHTS):
+        raise UserError("no weights (model.safetensors / pytorch_model.bin) in the model folder", path=path,
+                        fix="download the whole model folder")
+    return cfg
+
+
+def name_for_path(path: Path) -> str:
+    """The name results are filed under when the user gave a path (see the module doc)."""
+    path = path.resolve()
+    if path.is_file() and path.name.startswith("checkpoint"):
+        folder = path.parent
+        return folder.parent.name if folder.name == "checkpoints" else folder.name
+    return path.stem if path.is_file() else path.name
+
+
+@functools.lru_cache(maxsize=64)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
+    """sha256 of a file's bytes; cached per (path, size, mtime) within a process."""
+    del size, mtime_ns  # part of the cache key only
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def file_sha256(path: Path) -> str:
+    st = path.stat()
+    return _sha256(str(path.resolve()), st.st_size, st.st_mtime_ns)
+
+
+@dataclass(frozen=True)
+class CheckpointRef:
+    """A resolved checkpoint: its name, file or folder, kind (fairseq | hf) and twin seed."""
+    name: str
+    path: Path
+    kind: str
+    random_init_seed: int | None = None
+
+    # ---- resolving -----------------------------------------------------------------------
+    @classmethod
+    def resolve(cls, spec: str | os.PathLike, registry: str | os.PathLike | None = None,
+                name: str | None = None) -> "CheckpointRef":
+        """A registered name, a fairseq .pt (packed or not) or a transformers folder."""
+        path = Path(spec)
+        label = name
+        if not path.exists():
+            if os.sep in str(spec) or str(spec).endswith(".pt"):
+                raise UserError("checkpoint path not found", path=spec,
+                                fix="give a fairseq .pt file, a transformers folder or a registered name")
+            path = Path(Registry(registry).get(str(spec))["path"])
+            label = label or str(spec)
+            if not path.exists():
+                raise UserError(f"the registered checkpoint {spec!r} points to a missing path", path=path,
+                                fix=f"re-register it: gendergap ckpt add {spec} PATH --replace")
+        path = path.resolve()
+        if path.is_dir():
+            check_hf_folder(path)
+            kind = "hf"
+        elif path.is_file():
+            kind = "fairseq"
+        else:
+            raise UserError("not a file or folder", path=path, fix="give a fairseq .pt or a transformers folder")
+        return cls(label or name_for_path(path), path, kind)
+
+    def twin(self, seed: int = 0) -> "CheckpointRef":
+        """The random-init twin: same architecture, weights drawn under ``torch.manual_seed(seed)``."""
+        return replace(self, name=f"{self.name}+random-init", random_init_seed=int(seed))
+
+    @property
+    def is_twin(self) -> bool:
+        return self.random_init_seed is not None
+
+    # ---- identity ------------------------------------------------------------------------
+    def files(self) -> list[Path]:
+        if self.kind == "hf":
+            return [self.path / n for n in HF_FILES if (self.path / n).is_file()]
+        return [self.path]
+
+    @property
+    def content_hash(self) -> str:
+        """sha256 over the files' bytes (and the twin seed for a twin)."""
+        h = hashlib.sha256()
+        for f in self.files():
+            h.update(f"{f.name}\0{file_sha256(f)}\n".encode())
+        if self.is_twin:
+            h.update(f"random-init:{self.random_init_seed}".encode())
+        return h.hexdigest()
+
+    def describe(self) -> dict:
+        """What a result row records about the checkpoint."""
+        return {"name": self.name, "path": str(self.path), "kind": self.kind, "sha256": self.content_hash,
+                "random_init_seed": self.random_init_seed}
+
+    # ---- loading -------------------------------------------------------------------------
+    def fairseq_path(self) -> Path:
+        """The .pt file (a transformers folder is refused: this needs fairseq's own checkpoint)."""
+        if self.kind != "fairseq":
+            raise UserError("this needs a fairseq checkpoint (.pt), not a transformers folder", path=self.path,
+                            fix="give the fairseq .pt the folder was converted from")
+        return self.path
+
+    def fairseq_state(self) -> dict:
+        """The fairseq checkpoint dict (config + weights), checked to be wav2vec 2.0 pretraining."""
+        from ssl_pretrain.convert import load_fairseq_checkpoint, model_config
+        state = load_fairseq_checkpoint(self.fairseq_path())
+        model_config(state, self.path)
+        return state
+
+    def inspect(self) -> dict:
+        """kind and update count (a fine-tuned or non-wav2vec2 checkpoint is a UserError)."""
+        if self.kind == "hf":
+            src = self.path / "gendergap_source.json"
+            return {"kind": "hf", "updates": json.loads(src.read_text())["num_updates"] if src.is_file() else None}
+        from ssl_pretrain.convert import num_updates
+        return {"kind": "fairseq", "updates": num_updates(self.fairseq_state())}
+
+    def load(self, device: str = "cpu", precision: str = "fp32"):
+        """The encoder as a frozen feature extractor (ssl_pretrain.features.FrozenSSL)."""
+        import torch
+        from ssl_pretrain.features import FrozenSSL
+        if self.kind == "hf":
+            from transformers import Wav2Vec2Model
+            model = Wav2Vec2Model.from_pretrained(str(self.path))
+            pre = self.path / "preprocessor_config.json"
+            meta = json.loads(pre.read_text()) if pre.is_file() else {}
+            normalize, rate = bool(meta.get("do_normalize", False)), int(meta.get("sampling_rate", 16000))
+        else:
+            from ssl_pretrain.convert import fairseq_to_transformers
+            model, info = fairseq_to_transformers(self.fairseq_state(), self.path)
+            normalize, rate = info["normalize"], info["sample_rate"]
+        if self.is_twin:
+            torch.manual_seed(self.random_init_seed)
+            model = type(model)(model.config)
+        return FrozenSSL(model, normalize, rate, self.name, device=device, precision=precision)
+
+    def hf_folder(self, cache_root: str | os.PathLike) -> Path:
+        """A transformers folder for fine-tuning (SpeechBrain reads one): the folder itself, or a
+        fairseq checkpoint converted once into ``cache_root/<name>-<hash>`` (reused while the
+        .pt's content is unchanged)."""
+        if self.is_twin:
+            raise UserError(f"{self.name} is a random-init twin: fine-tuning starts from real weights",
+                            fix="fine-tune the checkpoint itself")
+        if self.kind == "hf":
+            return self.path
+        from ssl_pretrain.convert import convert_checkpoint
+        dest = Path(cache_root) / f"{self.name}-{self.content_hash[:12]}"
+        if not (dest / "config.json").is_file():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            convert_checkpoint(self.path, dest)
+        return dest
+
+
+def register_checkpoint(registry: Registry, name: str, path: str | os.PathLike, *, replace_entry: bool = False,
+                        **table3) -> dict:
+    """Check a checkpoint (a pretraining wav2vec 2.0 .pt or a transformers folder) and register it."""
+    path = Path(path)
+    if not path.exists():
+        raise UserError("checkpoint path not found", path=path, fix="give a fairseq .pt file or a transformers folder")
+    found = CheckpointRef.resolve(path).inspect()
+    updates = table3.pop("updates", None)
+    return registry.add(name, path, kind=found["kind"], updates=updates if updates is not None else found["updates"],
+                        replace=replace_entry, **table3)
+

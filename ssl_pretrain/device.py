@@ -1,0 +1,106 @@
+"""Where a model runs and in what precision, for every command that runs one.
+
+    device = resolve_device("auto")              # "cuda:0" when CUDA is there, else "cpu"
+    check_precision("bf16", device)              # refuses what the device cannot do
+    with autocast(device, "bf16"):               # forward passes in bf16, weights stay fp32
+        states = model(x)
+    row["runtime"] = runtime_info(device, "bf16")  # device name, precision, torch / CUDA versions
+
+Mixed precision only: weights (and, in training, the optimizer's master copy) stay fp32 and
+autocast picks the dtype per op, as SpeechBrain's ``precision`` option and fairseq's
+``--fp16``/``--bf16`` flags do. fp16 is CUDA-only (SpeechBrain refuses it on a CPU, and CPU
+kernels for half are slow); bf16 autocast runs on any recent CPU, so the CPU tests exercise it.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import platform
+
+import torch
+
+from corpora.errors import UserError
+
+DEVICES = "auto|cpu|cuda|cuda:N"
+PRECISIONS = ("fp32", "fp16", "bf16")
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+DEVICE_HELP = ("where the model runs: auto (CUDA when present, else CPU; default), cpu, cuda or cuda:N")
+PRECISION_HELP = ("fp32 (default), fp16 (CUDA only) or bf16: mixed precision through autocast; weights and "
+                  "optimizer state stay fp32")
+
+
+def _no_cuda_reason() -> str:
+    if torch.version.cuda is None:
+        return f"this torch ({torch.__version__}) is a CPU-only build"
+    return f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU"
+
+
+def resolve_device(spec: str | None = "auto") -> str:
+    """``auto|cpu|cuda|cuda:N`` -> a concrete torch device string (``cpu`` or ``cuda:N``)."""
+    spec = str(spec or "auto").strip().lower()
+    if spec == "auto":
+        return "cuda:0" if torch.cuda.is_available() else "cpu"
+    if spec == "cpu":
+        return "cpu"
+    if spec == "cuda" or spec.startswith("cuda:"):
+        index = spec.partition(":")[2] or "0"
+        if not index.isdigit():
+            raise UserError(f"--device {spec!r}: the GPU index must be a number", fix="use cuda, cuda:0, cuda:1, ...")
+        if not torch.cuda.is_available():
+            raise UserError(f"--device {spec}: no CUDA device here ({_no_cuda_reason()})",
+                            fix="use --device cpu, or --device auto to take a GPU only when there is one")
+        count = torch.cuda.device_count()
+        if int(index) >= count:
+            raise UserError(f"--device {spec}: this machine has {count} GPU(s), cuda:0..cuda:{count - 1}",
+                            fix=f"pick an index below {count}")
+        return f"cuda:{int(index)}"
+    raise UserError(f"unknown --device {spec!r}", fix=f"use one of {DEVICES}")
+
+
+def check_precision(precision: str | None, device: str) -> str:
+    """The precision name, refused with one clear line when ``device`` cannot run it."""
+    precision = str(precision or "fp32").strip().lower()
+    if precision not in PRECISIONS:
+        raise UserError(f"unknown --precision {precision!r}", fix=f"use one of {', '.join(PRECISIONS)}")
+    if precision == "fp16" and not device.startswith("cuda"):
+        raise UserError("--precision fp16 needs a CUDA device (half-precision autocast is GPU-only here)",
+                        fix="use --precision bf16 on a CPU, or --device cuda")
+    if precision == "bf16" and device.startswith("cuda") and not torch.cuda.is_bf16_supported():
+        raise UserError(f"--precision bf16: {torch.cuda.get_device_name(device)} has no bf16 support",
+                        fix="use --precision fp16 on this GPU (V100 and older)")
+    return precision
+
+
+def device_and_precision(device: str | None, precision: str | None) -> tuple[str, str]:
+    """Both options resolved and checked together: what every command calls first."""
+    dev = resolve_device(device)
+    return dev, check_precision(precision, dev)
+
+
+def autocast(device: str, precision: str):
+    """A context for forward passes: autocast to the precision's dtype, or nothing for fp32."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=torch.device(device).type, dtype=DTYPES[precision])
+
+
+@functools.lru_cache(maxsize=None)
+def device_name(device: str) -> str:
+    """A human name for the hardware: the GPU's model, or the CPU's."""
+    if device.startswith("cuda"):
+        return torch.cuda.get_device_name(torch.device(device))
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "cpu"
+
+
+def runtime_info(device: str, precision: str) -> dict:
+    """What every result row records about the hardware and numerics that produced it."""
+    return {"device": device, "device_name": device_name(device), "precision": precision,
+            "torch": torch.__version__, "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version() if device.startswith("cuda") else None}

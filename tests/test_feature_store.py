@@ -1,0 +1,230 @@
+"""The feature store: one extraction per checkpoint and rows, read by every consumer; device and
+precision options; a killed extraction resumes from its finished shards.
+
+Everything here runs the real models on the CPU (bf16 autocast included); the CUDA paths are in
+tests/test_gpu.py (marker `gpu`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+import torch
+
+from asr_helpers import one_thread, tiny_wav2vec2, write_corpus  # noqa: F401 (fixture)
+from corpora.table import read_table, resolve_audio, write_table
+from gendergap.cli import main
+from ssl_pretrain.checkpoints import CheckpointRef
+from ssl_pretrain.feature_store import COUNTERS, FbankExtractor, FeatureStore, SSLExtractor
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+SHIPPED = Path(__file__).resolve().parent.parent / "ssl_pretrain" / "shipped"
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """A tiny corpus (train f1/m1, valid f2/m2, test f3/m3) whose table also has English targets."""
+    root = tmp_path_factory.mktemp("store")
+    paths = write_corpus(root / "data")
+    table = read_table(paths["table"])
+    table["tgt_text_en"] = table["text"]
+    write_table(table, paths["table"])
+    return {"root": root, "model": tiny_wav2vec2(root / "w2v"), **paths}
+
+
+def _rows(table_path):
+    table = read_table(table_path)
+    return table.assign(audio=resolve_audio(table, table_path).to_numpy())
+
+
+def test_frozen_asr_st_and_probes_read_one_extraction(corpus, tmp_path):
+    store = ["--feature-store", str(tmp_path / "store")]
+    model, table = str(corpus["model"]), str(corpus["table"])
+    before = COUNTERS["utterances"]
+    assert main(["ckpt", "features", model, "--table", table, "--layer", "all", *store]) == 0
+    assert COUNTERS["utterances"] - before == 16  # every row once: the study's `features` job
+    extracted = dict(COUNTERS)
+    asr = tmp_path / "asr"
+    assert main(["asr", "frozen", "--ckpt", model, "--layer", "all", "--train", str(corpus["train"]),
+                 "--valid", str(corpus["valid"]), "--test", str(corpus["test"]), "--out", str(asr), *store,
+                 "--no-progress", "--bootstrap", "0", "batch_seconds=3", "valid_batch_seconds=6", "max_steps=2",
+                 "hidden_size=32", "proj_dim=32"]) == 0
+    st = tmp_path / "st"
+    assert main(["st", "train", "--ckpt", model, "--layer", "1", "--train", table, "--train-split", "train",
+                 "--valid", table, "--valid-split", "valid", "--src", "fr", "--tgt", "en", "--out", str(st), *store,
+                 "max-update=2", "data.vocab_size=50", "save-interval-updates=1", "average_last=1"]) == 0
+    assert main(["probe", "run", "--ckpt", model, "--table", table, "--out", str(tmp_path / "probes"), "--probes",
+                 "mean", "--no-random-init", *store]) == 0
+    assert COUNTERS == extracted  # not one forward pass after the extraction
+    entries = {p.parent for p in (tmp_path / "store").rglob("entry.json")}
+    assert len(entries) == 1  # one entry, read by all three
+    entry = entries.pop()
+    assert json.loads((asr / "test.json").read_text())["features"]["entry"] == str(entry)
+    st_rows = (st / "data" / "train.tsv").read_text().splitlines()[1:]
+    assert st_rows and all(r.split("\t")[1].startswith(str(entry / "shard-")) for r in st_rows)
+    probe = json.loads((tmp_path / "probes" / "probe_results.json").read_text())
+    assert probe and json.loads((tmp_path / "probes" / "probes" / "w2v" / "results.json").read_text())[
+        "config"]["features"] == str(entry)
+
+
+def test_a_killed_extraction_resumes_from_its_finished_shards(corpus, tmp_path):
+    """SIGKILL in the middle of the last shard: the re-run extracts that shard only and ends with
+    the same features as an uninterrupted extraction."""
+    table = read_table(corpus["table"])
+    # the last row (the longest, so the last shard) reads a FIFO: the extraction blocks there,
+    # deterministically, with every earlier shard finished and the last one half-written
+    fifo = tmp_path / "blocking.wav"
+    os.mkfifo(fifo)
+    table.loc[len(table) - 1, ["audio", "duration"]] = [str(fifo), 2.0]
+    path = tmp_path / "t.tsv"
+    write_table(table, path)
+    cmd = [sys.executable, "-m", "gendergap.cli", "ckpt", "features", str(corpus["model"]), "--table", str(path),
+           "--layer", "all", "--shard-mb", "0.004", "--feature-store", str(tmp_path / "store")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 120
+        while len(list((tmp_path / "store").rglob("shard-*.tsv"))) < 15 and time.time() < deadline:
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            time.sleep(0.1)
+        time.sleep(0.5)  # now blocked opening the FIFO
+        assert proc.poll() is None
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    entry = next((tmp_path / "store").rglob("entry.json")).parent
+    assert not json.loads((entry / "entry.json").read_text())["complete"]
+    assert json.loads((entry / "entry.json").read_text())["shards"] == 16
+    assert list(entry.glob(".shard-*.tmp"))  # the half-written shard, never published
+    done = {p: p.stat().st_mtime_ns for p in entry.glob("shard-*.zip")}
+    assert len(done) == 15
+    os.unlink(fifo)
+    rng = np.random.default_rng(0)
+    sf.write(fifo, (0.1 * rng.standard_normal(32000)).astype(np.float32), 16000, subtype="PCM_16")
+    before = COUNTERS["utterances"]
+    rows = _rows(path)
+    view = FeatureStore(tmp_path / "store").view(SSLExtractor(CheckpointRef.resolve(corpus["model"])), rows, "all",
+                                                 shard_bytes=4000, progress=False)
+    assert COUNTERS["utterances"] - before == 1  # only the unfinished shard
+    assert {p: p.stat().st_mtime_ns for p in done} == done
+    assert json.loads((entry / "entry.json").read_text())["complete"]
+    clean = FeatureStore(tmp_path / "clean").view(SSLExtractor(CheckpointRef.resolve(corpus["model"])), rows,
+                                                  "all", shard_bytes=4000, progress=False)
+    for uid in rows["id"]:
+        np.testing.assert_array_equal(view.get(uid), clean.get(uid))
+
+
+def test_bf16_autocast_extraction_matches_fp32(tmp_path):
+    """bf16 keeps 8 bits of mantissa: on the shipped F-tiny checkpoint every layer stays within
+    3 % relative (Frobenius) error of fp32, and no frame is off by more than 15 % of the layer's range."""
+    from ssl_helpers import utterance_frame, write_wavs
+    rows = write_wavs(tmp_path / "audio", n=6)
+    df, paths = utterance_frame(tmp_path / "audio", rows)
+    df = df.assign(audio=paths)
+    ref = CheckpointRef.resolve(SHIPPED / "tiny-female.pt")
+    store = FeatureStore(tmp_path / "store")
+    fp32 = store.view(SSLExtractor(ref, "cpu", "fp32"), df, "all", dtype="float32", progress=False)
+    bf16 = store.view(SSLExtractor(ref, "cpu", "bf16"), df, "all", dtype="float32", progress=False)
+    assert fp32.dir != bf16.dir  # the precision is part of the entry's key
+    assert json.loads((bf16.dir / "entry.json").read_text())["runtime"]["precision"] == "bf16"
+    for layer in fp32.layers:
+        a = np.concatenate(fp32.layer(df["id"], layer))
+        b = np.concatenate(bf16.layer(df["id"], layer))
+        rel = np.linalg.norm(b - a) / np.linalg.norm(a)
+        assert 0 < rel < 0.03, (layer, rel)  # > 0: bf16 really ran
+        assert np.abs(b - a).max() < 0.15 * (a.max() - a.min()), layer
+
+
+def test_fp16_storage_and_fairseq_pointers(corpus, tmp_path):
+    from fairseq.data.audio.audio_utils import get_features_or_waveform
+    rows = _rows(corpus["table"])
+    ref = CheckpointRef.resolve(corpus["model"])
+    view = FeatureStore(tmp_path / "store").view(SSLExtractor(ref), rows, [0, 2], progress=False)
+    ssl = ref.load()
+    from ssl_pretrain.features import read_segment
+    wave = read_segment(rows["audio"][3], 0.0, rows["duration"][3], 16000)
+    states, mask = ssl.hidden_states([wave])
+    uid = rows["id"][3]
+    assert view.get(uid).dtype == np.float16 and view.get(uid).shape == (2, int(mask[0].sum()), 32)
+    np.testing.assert_allclose(view.array(uid, 2), states[2, 0].numpy(), atol=2e-3 * states[2].abs().max().item())
+    np.testing.assert_array_equal(get_features_or_waveform(view.pointer(uid, 2)), view.array(uid, 2))
+    with pytest.raises(Exception, match="layer 1 is not in this view"):
+        view.array(uid, 1)
+    # a narrower request is served by the wider entry; a wider one is a new extraction
+    before = COUNTERS["utterances"]
+    FeatureStore(tmp_path / "store").view(SSLExtractor(ref), rows.iloc[:5], 2, progress=False)
+    assert COUNTERS["utterances"] == before
+    FeatureStore(tmp_path / "store").view(SSLExtractor(ref), rows.iloc[:5], "all", progress=False)
+    assert COUNTERS["utterances"] == before + 5
+
+
+def test_fbank_extractor_is_kaldi_fbank_stacked_to_20ms(corpus, tmp_path):
+    from torchaudio.compliance import kaldi
+    rows = _rows(corpus["table"])
+    view = FeatureStore(tmp_path / "store").view(FbankExtractor(), rows, "all", progress=False)
+    uid = rows["id"][0]
+    x = view.get(uid)[0]
+    wave, _ = sf.read(rows["audio"][0], dtype="float32")
+    ref = kaldi.fbank(torch.from_numpy(wave)[None] * 32768, num_mel_bins=80, dither=0.0, energy_floor=0.0).numpy()
+    assert view.dim == 160 and view.frame_shift_s == pytest.approx(0.02)
+    assert x.shape == (-(-ref.shape[0] // 2), 160)
+    np.testing.assert_allclose(x[:, :80], ref[0::2], atol=2e-2)   # fp16 storage of log energies (~1e1)
+    np.testing.assert_allclose(x[:-1, 80:], ref[1::2][: x.shape[0] - 1], atol=2e-2)
+
+
+def test_device_and_precision_options(corpus, tmp_path, capsys):
+    base = ["ckpt", "features", str(corpus["model"]), "--table", str(corpus["table"]), "--feature-store",
+            str(tmp_path / "store")]
+    if not torch.cuda.is_available():  # the refusal is what a CPU-only machine must say
+        assert main([*base, "--device", "cuda"]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "no CUDA device here" in err[0] and "--device cpu" in err[0]
+        assert not (tmp_path / "store").exists()
+        assert main([*base, "--device", "cuda:1"]) == 2
+        capsys.readouterr()
+    assert main([*base, "--device", "cpu", "--precision", "fp16"]) == 2
+    assert "fp16 needs a CUDA device" in capsys.readouterr().err
+    assert main([*base, "--device", "tpu"]) == 2
+    assert "unknown --device" in capsys.readouterr().err
+    assert main(base) == 0  # --device auto
+    meta = json.loads(next((tmp_path / "store").rglob("entry.json")).read_text())
+    expected = "cuda:0" if torch.cuda.is_available() else "cpu"
+    assert meta["runtime"]["device"] == expected and meta["runtime"]["torch"] == torch.__version__
+    assert meta["runtime"]["device_name"]
+
+
+def test_checkpoint_reference_rules(corpus, tmp_path):
+    from corpora.errors import UserError
+    from ssl_pretrain.checkpoints import register_checkpoint
+    from ssl_pretrain.registry import Registry
+    shipped = CheckpointRef.resolve(SHIPPED / "tiny-male.pt")
+    assert shipped.kind == "fairseq" and shipped.name == "tiny-male"
+    reg = Registry(tmp_path / "r.json")
+    register_checkpoint(reg, "M-tiny", SHIPPED / "tiny-male.pt", hours=0.28)
+    by_name = CheckpointRef.resolve("M-tiny", tmp_path / "r.json")
+    assert by_name.name == "M-tiny" and by_name.content_hash == shipped.content_hash
+    run = tmp_path / "runs" / "F" / "checkpoints"
+    run.mkdir(parents=True)
+    (run / "checkpoint_best.pt").write_bytes((SHIPPED / "tiny-male.pt").read_bytes())
+    assert CheckpointRef.resolve(run / "checkpoint_best.pt").name == "F"  # a run folder names it
+    hf = CheckpointRef.resolve(corpus["model"])
+    assert hf.kind == "hf" and hf.name == "w2v"
+    twin = shipped.twin(0)
+    assert twin.name == "tiny-male+random-init" and twin.content_hash != shipped.content_hash
+    a, b = twin.load(), shipped.twin(0).load()
+    assert all(torch.equal(x, y) for x, y in zip(a.model.state_dict().values(), b.model.state_dict().values()))
+    assert not torch.equal(a.model.state_dict()["encoder.layers.0.attention.k_proj.weight"],
+                           shipped.load().model.state_dict()["encoder.layers.0.attention.k_proj.weight"])
+    with pytest.raises(UserError, match="checkpoint path not found"):
+        CheckpointRef.resolve(tmp_path / "missing.pt")
+    with pytest.raises(UserError, match="no checkpoint named"):
+        CheckpointRef.resolve("nobody", tmp_path / "r.json")

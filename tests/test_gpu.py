@@ -1,0 +1,68 @@
+"""The CUDA paths: extraction, a frozen-ASR epoch and fine-tuning steps on a GPU in fp16 and bf16.
+
+Marker `gpu`: run with `pytest -m gpu` on a machine with CUDA; elsewhere they are skipped with
+the reason (tests/conftest.py). The CPU runs the same code paths in fp32/bf16 in the other tests.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from asr_helpers import tiny_wav2vec2, write_corpus
+from corpora.table import read_table, resolve_audio
+from gendergap.cli import main
+from ssl_pretrain.checkpoints import CheckpointRef
+from ssl_pretrain.feature_store import FeatureStore, SSLExtractor
+
+pytestmark = pytest.mark.gpu
+SHIPPED = Path(__file__).resolve().parent.parent / "ssl_pretrain" / "shipped"
+FAST = ["--no-progress", "--bootstrap", "0", "batch_seconds=3", "valid_batch_seconds=6"]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gpu")
+    return {"root": root, "model": tiny_wav2vec2(root / "w2v"), **write_corpus(root / "data")}
+
+
+@pytest.mark.parametrize("precision,tolerance", [("fp16", 0.01), ("bf16", 0.03)])
+def test_extraction_on_cuda_matches_cpu_fp32(corpus, tmp_path, precision, tolerance):
+    table = read_table(corpus["table"])
+    rows = table.assign(audio=resolve_audio(table, corpus["table"]).to_numpy())
+    ref = CheckpointRef.resolve(SHIPPED / "tiny-female.pt")
+    store = FeatureStore(tmp_path / "store")
+    cpu = store.view(SSLExtractor(ref, "cpu", "fp32"), rows, "all", dtype="float32", progress=False)
+    gpu = store.view(SSLExtractor(ref, "cuda:0", precision), rows, "all", dtype="float32", progress=False)
+    meta = json.loads((gpu.dir / "entry.json").read_text())
+    assert meta["runtime"]["device"] == "cuda:0" and meta["runtime"]["cuda"] == torch.version.cuda
+    for layer in cpu.layers:
+        a, b = np.concatenate(cpu.layer(rows["id"], layer)), np.concatenate(gpu.layer(rows["id"], layer))
+        assert np.linalg.norm(b - a) / np.linalg.norm(a) < tolerance, layer
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_frozen_asr_epoch_on_cuda(corpus, tmp_path, precision):
+    out = tmp_path / "frozen"
+    assert main(["asr", "frozen", "--ckpt", str(corpus["model"]), "--layer", "all", "--train", str(corpus["train"]),
+                 "--valid", str(corpus["valid"]), "--test", str(corpus["test"]), "--out", str(out),
+                 "--feature-store", str(tmp_path / "store"), "--device", "cuda", "--precision", precision, *FAST,
+                 "max_steps=4", "hidden_size=32", "proj_dim=32"]) == 0
+    run = json.loads((out / "run.json").read_text())
+    assert run["runtime"]["device"] == "cuda:0" and run["runtime"]["precision"] == precision
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["optimizer_step"] == 4 and np.isfinite(summary["valid"]["loss"])
+
+
+@pytest.mark.parametrize("precision", ["fp16", "bf16"])
+def test_finetuning_steps_on_cuda(corpus, tmp_path, precision):
+    out = tmp_path / "ft"
+    assert main(["asr", "finetune", "--ckpt", str(corpus["model"]), "--train", str(corpus["train"]),
+                 "--valid", str(corpus["valid"]), "--test", str(corpus["test"]), "--out", str(out),
+                 "--device", "cuda", "--precision", precision, *FAST, "max_steps=3"]) == 0
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["optimizer_step"] == 3 and np.isfinite(summary["valid"]["loss"])
+    assert json.loads((out / "test.json").read_text())["runtime"]["precision"] == precision
