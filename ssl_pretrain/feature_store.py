@@ -30,6 +30,7 @@ frozen ASR, ST, the probes and the exports then read views of it).
 from __future__ import annotations
 
 import csv
+import fcntl
 import hashlib
 import json
 import logging
@@ -316,6 +317,17 @@ class FeatureStore:
         key = {"extractor": extractor.key, "rows": _hash(sorted(unique)), "layers": want, "dtype": dtype,
                "precision": extractor.precision, "version": EXTRACTOR_VERSION}
         entry = ext_dir / _hash(key)[:16]
+        entry.mkdir(parents=True, exist_ok=True)
+        # one extraction per entry at a time: a second process asking for the same features
+        # waits here, then finds them finished (or resumes what the first one left)
+        with open(entry / "lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            return self._extract_locked(entry, ext_dir, extractor, rows, keys, unique, want, dtype, key,
+                                        batch_seconds, shard_bytes, progress)
+
+    def _extract_locked(self, entry: Path, ext_dir: Path, extractor, rows: pd.DataFrame, keys: list[str],
+                        unique: list[str], want: list[int], dtype: str, key: dict, batch_seconds: float,
+                        shard_bytes: int, progress: bool) -> FeatureView:
         meta_path = entry / "entry.json"
         meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else None
         if meta is None:

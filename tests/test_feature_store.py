@@ -228,3 +228,16 @@ def test_checkpoint_reference_rules(corpus, tmp_path):
         CheckpointRef.resolve(tmp_path / "missing.pt")
     with pytest.raises(UserError, match="no checkpoint named"):
         CheckpointRef.resolve("nobody", tmp_path / "r.json")
+
+
+def test_two_processes_asking_for_the_same_features_extract_once(corpus, tmp_path):
+    """The entry's lock: the second process waits, then reads what the first one extracted."""
+    cmd = [sys.executable, "-m", "gendergap.cli", "ckpt", "features", str(corpus["model"]), "--table",
+           str(corpus["table"]), "--layer", "all", "--feature-store", str(tmp_path / "store")]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    procs = [subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    logs = [p.communicate(timeout=300)[1] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], logs
+    assert sum("features: extracting" in log for log in logs) == 1, logs
+    assert len(list((tmp_path / "store").rglob("entry.json"))) == 1
