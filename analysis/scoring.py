@@ -46,7 +46,11 @@ def read_texts(path: str | os.PathLike, what: str) -> dict[str, tuple[str, int]]
         line = line.rstrip("\r")
         if not line.strip():
             continue
-        uid, _, utt = line.partition("\t")
+        uid, tab, utt = line.partition("\t")
+        if not tab and len(uid.split()) > 1:  # "utt1 hello world": space-separated, not id<TAB>text
+            raise UserError(f"no tab on this line of the {what}: {line[:40]!r}", path=path, line=lineno,
+                            fix="write id<TAB>text (a Kaldi-style 'id text' file: replace the first space with "
+                                "a tab)")
         uid = uid.strip()
         if lineno == 1 and uid.lower() == "id" and utt.strip().lower() in ("text", "tgt_text", "hyp", "ref"):
             continue  # an optional header

@@ -219,6 +219,11 @@ def read_gold(path: str | os.PathLike, what: str = "WinoMT gold file") -> list[G
         except ValueError:
             raise UserError(f"entity index {rec[1]!r} is not an integer", path=path, line=lineno,
                             fix="the second column is the entity's word index in the sentence") from None
+        words = len(rec[2].split())
+        if not 0 <= index < words:
+            raise UserError(f"entity index {index} is outside the sentence's {words} words (0..{words - 1})",
+                            path=path, line=lineno,
+                            fix="the second column is the 0-based index of the entity's word in the sentence")
         gold.append(GoldLine(gender, index, rec[2], rec[3], lineno))
     if not gold:
         raise UserError(f"the {what} has no lines", path=path, fix="pass WinoMT's en.txt")

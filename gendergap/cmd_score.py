@@ -171,6 +171,10 @@ def run_score(args) -> int:
 def run_delta(args) -> int:
     from analysis.delta import delta_rel
 
+    negative = [f"--{k} {v:g}" for k, v in (("female", args.female), ("male", args.male)) if v < 0]
+    if negative:  # WER and BLEU are never negative: a sign slip, not a score
+        raise UserError(f"{', '.join(negative)}: a WER or BLEU score cannot be negative",
+                        fix="pass the two scores as printed, e.g. --female 22.3 --male 25.7")
     d = delta_rel(args.female, args.male)
     if d is None:
         raise UserError("delta_rel is undefined when female + male = 0", fix="pass the two scores, e.g. 22.3 25.7")

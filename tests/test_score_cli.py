@@ -96,6 +96,8 @@ def test_delta_command(capsys):
     assert rc == 0 and out.strip() == "-14.17"
     rc, out, err = run(capsys, "score", "delta", "--female", "0", "--male", "0")
     assert rc == 2 and "undefined" in one_error_line(err)
+    rc, out, err = run(capsys, "score", "delta", "--female", "-5", "--male", "2.5")  # printed -333 before
+    assert rc == 2 and out == "" and "--female -5: a WER or BLEU score cannot be negative" in one_error_line(err)
 
 
 def test_one_speaker_per_gender_says_the_interval_is_undefined(tmp_path, capsys):
@@ -127,6 +129,12 @@ def test_hypothesis_ids_missing_from_references(tmp_path, capsys):
     hyps = "".join(f"utt{i:04d}\tle chat\n" for i in range(12)) + "ghost1\tx\nghost2\ty\n"
     line, (r, h, t) = _bad(tmp_path, capsys, hyps=hyps.encode())
     assert f"{h}:13:" in line and "2 hypothesis id(s) are not in the references: 'ghost1', 'ghost2'" in line
+
+
+def test_space_separated_hypotheses_are_named_as_such(tmp_path, capsys):
+    hyps = "".join(f"utt{i:04d} le chat\n" for i in range(12))  # Kaldi-style "id text", no tab
+    line, (r, h, t) = _bad(tmp_path, capsys, hyps=hyps.encode())
+    assert f"{h}:1: no tab on this line of the hypotheses" in line and "id<TAB>text" in line
 
 
 def test_duplicate_id_names_file_and_line(tmp_path, capsys):

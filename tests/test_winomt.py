@@ -120,6 +120,10 @@ def test_bad_inputs(tmp_path):
     with pytest.raises(UserError) as e:
         score_winomt(gold, hyp, "fr")
     assert f"{gold}:1:" in str(e.value)
+    gold.write_text("female\t99\tThe developer argued with the designer .\tdeveloper\n", encoding="utf-8")
+    with pytest.raises(UserError, match="entity index 99 is outside the sentence's 7 words") as e:
+        score_winomt(gold, hyp, "fr")
+    assert f"{gold}:1:" in str(e.value)
     gold, hyp = write(tmp_path, FR)
     hyp.write_bytes(b"ok\n" + "d\xe9veloppeur\n".encode("latin-1") * 5)
     with pytest.raises(UserError) as e:
@@ -157,3 +161,6 @@ def test_cli_writes_json_and_db_rows(tmp_path):
     rows = ResultsStore(db).scores(task="winomt").set_index("metric")
     assert rows.loc["acc", "value"] == pytest.approx(50.0) and rows.loc["acc", "lang_pair"] == "en-fr"
     assert rows.loc["delta_g", "value"] == pytest.approx(200 / 3 - 40.0)
+    assert args.func(args) == 0  # the same scoring again: its rows are replaced, not added twice
+    again = ResultsStore(db).scores(task="winomt")
+    assert len(again) == len(rows) and again["run_id"].nunique() == 1
