@@ -188,3 +188,11 @@ def test_gender_translation_leaves_are_under_score(capsys):
     out = capsys.readouterr().out
     for leaf in ("asr", "st", "delta", "compare", "mustshe", "winomt"):
         assert leaf in out
+
+
+def test_an_existing_directory_as_output_file_is_one_line(files, tmp_path, capsys):
+    _, (r, h, t) = files
+    (tmp_path / "out").mkdir()
+    rc, out, err = run(capsys, "score", "asr", "--refs", r, "--hyps", h, "--speakers", t, "--json", tmp_path / "out")
+    assert rc == 2 and "this is a directory, not a file name" in one_error_line(err)
+    assert list((tmp_path / "out").iterdir()) == [] and not list(tmp_path.glob(".out.*"))  # nothing left behind
