@@ -54,7 +54,10 @@ def last_checkpoints(save_dir: str | os.PathLike, n: int) -> list[Path]:
 
 
 def _load(path: Path) -> dict:
-    return torch.load(path, map_location="cpu", weights_only=False)
+    # our own fairseq-train checkpoints: tensors, containers and an argparse.Namespace, all on
+    # the safe loader's allowlist -- never a full unpickle
+    from ssl_pretrain.safe_load import load_torch_file
+    return load_torch_file(path, what="ST checkpoint")
 
 
 def average_checkpoints(paths: list[str | os.PathLike], out: str | os.PathLike) -> Path:

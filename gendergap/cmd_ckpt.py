@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from gendergap.options import add_model_options, feature_store, runtime
+from gendergap.options import add_model_options, add_trust_option, feature_store, runtime
 
 EPILOG = """\
 The registry is a JSON file (default runs/checkpoints.json; --registry or $GENDERGAP_CHECKPOINTS).
@@ -15,7 +15,7 @@ examples:
   gendergap ckpt list                                          # Table 3 of the study
   gendergap ckpt convert F-tiny --out models/F-tiny-hf          # fairseq -> transformers folder
   gendergap ckpt eval F-tiny --manifest manifests/balanced     # contrastive accuracy vs random init
-  gendergap ckpt pack runs/ssl/F/checkpoints/checkpoint_best.pt --out F-tiny.pt   # fp16, no optimizer
+  gendergap ckpt pack runs/ssl/F/checkpoints/checkpoint_best.pt --out F-tiny.safetensors   # fp16, no pickle
   gendergap ckpt features F-tiny --table data/test.tsv --layer all --device cuda --precision bf16
   gendergap ckpt features F-tiny --table data/test.tsv --out feats/F --format kaldi --layer 2 --repeat 2
 
@@ -35,7 +35,7 @@ def run_add(args) -> int:
     from ssl_pretrain.checkpoints import register_checkpoint
     e = register_checkpoint(_registry(args), args.name, args.path, hours=args.hours, male_pct=args.male_pct,
                             female_pct=args.female_pct, unknown_pct=args.unknown_pct, updates=args.updates,
-                            replace_entry=args.replace, note=args.note)
+                            replace_entry=args.replace, note=args.note, trust=args.trust_checkpoint)
     print(f"registered {e['name']} ({e['kind']}, {e['updates']} updates) in {_registry(args).path}")
     return 0
 
@@ -47,12 +47,13 @@ def run_list(args) -> int:
 
 def _ref(args):
     from ssl_pretrain.checkpoints import CheckpointRef
-    return CheckpointRef.resolve(args.checkpoint, args.registry)
+    return CheckpointRef.resolve(args.checkpoint, args.registry, trust=getattr(args, "trust_checkpoint", False))
 
 
 def run_convert(args) -> int:
     from ssl_pretrain.convert import convert_checkpoint
-    out = convert_checkpoint(_ref(args).fairseq_path(), args.out)
+    ref = _ref(args)
+    out = convert_checkpoint(ref.fairseq_path(), args.out, trust=ref.trusted)
     print(f"wrote transformers Wav2Vec2Model folder {out}")
     return 0
 
@@ -88,7 +89,7 @@ def run_eval(args) -> int:
 def run_pack(args) -> int:
     import os
     from ssl_pretrain.evaluate import pack_checkpoint
-    out = pack_checkpoint(_ref(args).fairseq_path(), args.out, half=not args.fp32)
+    out = pack_checkpoint(_ref(args), args.out, half=not args.fp32)
     print(f"wrote {out} ({os.path.getsize(out) / 1e6:.2f} MB)")
     return 0
 
@@ -138,6 +139,7 @@ def register(subparsers, group: str, help: str) -> None:
     a.add_argument("--updates", type=int, help="updates trained (default: read from a fairseq checkpoint)")
     a.add_argument("--note", default="", help="free text (where it came from)")
     a.add_argument("--replace", action="store_true", help="overwrite an entry of the same name")
+    add_trust_option(a)
     a.set_defaults(func=run_add)
 
     li = sub.add_parser("list", help="print the registry as Table 3 of the study")
@@ -147,6 +149,7 @@ def register(subparsers, group: str, help: str) -> None:
                        description="Convert by state-dict mapping (checked against fairseq's forward pass in tests).")
     c.add_argument("checkpoint", help="registered NAME or PATH of a fairseq .pt")
     c.add_argument("--out", required=True, help="output folder (config.json, model.safetensors, ...)")
+    add_trust_option(c)
     c.set_defaults(func=run_convert)
 
     e = sub.add_parser("eval", help="contrastive accuracy of a checkpoint and of its random-init twin",
@@ -163,10 +166,12 @@ def register(subparsers, group: str, help: str) -> None:
     add_model_options(e)
     e.set_defaults(func=run_eval)
 
-    k = sub.add_parser("pack", help="small release copy of a checkpoint (fp16 weights, no optimizer state)")
+    k = sub.add_parser("pack", help="small release copy of a checkpoint: one .safetensors file (fp16 weights, "
+                       "the fairseq config as metadata; no optimizer state, no pickle)")
     k.add_argument("checkpoint", help="registered NAME or PATH of a fairseq .pt")
-    k.add_argument("--out", required=True, help="output .pt")
+    k.add_argument("--out", required=True, help="output .safetensors file")
     k.add_argument("--fp32", action="store_true", help="keep float32 weights")
+    add_trust_option(k)
     k.set_defaults(func=run_pack)
 
     f = sub.add_parser("features", help="extract frozen hidden states into the feature store (and export them)",

@@ -86,7 +86,7 @@ def run_probe(args) -> int:
     out = Path(args.out).resolve()
     models = []
     for ckpt in ckpts:
-        ref = CheckpointRef.resolve(ckpt, args.registry, name=args.name)
+        ref = CheckpointRef.resolve(ckpt, args.registry, name=args.name, trust=args.trust_checkpoint)
         models.append(ref)
         if args.random_init:
             models.append(ref.twin(args.seed))

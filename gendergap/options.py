@@ -7,9 +7,17 @@ from pathlib import Path
 DEFAULT_STORE = Path("runs") / "features"
 
 
+def add_trust_option(p) -> None:
+    p.add_argument("--trust-checkpoint", action="store_true",
+                   help="unpickle a .pt checkpoint fully (torch.load weights_only=False). Only for files from a "
+                        "source you trust: by default checkpoints load with weights_only=True and an allowlist, "
+                        "so a crafted file cannot run code")
+
+
 def add_model_options(p, store: bool = True) -> None:
-    """--device / --precision (and --feature-store where frozen features are read)."""
+    """--device / --precision / --trust-checkpoint (and --feature-store where frozen features are read)."""
     from ssl_pretrain.device import DEVICE_HELP, PRECISION_HELP, PRECISIONS
+    add_trust_option(p)
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument("--precision", default="fp32", choices=PRECISIONS, help=PRECISION_HELP)
     if store:

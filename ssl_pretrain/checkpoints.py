@@ -1,7 +1,8 @@
 """One reference to an SSL checkpoint, whatever the user passed, for every command.
 
     ref = CheckpointRef.resolve("F-tiny", registry="runs/checkpoints.json")   # a registered name
-    ref = CheckpointRef.resolve("runs/ssl/F/checkpoints/checkpoint_best.pt")  # fairseq .pt (or a packed one)
+    ref = CheckpointRef.resolve("runs/ssl/F/checkpoints/checkpoint_best.pt")  # fairseq .pt
+    ref = CheckpointRef.resolve("ssl_pretrain/shipped/tiny-female.safetensors")  # a packed release
     ref = CheckpointRef.resolve("models/wav2vec2-FR-1K-large")                # a transformers folder
     ref.name, ref.kind, ref.content_hash      # "F", "fairseq", sha256 of the weights' files
     twin = ref.twin(seed=0)                   # "F+random-init": same architecture, fresh weights
@@ -10,6 +11,8 @@
 The rules live here once:
 - **name**: a registered name as is; for a path, the run folder of a fairseq ``checkpoint*.pt``
   (``runs/F/checkpoints/checkpoint_best.pt`` -> ``F``), else the file's stem or the folder's name.
+- **safe loading**: a .pt is read with ``weights_only=True`` and an allowlist
+  (ssl_pretrain/safe_load.py); ``trusted`` (``--trust-checkpoint``) unpickles it fully.
 - **content hash**: sha256 over the checkpoint's files (a .pt, or a folder's config and weights),
   so a retrained checkpoint at the same path is a different checkpoint to every cache.
 - **random-init twin**: the same architecture built afresh by its library under
@@ -80,21 +83,23 @@ def file_sha256(path: Path) -> str:
 
 @dataclass(frozen=True)
 class CheckpointRef:
-    """A resolved checkpoint: its name, file or folder, kind (fairseq | hf) and twin seed."""
+    """A resolved checkpoint: its name, file or folder, kind (fairseq | packed | hf), twin seed, and
+    whether the user vouched for it (``trusted``: unpickle a .pt fully)."""
     name: str
     path: Path
     kind: str
     random_init_seed: int | None = None
+    trusted: bool = False
 
     # ---- resolving -----------------------------------------------------------------------
     @classmethod
     def resolve(cls, spec: str | os.PathLike, registry: str | os.PathLike | None = None,
-                name: str | None = None) -> "CheckpointRef":
-        """A registered name, a fairseq .pt (packed or not) or a transformers folder."""
+                name: str | None = None, trust: bool = False) -> "CheckpointRef":
+        """A registered name, a fairseq .pt, a packed .safetensors release or a transformers folder."""
         path = Path(spec)
         label = name
         if not path.exists():
-            if os.sep in str(spec) or str(spec).endswith(".pt"):
+            if os.sep in str(spec) or str(spec).endswith((".pt", ".safetensors")):
                 raise UserError("checkpoint path not found", path=spec,
                                 fix="give a fairseq .pt file, a transformers folder or a registered name")
             path = Path(Registry(registry).get(str(spec))["path"])
@@ -107,10 +112,10 @@ class CheckpointRef:
             check_hf_folder(path)
             kind = "hf"
         elif path.is_file():
-            kind = "fairseq"
+            kind = "packed" if path.suffix == ".safetensors" else "fairseq"
         else:
             raise UserError("not a file or folder", path=path, fix="give a fairseq .pt or a transformers folder")
-        return cls(label or name_for_path(path), path, kind)
+        return cls(label or name_for_path(path), path, kind, trusted=trust)
 
     def twin(self, seed: int = 0) -> "CheckpointRef":
         """The random-init twin: same architecture, weights drawn under ``torch.manual_seed(seed)``."""
@@ -143,8 +148,8 @@ class CheckpointRef:
 
     # ---- loading -------------------------------------------------------------------------
     def fairseq_path(self) -> Path:
-        """The .pt file (a transformers folder is refused: this needs fairseq's own checkpoint)."""
-        if self.kind != "fairseq":
+        """The .pt or packed file (a transformers folder is refused: this needs fairseq's config)."""
+        if self.kind == "hf":
             raise UserError("this needs a fairseq checkpoint (.pt), not a transformers folder", path=self.path,
                             fix="give the fairseq .pt the folder was converted from")
         return self.path
@@ -152,7 +157,7 @@ class CheckpointRef:
     def fairseq_state(self) -> dict:
         """The fairseq checkpoint dict (config + weights), checked to be wav2vec 2.0 pretraining."""
         from ssl_pretrain.convert import load_fairseq_checkpoint, model_config
-        state = load_fairseq_checkpoint(self.fairseq_path())
+        state = load_fairseq_checkpoint(self.fairseq_path(), trust=self.trusted)
         model_config(state, self.path)
         return state
 
@@ -162,7 +167,7 @@ class CheckpointRef:
             src = self.path / "gendergap_source.json"
             return {"kind": "hf", "updates": json.loads(src.read_text())["num_updates"] if src.is_file() else None}
         from ssl_pretrain.convert import num_updates
-        return {"kind": "fairseq", "updates": num_updates(self.fairseq_state())}
+        return {"kind": self.kind, "updates": num_updates(self.fairseq_state())}
 
     def load(self, device: str = "cpu", precision: str = "fp32"):
         """The encoder as a frozen feature extractor (ssl_pretrain.features.FrozenSSL)."""
@@ -196,17 +201,17 @@ class CheckpointRef:
         dest = Path(cache_root) / f"{self.name}-{self.content_hash[:12]}"
         if not (dest / "config.json").is_file():
             dest.parent.mkdir(parents=True, exist_ok=True)
-            convert_checkpoint(self.path, dest)
+            convert_checkpoint(self.path, dest, trust=self.trusted)
         return dest
 
 
 def register_checkpoint(registry: Registry, name: str, path: str | os.PathLike, *, replace_entry: bool = False,
-                        **table3) -> dict:
+                        trust: bool = False, **table3) -> dict:
     """Check a checkpoint (a pretraining wav2vec 2.0 .pt or a transformers folder) and register it."""
     path = Path(path)
     if not path.exists():
         raise UserError("checkpoint path not found", path=path, fix="give a fairseq .pt file or a transformers folder")
-    found = CheckpointRef.resolve(path).inspect()
+    found = CheckpointRef.resolve(path, trust=trust).inspect()
     updates = table3.pop("updates", None)
     return registry.add(name, path, kind=found["kind"], updates=updates if updates is not None else found["updates"],
                         replace=replace_entry, **table3)

@@ -13,7 +13,6 @@ import re
 import shutil
 from pathlib import Path
 
-import torch
 
 from corpora.atomic import write_json
 from corpora.errors import UserError
@@ -24,16 +23,13 @@ FINETUNED_MODELS = {"wav2vec_ctc": "a CTC fine-tuned model", "wav2vec_seq2seq": 
 PRETRAINING_ONLY = ("quantizer.", "project_q.", "final_proj.", "project_inp.", "target_glu.")
 
 
-def load_fairseq_checkpoint(path: str | os.PathLike) -> dict:
-    """torch.load a fairseq checkpoint on CPU (weights_only=False: fairseq pickles its config)."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError("checkpoint file not found", path=path, fix="give the path of a fairseq .pt checkpoint")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as e:  # torch raises many types for a non-checkpoint file
-        raise UserError(f"cannot load as a torch checkpoint ({type(e).__name__}: {str(e)[:120]})", path=path,
-                        fix="give a fairseq .pt file (e.g. checkpoints/checkpoint_best.pt)") from None
+def load_fairseq_checkpoint(path: str | os.PathLike, trust: bool = False) -> dict:
+    """A fairseq checkpoint dict, read on the CPU without unpickling arbitrary objects (see
+    ssl_pretrain.safe_load; ``trust`` unpickles everything), or a packed .safetensors release."""
+    from ssl_pretrain.safe_load import is_packed, load_packed, load_torch_file
+    if is_packed(path):
+        return load_packed(path)
+    return load_torch_file(path, trust=trust, what="fairseq checkpoint")
 
 
 def model_config(ckpt: dict, path: str | os.PathLike = "<checkpoint>") -> dict:
@@ -191,12 +187,12 @@ def num_updates(ckpt: dict) -> int | None:
     return int(hist[-1]["num_updates"]) if hist and "num_updates" in hist[-1] else None
 
 
-def convert_checkpoint(path: str | os.PathLike, out_dir: str | os.PathLike) -> Path:
+def convert_checkpoint(path: str | os.PathLike, out_dir: str | os.PathLike, trust: bool = False) -> Path:
     """Write a transformers folder (config.json, model.safetensors, preprocessor_config.json)
     plus gendergap_source.json saying where it came from. Returns ``out_dir``."""
     from transformers import Wav2Vec2FeatureExtractor
     from corpora.provenance import file_fingerprint
-    ckpt = load_fairseq_checkpoint(path)
+    ckpt = load_fairseq_checkpoint(path, trust=trust)
     model, info = fairseq_to_transformers(ckpt, path)
     out_dir = Path(out_dir)
     tmp = out_dir.with_name(f".{out_dir.name}.tmp")

@@ -16,7 +16,6 @@ import numpy as np
 import torch
 
 from corpora.errors import UserError
-from ssl_pretrain.convert import load_fairseq_checkpoint, model_config
 from ssl_pretrain.manifest_check import check_manifest_dir
 
 
@@ -107,28 +106,18 @@ def _seeded_masks(model, mcfg, sample, seed: int) -> torch.Tensor:
     return torch.from_numpy(mask)
 
 
-def pack_checkpoint(checkpoint: str | os.PathLike, out: str | os.PathLike, half: bool = True) -> Path:
-    """A small release copy of a pretraining checkpoint: config, weights (fp16) and update count.
-
-    Optimizer state and training counters are dropped (they are most of the file); fairseq,
-    the registry, the converter and ``contrastive_accuracy`` all still load the result.
-    """
-    from corpora.atomic import atomic_open
-
-    state = load_fairseq_checkpoint(checkpoint)
-    model_config(state, checkpoint)
-    weights = {k: (v.half() if half and v.is_floating_point() else v) for k, v in state["model"].items()}
-    history = state.get("optimizer_history") or [{}]
-    packed = {"cfg": state["cfg"], "model": weights, "args": None,
-              "optimizer_history": [{"num_updates": history[-1].get("num_updates"),
-                                     "criterion_name": history[-1].get("criterion_name"),
-                                     "optimizer_name": history[-1].get("optimizer_name"),
-                                     "lr_scheduler_state": {}}],
-              "extra_state": {}, "last_optimizer_state": None}
+def pack_checkpoint(ref, out: str | os.PathLike, half: bool = True) -> Path:
+    """A small release copy of a pretraining checkpoint: one .safetensors file holding the
+    weights (fp16 by default) and, as header metadata, the fairseq config and update count
+    (ssl_pretrain.safe_load.save_packed). Optimizer state and training counters are dropped
+    (they are most of a .pt); the converter, feature extraction and ``contrastive_accuracy``
+    read the result, and reading it runs no code."""
+    from ssl_pretrain.safe_load import save_packed
     out = Path(out)
-    with atomic_open(out, "wb") as f:
-        torch.save(packed, f)
-    return out
+    if out.suffix != ".safetensors":
+        raise UserError(f"a packed checkpoint is a .safetensors file, not {out.suffix or 'a file without suffix'}",
+                        path=out, fix=f"e.g. --out {out.with_suffix('.safetensors').name}")
+    return save_packed(ref.fairseq_state(), out, half=half)
 
 
 def chamfer_similarity(x: np.ndarray, y: np.ndarray) -> float:

@@ -82,7 +82,7 @@ def test_ctc_checkpoint_is_refused(tmp_path, capsys):
     assert "not a wav2vec 2.0 pretraining checkpoint" in capsys.readouterr().err
     not_ckpt = tmp_path / "notes.pt"
     not_ckpt.write_text("hello")
-    with pytest.raises(UserError, match="cannot load"):
+    with pytest.raises(UserError, match="cannot read as a torch fairseq checkpoint"):
         load_fairseq_checkpoint(not_ckpt)
 
 

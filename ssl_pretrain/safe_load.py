@@ -1,0 +1,108 @@
+"""Loading torch checkpoint files without running code from them, and the packed release format.
+
+``torch.load(..., weights_only=False)`` unpickles arbitrary objects: a checkpoint someone hands
+you can run a shell command while it loads. Every checkpoint or state file gendergap reads goes
+through ``load_torch_file``: ``weights_only=True`` with torch's own allowlist mechanism
+(``torch.serialization.safe_globals``) for the few classes genuine checkpoints hold. The list
+was read off real files (the pickle opcodes of each, see tests/test_safe_load.py):
+
+- fairseq-hydra-train wav2vec 2.0 checkpoints (this project's pretraining, fairseq 0.12):
+  tensors, dicts and lists only (hydra configs are saved as plain containers);
+- fairseq-train speech_to_text checkpoints (this project's ST): ``argparse.Namespace`` (``args``);
+- fairseq < 0.10 checkpoints (LeBenchmark, the original wav2vec 2.0 releases) also keep their
+  config as an ``argparse.Namespace``.
+
+Anything else is refused with one line naming the class and the file; ``--trust-checkpoint``
+(``trust_checkpoints: true`` in a study config) loads it the old way, knowingly.
+
+Packed releases (``gendergap ckpt pack``) are one ``.safetensors`` file: the encoder's weights
+(fp16 by default) and, in the header's metadata, the fairseq config as JSON and the update count.
+Reading one runs no code at all.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import re
+import zipfile
+from pathlib import Path
+
+import torch
+
+from corpora.errors import UserError
+
+SAFE_GLOBALS = [argparse.Namespace]
+PACKED_FORMAT = "gendergap-packed-wav2vec2/1"
+TRUST_FIX = ("if you trust whoever made this file, pass --trust-checkpoint (trust_checkpoints: true in a study "
+             "config) to load it with full unpickling")
+
+
+def load_torch_file(path: str | os.PathLike, *, trust: bool = False, what: str = "checkpoint"):
+    """``torch.load`` on the CPU without unpickling arbitrary objects (unless ``trust``).
+
+    A class outside the allowlist, or a file that is not a torch checkpoint, is a UserError."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{what} file not found", path=path, fix=f"give the path of a {what} (.pt)")
+    try:
+        if trust:
+            return torch.load(path, map_location="cpu", weights_only=False)
+        with torch.serialization.safe_globals(SAFE_GLOBALS):
+            return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        # torch names the class: "Unsupported global: GLOBAL omegaconf.dictconfig.DictConfig was not
+        # an allowed global", or "Trying to load unsupported GLOBAL posix.system whose module ..."
+        found = re.search(r"unsupported (?:global: )?GLOBAL ([\w.]+)", str(e), flags=re.IGNORECASE)
+        if found:
+            raise UserError(f"refusing to unpickle {found.group(1)}: a {what} needs no such class, and loading it "
+                            "could run code", path=path, fix=TRUST_FIX) from None
+        raise UserError(f"cannot read as a torch {what} ({str(e).splitlines()[0][:160]})", path=path,
+                        fix=TRUST_FIX if "weights_only" in str(e) else f"give a {what} written by torch.save") from None
+    except (RuntimeError, EOFError, ValueError, OSError, zipfile.BadZipFile, KeyError, AttributeError,
+            TypeError, ModuleNotFoundError) as e:
+        raise UserError(f"cannot read as a torch {what} ({type(e).__name__}: {str(e).splitlines()[0][:120]})",
+                        path=path, fix=f"give a {what} written by torch.save (e.g. checkpoints/checkpoint_best.pt)") \
+            from None
+
+
+def save_packed(state: dict, out: str | os.PathLike, half: bool = True) -> Path:
+    """A fairseq wav2vec 2.0 checkpoint dict as one .safetensors file (weights + config metadata)."""
+    from safetensors.torch import save_file
+
+    from corpora.atomic import atomic_open
+    out = Path(out)
+    weights = {k: (v.half() if half and v.is_floating_point() else v).contiguous() for k, v in state["model"].items()}
+    history = state.get("optimizer_history") or [{}]
+    meta = {"format": PACKED_FORMAT, "fairseq_cfg": json.dumps(state["cfg"]),
+            "num_updates": str(history[-1].get("num_updates"))}
+    tmp = out.with_name(f".{out.name}.tmp")
+    save_file(weights, str(tmp), metadata=meta)
+    with open(tmp, "rb") as src, atomic_open(out, "wb") as dst:
+        dst.write(src.read())
+    tmp.unlink()
+    return out
+
+
+def is_packed(path: str | os.PathLike) -> bool:
+    return Path(path).suffix == ".safetensors"
+
+
+def load_packed(path: str | os.PathLike) -> dict:
+    """A packed release back as the fairseq checkpoint dict the rest of gendergap reads."""
+    from safetensors import SafetensorError, safe_open
+    path = Path(path)
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            meta = f.metadata() or {}
+            if meta.get("format") != PACKED_FORMAT:
+                raise UserError(f"not a gendergap packed checkpoint (format {meta.get('format')!r})", path=path,
+                                fix="give a file written by `gendergap ckpt pack`, a fairseq .pt or a transformers folder")
+            weights = {k: f.get_tensor(k) for k in f.keys()}
+    except (SafetensorError, OSError) as e:
+        raise UserError(f"cannot read as safetensors ({e})", path=path,
+                        fix="give a file written by `gendergap ckpt pack`") from None
+    updates = meta.get("num_updates")
+    return {"cfg": json.loads(meta["fairseq_cfg"]), "model": weights, "args": None,
+            "optimizer_history": [{"num_updates": int(updates) if updates and updates != "None" else None}]}
