@@ -65,7 +65,7 @@ def store_vs_naive(args) -> None:
         fr = table[(table["corpus"] == "synth-fr") & table["split"].isin(splits)].reset_index(drop=True)
         gender = table[(table["corpus"] == "synth-gender") & table["split"].isin(splits)].reset_index(drop=True)
         probes = pd.concat(probe_splits(fr, seed=0).values(), ignore_index=True)
-        ref = CheckpointRef.resolve(SHIPPED / "tiny-female.pt")
+        ref = CheckpointRef.resolve(SHIPPED / "tiny-female.safetensors")
         ssl = ref.load()
         consumers = {"asr-frozen (all layers)": (fr, "all"), "st + gender-st (layer 1)": (pd.concat([fr, gender]), 1),
                      "probes (all layers)": (probes, "all")}

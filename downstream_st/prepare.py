@@ -35,6 +35,7 @@ class FeatureSource:
     index: str | None = None
     device: str = "cpu"
     precision: str = "fp32"
+    trust: bool = False          # unpickle the SSL checkpoint fully (--trust-checkpoint)
 
     def describe(self) -> dict:
         return {"ssl_checkpoint": self.ckpt, "layer": self.layer, "feature_store": self.store,
@@ -53,7 +54,8 @@ class FeatureSource:
         from ssl_pretrain.feature_store import FeatureStore, SSLExtractor
 
         layer = self.layer if self.layer in ("last",) else int(self.layer)
-        extractor = SSLExtractor(CheckpointRef.resolve(self.ckpt, self.registry), self.device, self.precision)
+        extractor = SSLExtractor(CheckpointRef.resolve(self.ckpt, self.registry, trust=self.trust), self.device,
+                                 self.precision)
         segments = rows.assign(audio=resolve_audio(rows, table_path).to_numpy())
         view = FeatureStore(self.store).view(extractor, segments, layer, progress=progress)
         index = view.index_table(view.layers[0])

@@ -130,7 +130,7 @@ def test_bf16_autocast_extraction_matches_fp32(tmp_path):
     rows = write_wavs(tmp_path / "audio", n=6)
     df, paths = utterance_frame(tmp_path / "audio", rows)
     df = df.assign(audio=paths)
-    ref = CheckpointRef.resolve(SHIPPED / "tiny-female.pt")
+    ref = CheckpointRef.resolve(SHIPPED / "tiny-female.safetensors")
     store = FeatureStore(tmp_path / "store")
     fp32 = store.view(SSLExtractor(ref, "cpu", "fp32"), df, "all", dtype="float32", progress=False)
     bf16 = store.view(SSLExtractor(ref, "cpu", "bf16"), df, "all", dtype="float32", progress=False)
@@ -206,16 +206,17 @@ def test_checkpoint_reference_rules(corpus, tmp_path):
     from corpora.errors import UserError
     from ssl_pretrain.checkpoints import register_checkpoint
     from ssl_pretrain.registry import Registry
-    shipped = CheckpointRef.resolve(SHIPPED / "tiny-male.pt")
-    assert shipped.kind == "fairseq" and shipped.name == "tiny-male"
+    shipped = CheckpointRef.resolve(SHIPPED / "tiny-male.safetensors")
+    assert shipped.kind == "packed" and shipped.name == "tiny-male"
     reg = Registry(tmp_path / "r.json")
-    register_checkpoint(reg, "M-tiny", SHIPPED / "tiny-male.pt", hours=0.28)
+    register_checkpoint(reg, "M-tiny", SHIPPED / "tiny-male.safetensors", hours=0.28)
     by_name = CheckpointRef.resolve("M-tiny", tmp_path / "r.json")
     assert by_name.name == "M-tiny" and by_name.content_hash == shipped.content_hash
     run = tmp_path / "runs" / "F" / "checkpoints"
     run.mkdir(parents=True)
-    (run / "checkpoint_best.pt").write_bytes((SHIPPED / "tiny-male.pt").read_bytes())
-    assert CheckpointRef.resolve(run / "checkpoint_best.pt").name == "F"  # a run folder names it
+    torch.save(shipped.fairseq_state(), run / "checkpoint_best.pt")
+    in_run = CheckpointRef.resolve(run / "checkpoint_best.pt")
+    assert in_run.name == "F" and in_run.kind == "fairseq"  # a run folder names it
     hf = CheckpointRef.resolve(corpus["model"])
     assert hf.kind == "hf" and hf.name == "w2v"
     twin = shipped.twin(0)

@@ -33,7 +33,7 @@ def corpus(tmp_path_factory):
 def test_extraction_on_cuda_matches_cpu_fp32(corpus, tmp_path, precision, tolerance):
     table = read_table(corpus["table"])
     rows = table.assign(audio=resolve_audio(table, corpus["table"]).to_numpy())
-    ref = CheckpointRef.resolve(SHIPPED / "tiny-female.pt")
+    ref = CheckpointRef.resolve(SHIPPED / "tiny-female.safetensors")
     store = FeatureStore(tmp_path / "store")
     cpu = store.view(SSLExtractor(ref, "cpu", "fp32"), rows, "all", dtype="float32", progress=False)
     gpu = store.view(SSLExtractor(ref, "cuda:0", precision), rows, "all", dtype="float32", progress=False)

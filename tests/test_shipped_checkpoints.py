@@ -38,20 +38,21 @@ def unseen(tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_shipped_checkpoint_is_small_fp16_and_registers(name, tmp_path):
-    path = SHIPPED / f"tiny-{name}.pt"
+def test_shipped_checkpoint_is_small_fp16_pickle_free_and_registers(name, tmp_path):
+    from safetensors import safe_open
+    path = SHIPPED / f"tiny-{name}.safetensors"
     assert path.stat().st_size <= 10e6
-    state = torch.load(path, map_location="cpu", weights_only=False)
-    assert {v.dtype for v in state["model"].values() if v.is_floating_point()} == {torch.float16}
-    assert state["last_optimizer_state"] is None  # release copy: no optimizer state
+    with safe_open(str(path), framework="pt") as f:  # safetensors: tensors + a JSON header, no pickle
+        assert {f.get_tensor(k).dtype for k in f.keys()} == {torch.float16}
+        assert f.metadata()["format"] == "gendergap-packed-wav2vec2/1"
     entry = register_checkpoint(Registry(tmp_path / "r.json"), f"{name}-tiny", path, hours=0.28)
-    assert entry["kind"] == "fairseq" and entry["updates"] == UPDATES[name]
+    assert entry["kind"] == "packed" and entry["updates"] == UPDATES[name]
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_contrastive_accuracy_beats_random_init(name, unseen):
     _, manifest = unseen
-    ref = CheckpointRef.resolve(SHIPPED / f"tiny-{name}.pt")
+    ref = CheckpointRef.resolve(SHIPPED / f"tiny-{name}.safetensors")
     learned = contrastive_accuracy(ref, manifest, seed=0)
     twin = contrastive_accuracy(ref.twin(0), manifest, seed=0)
     assert learned["n_masked"] == twin["n_masked"]  # same seeded masks for both
@@ -65,7 +66,7 @@ def test_contrastive_accuracy_beats_random_init(name, unseen):
 @pytest.mark.parametrize("name", NAMES)
 def test_content_retrieval_beats_random_init(name, unseen, tmp_path):
     test, _ = unseen
-    ref = CheckpointRef.resolve(SHIPPED / f"tiny-{name}.pt")
+    ref = CheckpointRef.resolve(SHIPPED / f"tiny-{name}.safetensors")
     store = FeatureStore(tmp_path / "store")
     learned = retrieval_by_layer(store.view(SSLExtractor(ref), test, "all", progress=False), test)
     twin = retrieval_by_layer(store.view(SSLExtractor(ref.twin(0)), test, "all", progress=False), test)
