@@ -2,8 +2,18 @@
 
 Every score row points at a run; every run records its config (JSON and hash), git sha,
 package versions, seed, input files, status and log path, so any number can be traced back.
-WAL mode plus short transactions make it safe for several processes writing at once (a sweep's
-parallel jobs); a killed writer leaves the database readable (SQLite's journal rolls back).
+
+Concurrency: a sweep's jobs write to one DB at once, from processes on several cluster nodes,
+and the DB usually lives on the cluster's shared file system (NFS, Lustre, GPFS). So the store
+uses SQLite's rollback journal (``journal_mode=DELETE``), not WAL: WAL keeps its index in a
+shared-memory file (``-shm``) that only processes on one host can share, and SQLite documents
+that WAL does not work over a network file system -- writers on two nodes could both commit and
+corrupt the file. With the rollback journal, every write is one ``BEGIN IMMEDIATE`` transaction
+(it takes the file's write lock before reading, so two writers never deadlock upgrading a read
+lock) and a busy timeout makes a writer wait its turn instead of failing with "database is
+locked". That relies on the file system's POSIX locks (NFSv4 and Lustre with flock/localflock
+have them). Writes are short (one run's rows), so serialising them costs little. A killed
+writer leaves the database readable: the hot journal rolls the half-done transaction back.
 """
 from __future__ import annotations
 
@@ -94,8 +104,12 @@ class ResultsStore:
             self.conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
             self.conn.execute("PRAGMA busy_timeout = %d" % int(timeout * 1000))
             self.conn.execute("PRAGMA foreign_keys = ON")
-            mode = self.conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            self.conn.executescript(SCHEMA)
+            # rollback journal, not WAL: see the module docstring (network file systems)
+            self.conn.execute("PRAGMA journal_mode = DELETE").fetchone()
+            with self.transaction() as c:  # two processes opening a new DB at once: one creates it
+                for statement in SCHEMA.split(";"):
+                    if statement.strip():
+                        c.execute(statement)
         except sqlite3.DatabaseError as e:
             msg = str(e)
             if "no such table" in msg:
@@ -105,8 +119,6 @@ class ResultsStore:
             else:
                 fix = "this is not a gendergap results DB (or it is corrupt): move it away or pass --db another path"
             raise UserError(f"cannot use the results DB ({msg})", path=self.path, fix=fix) from None
-        if mode.lower() != "wal":  # e.g. on a network file system; still correct, just slower
-            self.conn.execute("PRAGMA journal_mode = DELETE")
 
     def close(self) -> None:
         self.conn.close()

@@ -29,6 +29,11 @@ examples:
   gendergap sweep status --config configs/mini.yaml --out runs/mini
   gendergap sweep --config configs/boito2022.yaml --executor slurm --retry-failed
   gendergap sweep --schema                                        # every config key, documented
+
+SLURM: each array is throttled to executor.array_parallelism elements at once (%N); re-running a
+sweep while an earlier run's jobs are still queued submits only the rest, and a new job waits on
+its prerequisite's existing SLURM job id (afterok). Jobs are requeued on preemption / time-out
+and resume from their own checkpoints.
 """
 
 
@@ -42,7 +47,7 @@ def register(subparsers, group: str, help_: str) -> None:
     p.add_argument("--executor", choices=("local", "slurm"), help="default: the config's executor.name")
     p.add_argument("--parallel", type=int, help="local executor: jobs at once (default: the config's)")
     p.add_argument("--only", help="comma-separated task names (plus the jobs they need, and 'report')")
-    p.add_argument("--dry-run", action="store_true", help="validate the config and print the plan; run nothing")
+    p.add_argument("--dry-run", action="store_true", help="validate the config and print the plan (every job with its resources; under SLURM the job arrays); run nothing")
     p.add_argument("--retry-failed", action="store_true", help="run jobs that failed before again")
     p.add_argument("--schema", action="store_true", help="print every config key with its type, default, meaning")
     p.set_defaults(func=run)
@@ -77,14 +82,33 @@ def check_inputs(cfg, jobs) -> None:
                             fix="fill in corpus.table (an utterance table from `gendergap corpus index`)")
 
 
-def print_plan(jobs, out, states) -> None:
+def _resources(res: dict) -> str:
+    return f"{res['cpus']} cpu {res['gpus']} gpu {res['mem_gb']:g} GB {res['time_min']} min"
+
+
+def print_plan(jobs, out, states, executor: str = "local", slurm: dict | None = None) -> None:
+    """Every job with its state, resources (what SLURM is asked for), dependencies and commands;
+    under SLURM also the job arrays a run would submit now, with their throttle."""
+    from gendergap.sweep import array_label, slurm_groups
+
     print(f"{len(jobs)} jobs (state as of now; output in {out}):")
     for j in jobs:
-        res = j["resources"]
-        print(f"  {states[j['name']]:8s} {j['name']:36s} {res['cpus']} cpu {res['gpus']} gpu"
+        print(f"  {states[j['name']]:8s} {j['name']:36s} {_resources(j['resources'])}"
               + (f"  after {', '.join(j['deps'])}" if j["deps"] else ""))
         for step in j["steps"]:
             print("             " + ("gendergap " + " ".join(step["cli"]) if "cli" in step else step["call"] + "(...)"))
+    if executor == "slurm":
+        slurm = slurm or {}
+        groups = slurm_groups(jobs, states)
+        throttle = slurm.get("array_parallelism")
+        print(f"SLURM: {len(groups)} job array(s) to submit (one per task, afterok on the arrays they need), "
+              + (f"at most {throttle} element(s) of each running at once (executor.array_parallelism)"
+                 if throttle else "no throttle (executor.array_parallelism unset: submitit's default %256)"))
+        for g in groups:
+            label = array_label(g[0])
+            array = f"--array=0-{len(g) - 1}" + (f"%{throttle}" if throttle else "") if len(g) > 1 else "(one job)"
+            print(f"  gg-{label:24s} {len(g):4d} job(s) {array:18s} {_resources(g[0]['resources'])}"
+                  + (f" partition {slurm['partition']}" if slurm.get("partition") else ""))
 
 
 def run(args) -> int:
@@ -101,7 +125,7 @@ def run(args) -> int:
         if args.dry_run:
             if executor == "slurm" and not shutil.which("sbatch"):
                 print("note: no `sbatch` here; a real run needs a SLURM login node")
-            print_plan(jobs, out.resolve(), {r["job"]: r["state"] for r in rows})
+            print_plan(jobs, out.resolve(), {r["job"]: r["state"] for r in rows}, executor, cfg.data["executor"])
             return 0
         counts = {}
         for r in rows:

@@ -5,6 +5,13 @@ times) once it finished, ``failed.json`` (the error) when it failed, ``submitted
 job id, log files). A re-run skips every job whose done.json carries the current key, so killing
 a sweep and starting it again only runs what is left; the results DB never gets a second row set
 because its score key is unique (analysis/store.py) and finished jobs are not run again.
+
+Under SLURM a sweep may be re-run while an earlier run's jobs are still queued or running: those
+are not submitted again, and a new job that needs one of them waits on its existing SLURM job id
+(``afterok:<id>`` from its submitted.json), so dependencies hold across runs. Each job array is
+throttled to ``executor.array_parallelism`` elements at once (``--array=0-N%P``). Jobs are
+submitit Checkpointables (gendergap/jobs.py): a preempted or timed-out job is requeued and
+resumes.
 """
 from __future__ import annotations
 
@@ -17,7 +24,8 @@ from pathlib import Path
 
 from corpora.atomic import write_json
 from corpora.errors import UserError
-from gendergap.jobs import read_json, run_job
+from gendergap.config import TASK_TYPES
+from gendergap.jobs import SweepJob, read_json
 
 # rough minutes per job kind on the built-in study: the local scheduler starts the job with the
 # longest chain of work behind it first (critical path), so two cores stay busy to the end
@@ -195,7 +203,7 @@ def _run_local(jobs, states, out, parallel, progress) -> dict[str, str]:
                             and all(states[d] == "done" for d in j["deps"])), key=lambda j: -prio[j["name"]])
             for job in ready[:max(0, parallel - len(running))]:
                 ex.update_parameters(timeout_min=job["resources"]["time_min"])
-                sj = ex.submit(run_job, job, str(state_dir(out, job["name"])))
+                sj = ex.submit(SweepJob(job, str(state_dir(out, job["name"]))))
                 write_json(state_dir(out, job["name"]) / "submitted.json", {
                     "key": job["key"], "executor": "local", "job_id": str(sj.job_id), "stdout": str(sj.paths.stdout),
                     "stderr": str(sj.paths.stderr), "when": time.time()})
@@ -216,53 +224,91 @@ def _run_local(jobs, states, out, parallel, progress) -> dict[str, str]:
     return states
 
 
+def array_label(job: dict) -> str:
+    """What a job array is called (gg-<label>): the task's name, or the job kind for the wiring
+    and scoring jobs (a MuST-SHE scoring job belongs to its gender-st task but is not one)."""
+    return job["task"] if job["task"] and job["kind"] in TASK_TYPES else job["kind"]
+
+
+def slurm_groups(jobs: list[dict], states: dict[str, str]) -> list[list[dict]]:
+    """The job arrays a SLURM run submits: the pending jobs of one task with the same resources
+    and the same depth in the graph (longest chain of jobs before it), so no array holds a job
+    and its prerequisite, and submitting the arrays by depth submits every prerequisite first.
+    One pass over the jobs (dependency order) and their deps: linear in the size of the plan."""
+    depth: dict[str, int] = {}
+    groups: dict[tuple, list[dict]] = {}
+    for j in jobs:
+        depth[j["name"]] = 1 + max((depth[d] for d in j["deps"]), default=-1)
+        if states[j["name"]] == "pending":
+            res = j["resources"]
+            key = (depth[j["name"]], array_label(j), res["cpus"], res["gpus"], res["mem_gb"], res["time_min"])
+            groups.setdefault(key, []).append(j)
+    return [groups[k] for k in sorted(groups, key=lambda k: k[:2])]
+
+
+def earlier_slurm_ids(jobs: list[dict], states: dict[str, str], out: Path) -> dict[str, str]:
+    """SLURM ids of jobs an earlier run submitted that are still queued or running (state
+    "running" with a slurm submitted.json of the current key): new jobs wait on these ids."""
+    ids = {}
+    for j in jobs:
+        if states[j["name"]] == "running":
+            sub = read_json(state_dir(out, j["name"]) / "submitted.json") or {}
+            if sub.get("executor") == "slurm" and sub.get("key") == j["key"] and sub.get("job_id"):
+                ids[j["name"]] = str(sub["job_id"])
+    return ids
+
+
+def slurm_parameters(res: dict, label: str, slurm: dict, deps: list[str]) -> dict:
+    """submitit parameters of one job array: its task's resources, the cluster settings of the
+    config's executor section, and the afterok dependencies."""
+    extra = {"kill-on-invalid-dep": "yes"}
+    if deps:
+        extra["dependency"] = "afterok:" + ":".join(deps)
+    params = {"timeout_min": res["time_min"], "cpus_per_task": res["cpus"], "mem_gb": res["mem_gb"],
+              "name": f"gg-{label}", "slurm_additional_parameters": extra}
+    if res["gpus"]:
+        params["gpus_per_node"] = res["gpus"]
+    for k in ("partition", "account", "array_parallelism"):
+        if slurm.get(k):
+            params[f"slurm_{k}"] = slurm[k]
+    return params
+
+
 def _run_slurm(jobs, states, out, slurm, progress) -> dict[str, str]:
     """Submit the remaining jobs as SLURM job arrays, one array per task (its resources), each
-    waiting (afterok) for the arrays holding its dependencies; then wait and report."""
+    waiting (afterok) for the arrays holding its dependencies, or for the SLURM jobs an earlier
+    run submitted for them; then wait for all of them and report."""
     import submitit
 
     ex = submitit.AutoExecutor(folder=out / "sweep" / "logs", cluster="slurm")
-    slurm_ids: dict[str, str] = {}  # job name -> SLURM id (array element "123_4")
-    groups: list[list[dict]] = []
-    for j in jobs:
-        if states[j["name"]] != "pending":
-            continue
-        group_of = {x["name"] for x in groups[-1]} if groups else set()
-        same = groups and (groups[-1][0]["task"] or groups[-1][0]["kind"]) == (j["task"] or j["kind"])
-        if same and not (set(j["deps"]) & group_of):
-            groups[-1].append(j)
-        else:
-            groups.append([j])
-    submitted: list[tuple[dict, object]] = []
-    for group in groups:
-        deps = sorted({slurm_ids[d].split("_")[0] for j in group for d in j["deps"] if d in slurm_ids})
-        res = group[0]["resources"]
-        extra = {"kill-on-invalid-dep": "yes"}
-        if deps:
-            extra["dependency"] = "afterok:" + ":".join(deps)
-        params = {"timeout_min": res["time_min"], "cpus_per_task": res["cpus"], "mem_gb": res["mem_gb"],
-                  "name": f"gg-{group[0]['task'] or group[0]['kind']}", "slurm_additional_parameters": extra}
-        if res["gpus"]:
-            params["gpus_per_node"] = res["gpus"]
-        for k in ("partition", "account"):
-            if slurm.get(k):
-                params[f"slurm_{k}"] = slurm[k]
-        ex.update_parameters(**params)
+    earlier = earlier_slurm_ids(jobs, states, out)
+    slurm_ids: dict[str, str] = {}  # job name -> SLURM id (array element "123_4") of this run
+    # (job, SLURM id, log) of every job to wait for: this run's and the earlier run's still queued
+    watched: list[tuple[dict, str, str]] = [
+        (j, earlier[j["name"]], (read_json(state_dir(out, j["name"]) / "submitted.json") or {}).get("stdout", ""))
+        for j in jobs if j["name"] in earlier]
+    for group in slurm_groups(jobs, states):
+        # an earlier run's job keeps its element id ("123_4"): only that element must finish
+        deps = sorted({slurm_ids[d].split("_")[0] if d in slurm_ids else earlier[d]
+                       for j in group for d in j["deps"] if d in slurm_ids or d in earlier})
+        label = array_label(group[0])
+        ex.update_parameters(**slurm_parameters(group[0]["resources"], label, slurm, deps))
         with ex.batch():
-            handles = [ex.submit(run_job, j, str(state_dir(out, j["name"]))) for j in group]
+            handles = [ex.submit(SweepJob(j, str(state_dir(out, j["name"])))) for j in group]
         for j, sj in zip(group, handles):
             slurm_ids[j["name"]] = str(sj.job_id)
             write_json(state_dir(out, j["name"]) / "submitted.json", {
                 "key": j["key"], "executor": "slurm", "job_id": str(sj.job_id), "stdout": str(sj.paths.stdout),
                 "stderr": str(sj.paths.stderr), "when": time.time()})
             states[j["name"]] = "running"
-            submitted.append((j, sj))
-        progress.say("submit", f"{len(group)} job(s) of {group[0]['task'] or group[0]['kind']}",
-                     f"array {str(handles[0].job_id).split('_')[0]}" + (f" after {','.join(deps)}" if deps else ""))
-    while any(states[j["name"]] == "running" for j, _ in submitted):
+            watched.append((j, str(sj.job_id), str(sj.paths.stdout)))
+        throttle = f" %{slurm['array_parallelism']}" if slurm.get("array_parallelism") else ""
+        progress.say("submit", f"{len(group)} job(s) of {label}",
+                     f"array {str(handles[0].job_id).split('_')[0]}{throttle}" + (f" after {','.join(deps)}" if deps else ""))
+    while any(states[j["name"]] == "running" for j, _, _ in watched):
         time.sleep(2)
         queue = _squeue_ids() or set()
-        for j, sj in submitted:
+        for j, job_id, log in watched:
             if states[j["name"]] != "running":
                 continue
             folder = state_dir(out, j["name"])
@@ -270,8 +316,8 @@ def _run_slurm(jobs, states, out, slurm, progress) -> dict[str, str]:
             if done and done.get("key") == j["key"]:
                 states[j["name"]] = "done"
                 progress.done += 1
-                progress.say("done", j["name"], f"{done.get('seconds', 0):.0f} s (SLURM {sj.job_id})")
-            elif str(sj.job_id) not in queue and not _lock_held(folder):
+                progress.say("done", j["name"], f"{done.get('seconds', 0):.0f} s (SLURM {job_id})")
+            elif job_id not in queue and not _lock_held(folder):
                 time.sleep(1)  # the marker is written before the job leaves the queue; re-read once
                 if (read_json(folder / "done.json") or {}).get("key") == j["key"]:
                     continue
@@ -279,7 +325,7 @@ def _run_slurm(jobs, states, out, slurm, progress) -> dict[str, str]:
                 states[j["name"]] = "failed"
                 progress.failed += 1
                 why = failed.get("error") or "left the SLURM queue without finishing (cancelled, or a job it needs failed)"
-                progress.say("FAILED", j["name"], f"{why} (log: {sj.paths.stdout})")
+                progress.say("FAILED", j["name"], f"{why} (log: {log})")
     return states
 
 

@@ -57,3 +57,87 @@ def test_sweep_runs_as_slurm_job_arrays(slurm_cluster, tmp_path):
 
     again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert again.returncode == 0 and "8 done already, 0 to run" in again.stdout, again.stdout
+
+
+def _job(name, deps=(), task=None):
+    """A real sweep job with one cheap step (`gendergap ckpt list`), keyed as the planner keys."""
+    from gendergap.plan import _with_keys  # noqa: F401 -- keys come from the planner's rule
+    return {"name": name, "kind": "probes" if task else "checkpoints", "task": task, "checkpoint": None, "pair": None,
+            "deps": list(deps), "steps": [{"cli": ["-q", "ckpt", "list"]}], "outputs": [],
+            "resources": {"cpus": 1, "mem_gb": 1, "gpus": 0, "time_min": 10}}
+
+
+def _sweep_in_background(jobs, out, partition, throttle=None):
+    """`run_sweep` under SLURM in its own process, as a user re-running the command would."""
+    script = ("import json, sys; from gendergap.sweep import run_sweep; "
+              "s = run_sweep(json.loads(sys.argv[1]), sys.argv[2], executor='slurm', "
+              "slurm=json.loads(sys.argv[3])); print('STATES', json.dumps(s))")
+    slurm = {"partition": partition, "array_parallelism": throttle}
+    return subprocess.Popen([sys.executable, "-c", script, json.dumps(jobs), str(out), json.dumps(slurm)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def _scontrol(job_id) -> dict:
+    out = subprocess.run(["scontrol", "-o", "show", "job", str(job_id)], capture_output=True, text=True).stdout
+    return dict(kv.split("=", 1) for kv in out.split() if "=" in kv)
+
+
+def _wait_for(what, timeout_s=300):
+    import time
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = what()
+        if value:
+            return value
+        time.sleep(0.5)
+    pytest.fail(f"gave up after {timeout_s} s waiting for {what.__doc__}")
+
+
+def test_rerun_waits_on_the_earlier_runs_slurm_job(slurm_cluster, tmp_path):
+    """Run 1 submits a prerequisite that is held running (the test holds its job lock); run 2,
+    started meanwhile, does not submit it again and sends its two dependents as one array,
+    throttled to 1 at a time, with afterok on run 1's SLURM job id. Released, the prerequisite
+    finishes, then the dependents run one after the other."""
+    import fcntl
+    import time
+
+    from gendergap.plan import _with_keys
+    from gendergap.sweep import state_dir
+
+    out = tmp_path / "o"
+    jobs = _with_keys([_job("prereq"), _job("dep:a", ["prereq"], task="dep"), _job("dep:b", ["prereq"], task="dep")])
+    by = {j["name"]: j for j in jobs}
+    lock_dir = state_dir(out.resolve(), "prereq")
+    lock_dir.mkdir(parents=True)
+    with open(lock_dir / "lock", "w") as hold:
+        fcntl.flock(hold, fcntl.LOCK_EX)  # the prerequisite blocks on this until released: it "takes a while"
+        run1 = _sweep_in_background([by["prereq"]], out, slurm_cluster.partition)
+        sub = _wait_for(lambda: (json.loads((lock_dir / "submitted.json").read_text())
+                                 if (lock_dir / "submitted.json").is_file() else None))
+        prereq_id = sub["job_id"]  # queued or running (the node may be busy): either way run 2 must wait on it
+        run2 = _sweep_in_background(jobs, out, slurm_cluster.partition, throttle=1)
+        dep_sub = state_dir(out.resolve(), "dep:a") / "submitted.json"
+        _wait_for(lambda: dep_sub.is_file())
+        dep_ids = [json.loads((state_dir(out.resolve(), n) / "submitted.json").read_text())["job_id"]
+                   for n in ("dep:a", "dep:b")]
+        info = _scontrol(dep_ids[0])
+        assert f"afterok:{prereq_id}" in info["Dependency"], info.get("Dependency")
+        assert info["ArrayTaskThrottle"] == "1", info
+        assert slurm_cluster.job_state(prereq_id) in ("PENDING", "RUNNING")
+        time.sleep(3)  # with the prerequisite still running, the dependents still wait
+        assert {slurm_cluster.job_state(i) for i in dep_ids} == {"PENDING"}
+    for proc in (run1, run2):  # lock released: everything finishes
+        text, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0 and "STATES" in text, text[-3000:]
+    assert json.loads(text.split("STATES", 1)[1]) == {"prereq": "done", "dep:a": "done", "dep:b": "done"}
+    assert text.count("submit ") == 1, text  # run 2 submitted only the dependents' array
+    times = {n: _scontrol(i) for n, i in [("prereq", prereq_id), ("dep:a", dep_ids[0]), ("dep:b", dep_ids[1])]}
+    from datetime import datetime
+    at = {n: (datetime.fromisoformat(t["StartTime"]), datetime.fromisoformat(t["EndTime"])) for n, t in times.items()}
+    assert {t["JobState"] for t in times.values()} == {"COMPLETED"}, times
+    assert at["dep:a"][0] >= at["prereq"][1] and at["dep:b"][0] >= at["prereq"][1], at
+    first, second = sorted(("dep:a", "dep:b"), key=lambda n: at[n][0])
+    assert at[second][0] >= at[first][1], at  # %1: never two elements of the array at once
+    done = {n: json.loads((state_dir(out.resolve(), n) / "done.json").read_text()) for n in by}
+    assert min(done["dep:a"]["started"], done["dep:b"]["started"]) >= done["prereq"]["finished"]

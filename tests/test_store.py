@@ -147,3 +147,39 @@ def test_nan_in_db_is_reported(tmp_path):
     """)
     with pytest.raises(UserError, match="NaN"):
         store.scores()
+
+
+def _burst_writer(db, worker, n_runs, barrier):
+    """Open the store, wait for the other writer, then write as fast as possible (the worst case
+    for the write lock). Each run is re-scored once: a replace, never a second row."""
+    store = ResultsStore(db)
+    barrier.wait(60)
+    for j in range(n_runs):
+        rid = store.start_run("burst", {"worker": worker, "j": j}, seed=j)
+        rows = [_row(f"{worker}-{j}", g, value=float(j)) for g in ("F", "M", "all")]
+        store.add_scores(rid, rows)
+        store.add_scores(rid, rows, finish=True)
+    store.close()
+
+
+def test_two_writer_processes_on_a_new_db_lose_and_duplicate_nothing(tmp_path):
+    # both processes create the DB (schema) at once, then write 150 runs x 3 rows each, twice
+    db = str(tmp_path / "new.db")
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(2)
+    procs = [ctx.Process(target=_burst_writer, args=(db, w, 150, barrier)) for w in ("a", "b")]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(180)
+        assert p.exitcode == 0
+    store = ResultsStore(db, readonly=True)
+    # the rollback journal (not WAL: unsafe on NFS/Lustre), so no -wal/-shm files beside the DB
+    assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    assert not (tmp_path / "new.db-wal").exists() and not (tmp_path / "new.db-shm").exists()
+    runs = store.runs()
+    assert len(runs) == 300 and (runs["status"] == "done").all()
+    scores = store.scores()
+    got = sorted(zip(scores["checkpoint"], scores["gender"]))
+    assert got == sorted((f"ck{w}-{j}", g) for w in ("a", "b") for j in range(150) for g in ("F", "M", "all"))
+    assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -1,0 +1,39 @@
+"""Sweep jobs as submitit runs them: checkpointable (requeued with the same spec), and big plans
+keep their shape (the 100 x 6 plan: right number of jobs, unique names and keys)."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from submitit.helpers import Checkpointable, DelayedSubmission
+
+from gendergap import sweep
+from gendergap.config import load_config
+from gendergap.jobs import SweepJob
+from gendergap.plan import plan_jobs
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from bench_sweep_plan import big_config  # noqa: E402
+
+
+def test_checkpoint_resubmits_the_same_job(tmp_path):
+    spec = {"name": "x", "kind": "checkpoints", "key": "k1", "steps": [{"cli": ["-q", "ckpt", "list"]}]}
+    job = SweepJob(spec, str(tmp_path))
+    assert isinstance(job, Checkpointable)
+    again = job.checkpoint()
+    assert isinstance(again, DelayedSubmission)
+    assert again.function.spec == spec and again.function.state_dir == str(tmp_path)
+    assert again.function is not job and not again.function.requeued and job.requeued
+    assert (tmp_path / "requeued.json").is_file()
+
+
+def test_100_checkpoints_x_6_tasks_plan(tmp_path):
+    jobs = plan_jobs(load_config(big_config(tmp_path, 100)), tmp_path / "o")
+    # per checkpoint: asr-e2e, 2 asr-frozen, 3 st, gender-st + mustshe, probes, features = 10;
+    # plus one shared ASR export, the checkpoint registry and the report
+    assert len(jobs) == 100 * 10 + 3
+    assert len({j["name"] for j in jobs}) == len(jobs) and len({j["key"] for j in jobs}) == len(jobs)
+    groups = sweep.slurm_groups(jobs, {j["name"]: "pending" for j in jobs})
+    assert sum(len(g) for g in groups) == len(jobs) and len(groups) == 11
+    position = {j["name"]: i for i, j in enumerate(jobs)}
+    assert all(position[d] < position[j["name"]] for j in jobs for d in j["deps"])
