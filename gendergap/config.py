@@ -96,6 +96,8 @@ CHECKPOINT = {
 SCHEMA = {
     "name": F(STR, "study", "name of the study (shown in logs and the report)"),
     "seed": F(INT, 0, "seed for corpus generation, selections, training and bootstrap"),
+    "trust_checkpoints": F(BOOL, False, "unpickle the study's .pt checkpoints fully (torch.load weights_only=False, "
+                           "what --trust-checkpoint does per command); only for files from a source you trust"),
     "corpus": {
         "synth": F(STR, None, "generate the built-in synthetic corpus of this size", ("tiny", "mini", "small")),
         "table": F(STR, None, "or: an utterance table from `gendergap corpus index`"),
@@ -117,6 +119,8 @@ SCHEMA = {
         "parallel": F(INT, 2, "jobs running at once (local executor)"),
         "partition": F(STR, None, "SLURM partition"),
         "account": F(STR, None, "SLURM account"),
+        "array_parallelism": F(INT, None, "SLURM: most elements of one job array running at once "
+                               "(sbatch --array=0-N%P; default: submitit's 256)"),
     },
 }
 
@@ -298,6 +302,11 @@ def _cross_checks(cfg: StudyConfig, root) -> None:
         for o in t.get("overrides", []):
             if not (isinstance(o, str) and "=" in o):
                 raise UserError(f"task '{name}': override {o!r} is not KEY=VALUE", path=path, line=line)
+    throttle = d["executor"]["array_parallelism"]
+    if throttle is not None and throttle < 1:
+        executor = next((v for k, v in root.value if k.value == "executor"), root)
+        raise UserError(f"'executor.array_parallelism' is {throttle}", path=path, line=_where(executor),
+                        fix="give the most array elements to run at once (1 or more), or leave it out")
     order = graphlib.TopologicalSorter({n: set(t["after"]) for n, t in cfg.tasks.items()})
     try:
         order.prepare()

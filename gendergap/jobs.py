@@ -5,6 +5,13 @@ the small functions below (``{"call": "name", "kwargs": {...}}``) for the wiring
 covers. ``run_job`` holds a lock on the job's state folder while it works, so a job launched
 twice (a sweep killed and re-run while its orphaned job still runs) waits for the first and
 then finds it finished instead of training twice into the same folder.
+
+The sweep submits ``SweepJob(spec, state_dir)``, a submitit ``Checkpointable``: when SLURM
+preempts the job or its time limit nears, submitit calls ``checkpoint()``, which resubmits the
+same job spec, and requeues it. Nothing else needs saving: every step resumes from its own
+checkpoints when run again (pretraining from checkpoint_last.pt, fine-tuning from
+SpeechBrain's checkpointer, the feature store from its finished shards), and a step already
+finished is skipped by its done.json.
 """
 from __future__ import annotations
 
@@ -15,6 +22,8 @@ import socket
 import time
 import traceback
 from pathlib import Path
+
+from submitit.helpers import Checkpointable, DelayedSubmission
 
 from corpora.atomic import write_json
 from corpora.errors import UserError
@@ -34,8 +43,27 @@ def read_json(path: Path) -> dict | None:
         return None
 
 
-def run_job(spec: dict, state_dir: str) -> dict:
-    """Run one job's steps unless a finished run with the same key exists; returns done.json."""
+class SweepJob(Checkpointable):
+    """One sweep job as submitit runs it: ``SweepJob(spec, state_dir)()`` is ``run_job``, and
+    ``checkpoint()`` hands submitit the same job again for the requeue after a preemption or
+    time-out (submitit requeues only callables that have a checkpoint method)."""
+
+    def __init__(self, spec: dict, state_dir: str):
+        self.spec, self.state_dir = spec, str(state_dir)
+        self.requeued = False
+
+    def __call__(self) -> dict:
+        return run_job(self.spec, self.state_dir, interrupted=lambda: self.requeued)
+
+    def checkpoint(self, *args, **kwargs) -> DelayedSubmission:
+        self.requeued = True  # the SystemExit submitit raises next is a requeue, not a failure
+        write_json(Path(self.state_dir) / "requeued.json", {"key": self.spec["key"], "when": time.time()})
+        return DelayedSubmission(SweepJob(self.spec, self.state_dir))
+
+
+def run_job(spec: dict, state_dir: str, interrupted=None) -> dict:
+    """Run one job's steps unless a finished run with the same key exists; returns done.json.
+    ``interrupted()`` True: the job is being requeued, so an exit is not recorded as a failure."""
     state = Path(state_dir)
     state.mkdir(parents=True, exist_ok=True)
     with open(state / "lock", "w") as lock:
@@ -55,6 +83,8 @@ def run_job(spec: dict, state_dir: str) -> dict:
                 print(f"== {spec['name']}: {_describe(step)}", flush=True)
                 _run_step(step)
         except BaseException as e:  # noqa: BLE001 -- recorded, then re-raised for the executor
+            if interrupted is not None and interrupted():
+                raise
             write_json(state / "failed.json", {"key": spec["key"], "step": _describe(step) if step else None,
                                                 "error": f"{type(e).__name__}: {e}", "when": time.time(),
                                                 "traceback": traceback.format_exc()[-4000:]})
@@ -127,7 +157,7 @@ def pretrain_tiny(manifest: str, out: str, seed: int, updates: int, preset: str 
                     fix="use a shipped or imported checkpoint, or another seed")
 
 
-def register_checkpoints(registry: str, entries: list[dict]) -> None:
+def register_checkpoints(registry: str, entries: list[dict], trust: bool = False) -> None:
     """Register every checkpoint of the study (path, or a pretrain run's accepted checkpoint)."""
     from ssl_pretrain.checkpoints import register_checkpoint
     from ssl_pretrain.registry import Registry
@@ -140,7 +170,7 @@ def register_checkpoints(registry: str, entries: list[dict]) -> None:
         old = known.get(e["name"])
         if old and Path(old["path"]) == Path(path).resolve() and all(old.get(k) == v for k, v in extra.items()):
             continue
-        register_checkpoint(reg, e["name"], path, replace_entry=True, note=e.get("note") or "", **extra)
+        register_checkpoint(reg, e["name"], path, replace_entry=True, note=e.get("note") or "", trust=trust, **extra)
 
 
 def export_asr_data(table: str, corpus: str, splits: dict, out: str) -> None:
@@ -162,7 +192,7 @@ def export_asr_data(table: str, corpus: str, splits: dict, out: str) -> None:
 
 
 def extract_features(table: str, ckpt: str, registry: str, store: str, requests: list[dict], device: str,
-                     precision: str) -> None:
+                     precision: str, trust: bool = False) -> None:
     """Extract, once, what a checkpoint's frozen-feature tasks will read from the feature store.
 
     Each request is a task's rows (corpus + splits; probes: the rows probe_splits draws with
@@ -181,7 +211,7 @@ def extract_features(table: str, ckpt: str, registry: str, store: str, requests:
 
     device, precision = device_and_precision(device, precision)
     df = read_table(table)
-    extractor = SSLExtractor(CheckpointRef.resolve(ckpt, registry), device, precision)
+    extractor = SSLExtractor(CheckpointRef.resolve(ckpt, registry, trust=trust), device, precision)
     wanted = []
     for req in requests:
         rows = df[df["split"].isin(req["splits"]) & ((df["corpus"] == req["corpus"]) if req["corpus"] else True)]

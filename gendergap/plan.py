@@ -76,16 +76,18 @@ def plan_jobs(cfg: StudyConfig, out: str | Path, only: list[str] | None = None) 
             entry["pretrain_dir"], entry["note"] = str(run), entry["note"] or "pretrained by this study"
             ckpt_deps.append(f"pretrain:{name}")
         elif c["shipped"]:
-            entry["path"] = str(SHIPPED / f"{c['shipped']}.pt")
+            entry["path"] = str(SHIPPED / f"{c['shipped']}.safetensors")
             entry["note"] = entry["note"] or f"shipped with gendergap; see {SHIPPED / 'PROVENANCE.md'}"
         else:
             entry["path"] = _path(cfg, c["path"])
         entries.append(entry)
+    trust = bool(d["trust_checkpoints"])
     jobs.append(_job("checkpoints", "checkpoints", [{"call": "register_checkpoints", "kwargs": {
-        "registry": registry, "entries": entries}}], deps=sorted(set(ckpt_deps)), outputs=[registry]))
+        "registry": registry, "entries": entries, **({"trust": True} if trust else {})}}],
+        deps=sorted(set(ckpt_deps)), outputs=[registry]))
 
     store = str(out / "features")
-    features = _feature_jobs(cfg, table, registry, store, table_deps)
+    features = _feature_jobs(cfg, table, registry, store, table_deps, trust)
     jobs += features.values()
 
     task_jobs: dict[str, list[str]] = {}
@@ -108,7 +110,7 @@ def plan_jobs(cfg: StudyConfig, out: str | Path, only: list[str] | None = None) 
                        "--train", str(data_dir / "train.csv"), "--valid", str(data_dir / "valid.csv"),
                        "--test", str(data_dir / "test.csv"), "--table", table, "--out", str(run), "--db", db,
                        "--bootstrap", str(d["report"]["bootstrap"]), "--seed", str(seed), "--no-progress"]
-                cli += _runtime_args(t)
+                cli += _runtime_args(t, trust)
                 deps = ["checkpoints", data_job]
                 if kind == "asr-frozen":
                     cli += ["--layer", str(t["layer"]), "--feature-store", store]
@@ -127,7 +129,7 @@ def plan_jobs(cfg: StudyConfig, out: str | Path, only: list[str] | None = None) 
                     model = out / tname / f"{ck}.{pair}"
                     hyp = model / "test.hyp"
                     train = ["-q", "st", "train", "--ckpt", ck, "--layer", str(t["layer"]), "--registry", registry,
-                             "--feature-store", store, *_runtime_args(t), "--corpus", t["corpus"], "--train", table,
+                             "--feature-store", store, *_runtime_args(t, trust), "--corpus", t["corpus"], "--train", table,
                              "--train-split", sp["train"], "--valid", table, "--valid-split", sp["valid"],
                              "--src", src, "--tgt", tgt, "--out", str(model), "--preset", _preset(cfg, t["preset"]),
                              "--seed", str(seed + 1)] + list(t["overrides"])
@@ -148,7 +150,7 @@ def plan_jobs(cfg: StudyConfig, out: str | Path, only: list[str] | None = None) 
             for i, ck in enumerate(ckpts):
                 cli = ["-q", "probe", "run", "--ckpt", ck, "--registry", registry, "--table", table,
                        "--layers", t["layers"], "--probes", ",".join(t["probes"]), "--db", db, "--seed", str(seed),
-                       "--out", str(out / tname / ck), "--feature-store", store, *_runtime_args(t)]
+                       "--out", str(out / tname / ck), "--feature-store", store, *_runtime_args(t, trust)]
                 cli += ["--corpus", t["corpus"]] if t["corpus"] else []
                 cli += ["--control"] if t["control"] else []
                 # one random-init twin (same architecture) is the control for the first checkpoint
@@ -177,16 +179,18 @@ def plan_jobs(cfg: StudyConfig, out: str | Path, only: list[str] | None = None) 
 FROZEN_TASKS = ("asr-frozen", "st", "gender-st", "probes")
 
 
-def _runtime_args(t: dict) -> list[str]:
-    """--device / --precision of a model task. ``auto`` becomes the GPU the job asked for
-    (resources.gpus) or the CPU, so a job never takes a GPU it did not ask SLURM for."""
+def _runtime_args(t: dict, trust: bool = False) -> list[str]:
+    """--device / --precision (and --trust-checkpoint) of a model task. ``auto`` becomes the GPU
+    the job asked for (resources.gpus) or the CPU, so a job never takes a GPU it did not ask
+    SLURM for."""
     device = t["device"]
     if device == "auto" and t["resources"]["gpus"] < 1:
         device = "cpu"
-    return ["--device", device, "--precision", t["precision"]]
+    return ["--device", device, "--precision", t["precision"]] + (["--trust-checkpoint"] if trust else [])
 
 
-def _feature_jobs(cfg: StudyConfig, table: str, registry: str, store: str, table_deps: list[str]) -> dict:
+def _feature_jobs(cfg: StudyConfig, table: str, registry: str, store: str, table_deps: list[str],
+                  trust: bool = False) -> dict:
     """One extraction job per checkpoint (and precision) for everything its frozen-feature tasks
     read: each task's rows and layers is a request (probes: the probe rows only), and the job
     extracts each utterance once into as few store entries as cover them (gendergap/jobs.py)."""
@@ -209,7 +213,7 @@ def _feature_jobs(cfg: StudyConfig, table: str, registry: str, store: str, table
         device = _runtime_args({"device": "auto", "precision": precision, "resources": {"gpus": gpus}})[1]
         jobs[(ck, precision)] = _job(name, "features", [{"call": "extract_features", "kwargs": {
             "table": table, "ckpt": ck, "registry": registry, "store": store, "requests": requests,
-            "device": device, "precision": precision}}],
+            "device": device, "precision": precision, **({"trust": True} if trust else {})}}],
             deps=["checkpoints"] + table_deps, resources=res, checkpoint=ck, outputs=[store])
     return jobs
 

@@ -128,3 +128,13 @@ def test_schema_documents_every_key():
     for key in ("corpus:", "synth:", "pretraining:", "checkpoints:", "pretrained_on:", "tasks:", "overrides:",
                 "pairs:", "mustshe:", "resources", "time_min:", "executor:", "parallel:", "bootstrap:"):
         assert key in r.stdout, key
+
+
+def test_trust_checkpoints_reaches_every_job_that_loads_one(tmp_path):
+    trusted = load_config(write(tmp_path, GOOD + "trust_checkpoints: true\n"))
+    jobs = {j["name"]: j for j in plan_jobs(trusted, tmp_path / "o")}
+    loaders = [j for j in jobs.values() if j["kind"] in ("asr-e2e", "asr-frozen", "st", "probes")]
+    assert loaders and all("--trust-checkpoint" in j["steps"][0]["cli"] for j in loaders)
+    assert all(j["steps"][0]["kwargs"]["trust"] for j in jobs.values() if j["kind"] in ("features", "checkpoints"))
+    default = {j["name"]: j for j in plan_jobs(load_config(write(tmp_path, GOOD)), tmp_path / "o")}
+    assert not any("--trust-checkpoint" in str(j["steps"]) for j in default.values())
