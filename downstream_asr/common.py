@@ -10,18 +10,33 @@
 - greedy CTC decoding on VALID/TEST, with the validation character error counts and WER in
   the train log, and checkpoints kept by a validation score (``select_by``, CER by default).
 Subclasses define ``forward_logprobs(batch, stage) -> (log_probs [B,T,V], rel_lengths [B])``.
+
+Cluster-grade runs, all through SpeechBrain's own machinery:
+- several processes (``torchrun --nproc_per_node N``): ``distributed_run_opts`` joins the process
+  group (gloo on CPU, nccl on CUDA) and Brain wraps the modules in DDP; each rank takes every
+  N-th batch of the length-bucketed sampler (SpeechBrain's DistributedSamplerWrapper), so one
+  step of N ranks sees the batches one rank would accumulate with ``grad_accumulation_factor`` N;
+- gradient accumulation (run option ``grad_accumulation_factor``);
+- intra-epoch checkpoints every ``ckpt_interval_minutes`` / ``ckpt_interval_steps``, each with
+  a completion marker written last, so that a job killed while saving resumes from the previous
+  complete checkpoint rather than from a half-written one.
 """
 from __future__ import annotations
 
 import logging
+import os
 import random
+import shutil
 import time
+from pathlib import Path
 
 import numpy as np
 import speechbrain as sb
 import torch
 from speechbrain.core import INTRA_EPOCH_CKPT_FLAG
-from speechbrain.utils.checkpoints import mark_as_loader, mark_as_saver, register_checkpoint_hooks
+from speechbrain.utils.checkpoints import PARAMFILE_EXT, mark_as_loader, mark_as_saver, register_checkpoint_hooks
+from speechbrain.utils.distributed import (ddp_barrier, ddp_broadcast, ddp_init_group, if_main_process,
+                                           is_distributed_initialized)
 
 from downstream_asr.text import decode
 
@@ -33,22 +48,140 @@ class RNGState:
     """Checkpoints torch / numpy / random generator states, so dropout after a resume draws the
     same numbers as an uninterrupted run would have."""
 
+    # Tensors, ints, floats and tuples only, so the file loads with torch.load(weights_only=True)
+    # (ssl_pretrain.safe_load): numpy's state array travels as a tensor.
+
     @mark_as_saver
     def _save(self, path):
-        state = {"torch": torch.get_rng_state(), "numpy": np.random.get_state(), "random": random.getstate()}
+        name, keys, pos, has_gauss, gauss = np.random.get_state()
+        state = {"torch": torch.get_rng_state(), "random": random.getstate(),
+                 "numpy": {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                           "has_gauss": int(has_gauss), "gauss": float(gauss)}}
         if torch.cuda.is_available():  # dropout on a GPU draws from the CUDA generators
             state["cuda"] = torch.cuda.get_rng_state_all()
         torch.save(state, path)
 
     @mark_as_loader
     def _recover(self, path, end_of_epoch):
+        from ssl_pretrain.safe_load import load_torch_file
         del end_of_epoch
-        state = torch.load(path, weights_only=False)
+        state = load_torch_file(path, what="RNG state file")
         torch.set_rng_state(state["torch"])
-        np.random.set_state(state["numpy"])
+        n = state["numpy"]
+        np.random.set_state((n["name"], n["keys"].numpy().astype(np.uint32), n["pos"], n["has_gauss"], n["gauss"]))
         random.setstate(state["random"])
         if "cuda" in state and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
             torch.cuda.set_rng_state_all(state["cuda"])
+
+
+@register_checkpoint_hooks
+class SaveComplete:
+    """The last recoverable of a checkpoint: its file says every other file was written.
+
+    SpeechBrain writes CKPT.yaml first and the parameter files after it, so a job killed while
+    saving leaves a checkpoint that looks valid and cannot be loaded. Checkpoints whose meta
+    carries ``MARKED`` count only once this file exists (older ones, without the key, are trusted)."""
+
+    KEY = "complete"  # its name among the recoverables
+    FILE = KEY + PARAMFILE_EXT  # the file SpeechBrain saves it to
+    MARKED = "completion_marker"
+
+    @mark_as_saver
+    def _save(self, path):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("complete\n")
+
+    @mark_as_loader
+    def _recover(self, path, end_of_epoch):
+        del path, end_of_epoch
+
+
+def set_aside_incomplete_checkpoints(save_dir) -> list[str]:
+    """Rename checkpoints a kill left half-written (marked, without their marker) to
+    ``INCOMPLETE-<name>``, which SpeechBrain does not list; returns the names set aside."""
+    import yaml
+    moved = []
+    for meta in sorted(Path(save_dir).glob("CKPT*/CKPT.yaml")):
+        ckpt = meta.parent
+        try:
+            marked = bool((yaml.safe_load(meta.read_text(encoding="utf-8")) or {}).get(SaveComplete.MARKED))
+        except yaml.YAMLError:
+            marked = True  # a meta file cut short by the kill
+        if marked and not (ckpt / SaveComplete.FILE).exists():
+            target = ckpt.with_name("INCOMPLETE-" + ckpt.name)
+            shutil.rmtree(target, ignore_errors=True)
+            ckpt.rename(target)
+            log.warning("checkpoint %s was not completely written (the job was killed while saving): set aside as %s",
+                        ckpt, target.name)
+            moved.append(ckpt.name)
+    return moved
+
+
+# --------------------------------------------------------------------------- several processes
+
+def launched_by_torchrun() -> bool:
+    """SpeechBrain's own test (Brain.distributed_launch): RANK and LOCAL_RANK are set."""
+    return os.environ.get("RANK") is not None and os.environ.get("LOCAL_RANK") is not None
+
+
+def distributed_run_opts(device: str) -> dict:
+    """Under torchrun: join the process group through SpeechBrain (``ddp_init_group``; gloo on a
+    CPU, nccl on CUDA with rank LOCAL_RANK on GPU LOCAL_RANK) and return the run options that
+    make Brain wrap its modules in DDP. In a single process: {}."""
+    if not launched_by_torchrun():
+        return {}
+    cuda = str(device).startswith("cuda")
+    backend = "nccl" if cuda else "gloo"
+    if cuda:
+        device = f"cuda:{int(os.environ['LOCAL_RANK'])}"
+    if not is_distributed_initialized():
+        ddp_init_group({"distributed_backend": backend})
+    # find_unused_parameters: some trainable parameters get no gradient in some steps (encoder
+    # frozen for the first freeze_encoder_steps, layerdrop, masked_spec_embed of real checkpoints);
+    # without it DDP waits forever for their gradients.
+    return {"distributed_backend": backend, "device": device, "find_unused_parameters": True}
+
+
+def world_size() -> int:
+    return torch.distributed.get_world_size() if is_distributed_initialized() else 1
+
+
+def main_first(prepare):
+    """``prepare(write=True)`` on the main process, then -- once it has written the run directory
+    -- ``prepare(write=False)`` on the others; returns this process's result."""
+    result = prepare(write=True) if if_main_process() else None
+    ddp_barrier()
+    return result if if_main_process() else prepare(write=False)
+
+
+def finish_distributed() -> None:
+    """Wait for every rank, then leave the process group: rank 0 decodes and scores alone, and
+    SpeechBrain's checkpoint loading would otherwise wait for ranks that have already exited."""
+    if is_distributed_initialized():
+        ddp_barrier()
+        torch.distributed.destroy_process_group()
+
+
+def check_run_options(hparams: dict, run_opts: dict) -> None:
+    """Gradient accumulation and checkpoint intervals, checked before SpeechBrain sees them
+    (it calls sys.exit on two intervals at once)."""
+    from corpora.errors import UserError
+
+    def value(key, default=0):
+        found = run_opts.get(key, hparams.get(key))
+        return default if found is None else found
+
+    accum = value("grad_accumulation_factor", 1)
+    if not isinstance(accum, int) or accum < 1:
+        raise UserError(f"grad_accumulation_factor (--grad-accum) must be a whole number >= 1, not {accum!r}",
+                        fix="e.g. --grad-accum 2")
+    minutes, steps = value("ckpt_interval_minutes"), value("ckpt_interval_steps")
+    if not isinstance(minutes, (int, float)) or minutes < 0 or not isinstance(steps, int) or steps < 0:
+        raise UserError(f"checkpoint intervals must be >= 0 (ckpt_interval_minutes={minutes!r}, "
+                        f"ckpt_interval_steps={steps!r})", fix="e.g. --ckpt-interval-minutes 15")
+    if minutes > 0 and steps > 0:
+        raise UserError("ckpt_interval_minutes and ckpt_interval_steps are both set: SpeechBrain takes one",
+                        fix="keep --ckpt-interval-minutes, or ckpt_interval_steps=N, not both")
 
 
 def anneal_factor(step: int, max_steps: int, final: float) -> float:
@@ -100,9 +233,17 @@ class CTCBrain(sb.Brain):
         self._t0 = time.monotonic()
         max_steps = int(getattr(self.hparams, "max_steps", 0) or 0)
         self.optimizer_step_limit = max_steps if max_steps > 0 else None
-        super().on_fit_start()  # init_optimizers + recover the latest checkpoint
+        if self.checkpointer is not None:
+            if if_main_process():
+                set_aside_incomplete_checkpoints(self.checkpointer.checkpoints_dir)
+            ddp_barrier()  # no rank looks for a checkpoint before they are set aside
+        super().on_fit_start()  # DDP wrapping, init_optimizers, recover the latest checkpoint
+        if self.checkpointer is not None and SaveComplete.KEY not in self.checkpointer.recoverables:
+            # added after every other recoverable: its file is the last one a save writes
+            self.checkpointer.add_recoverable(SaveComplete.KEY, SaveComplete(), optional_load=True)
         if self.optimizer_step:
-            log.info("resumed at optimizer step %d (epoch %d)", self.optimizer_step, self.hparams.epoch_counter.current)
+            log.info("resumed at optimizer step %d (%d epoch(s) complete%s)", self.optimizer_step,
+                     self.hparams.epoch_counter.current, f", {self.step} batch(es) into the next" if self.step else "")
         # Re-running a finished budget must change nothing: no batch, no validation, no checkpoint
         # (an end-of-epoch checkpoint here would make the next resume skip the rest of the epoch).
         self.budget_spent_at_start = self._optimizer_step_limit_exceeded
@@ -116,6 +257,35 @@ class CTCBrain(sb.Brain):
     def _fit_train(self, train_set, epoch, enable):
         if not self.budget_spent_at_start:
             super()._fit_train(train_set, epoch, enable)
+
+    def _train_loader_specifics(self, dataset, loader_kwargs):
+        loader_kwargs = super()._train_loader_specifics(dataset, loader_kwargs)
+        wrapper = loader_kwargs.get("batch_sampler")
+        if isinstance(wrapper, sb.dataio.sampler.DistributedSamplerWrapper):
+            # The length-bucketed sampler already shuffles its batches per epoch, with the same seed
+            # on every rank: the wrapper only deals them out (rank r takes batches r, r+N, ...).
+            # Shuffling again would make a step of N ranks differ from N accumulated batches of one.
+            wrapper.shuffle = False
+        return loader_kwargs
+
+    def _should_save_intra_epoch_ckpt(self, last_ckpt_time, steps_since_ckpt):
+        # Only right after an optimizer step: accumulated gradients are not part of a checkpoint,
+        # so a save between two accumulated batches would lose the first one on a resume. Every
+        # rank has the same self.step, so they all skip (or all reach SpeechBrain's broadcast).
+        if self.step % self.grad_accumulation_factor:
+            return False
+        return super()._should_save_intra_epoch_ckpt(last_ckpt_time, steps_since_ckpt)
+
+    def _save_intra_epoch_ckpt(self):
+        # SpeechBrain's interval checkpoint (keep the newest interval one), with our meta
+        self.checkpointer.save_and_keep_only(
+            end_of_epoch=False, num_to_keep=1, ckpt_predicate=lambda c: INTRA_EPOCH_CKPT_FLAG in c.meta,
+            meta=self._meta({INTRA_EPOCH_CKPT_FLAG: True}), verbosity=logging.DEBUG)
+        log.info("intra-epoch checkpoint at optimizer step %d", self.optimizer_step)
+
+    def _meta(self, meta: dict) -> dict:
+        return {**meta, "optimizer_step": self.optimizer_step, "world_size": world_size(),
+                SaveComplete.MARKED: True}
 
     def on_fit_batch_start(self, batch, should_step):
         warm = int(getattr(self.hparams, "warmup_steps", 0) or 0)
@@ -137,6 +307,8 @@ class CTCBrain(sb.Brain):
             return
         minutes = float(getattr(self.hparams, "max_minutes", 0) or 0)
         out_of_time = minutes > 0 and (time.monotonic() - self._t0) / 60 >= minutes
+        if minutes > 0:
+            out_of_time = ddp_broadcast(out_of_time)  # rank 0's clock decides, or the ranks part ways
         out_of_steps = self.optimizer_step_limit is not None and self.optimizer_step >= self.optimizer_step_limit
         if out_of_time or out_of_steps:
             self.optimizer_step_limit = self.optimizer_step  # SpeechBrain's loop stops before the next batch
@@ -158,7 +330,7 @@ class CTCBrain(sb.Brain):
         super()._fit_valid(valid_set, epoch, enable)
 
     def _save_checkpoint(self, meta: dict) -> None:
-        meta = {**meta, "optimizer_step": self.optimizer_step}
+        meta = self._meta(meta)
         if not getattr(self, "stopped_mid_epoch", False):
             self.checkpointer.save_and_keep_only(meta=meta, min_keys=[self.select_key] if self.select_key in meta else None)
             return
@@ -186,7 +358,13 @@ class CTCBrain(sb.Brain):
 
     def on_stage_end(self, stage, stage_loss, epoch=None):
         if stage == sb.Stage.TRAIN:
-            self.train_stats = {"loss": stage_loss}
+            # every rank saw its own batches: the mean over ranks is the loss of all of them
+            # (each rank has as many batches), what one process accumulating them would report
+            loss = torch.tensor(float(stage_loss), dtype=torch.float64)
+            if is_distributed_initialized():
+                torch.distributed.all_reduce(loss)  # a sum: gloo has no average
+                loss /= world_size()
+            self.train_stats = {"loss": float(loss)}
             return
         stats = {"loss": stage_loss, "CER": self.cer_metric.summarize("error_rate"),
                  "WER": self.wer_metric.summarize("error_rate")}
@@ -239,16 +417,25 @@ def fit_by_length(brain, hparams: dict, train_ds, valid_ds, out_dir, progress: b
     from downstream_asr.data import length_batch_sampler, loader_kwargs
 
     sampler = length_batch_sampler(train_ds, hparams["batch_seconds"], shuffle=True, seed=hparams["seed"])
-    brain.train_sampler = sampler  # so that SpeechBrain calls set_epoch (a new order per epoch)
+    brain.train_sampler = sampler  # so that SpeechBrain calls set_epoch (a new order per epoch;
+    # under DDP, SpeechBrain replaces it by its DistributedSamplerWrapper, which passes set_epoch on)
     valid_sampler = length_batch_sampler(valid_ds, hparams["valid_batch_seconds"], shuffle=False, seed=0)
     t0 = time.monotonic()
     brain.fit(hparams["epoch_counter"], train_ds, valid_ds, progressbar=progress,
               train_loader_kwargs=loader_kwargs(sampler, hparams["seed"]),
               valid_loader_kwargs=loader_kwargs(valid_sampler, hparams["seed"]))
+    ranks, accum = world_size(), int(brain.grad_accumulation_factor)
     summary = {"out_dir": str(out_dir), "optimizer_step": brain.optimizer_step,
                "epoch": hparams["epoch_counter"].current, "stopped_by_budget": brain.stopped_by_budget,
                "train_seconds": round(time.monotonic() - t0, 2), **extra,
+               "train_loss": (getattr(brain, "train_stats", None) or {}).get("loss"),
+               "world_size": ranks, "grad_accum": accum,
+               # padded seconds of audio per optimizer step: per-rank batch x ranks x accumulation
+               "global_batch_seconds": float(hparams["batch_seconds"]) * ranks * accum,
                "valid": getattr(brain, "last_stats", None)}
-    write_json(out_dir / "train_summary.json", summary)
+    if if_main_process():
+        write_json(out_dir / "train_summary.json", summary)
+    summary["main_process"] = if_main_process()
+    finish_distributed()
     summary["brain"] = brain
     return summary

@@ -24,7 +24,7 @@ from pathlib import Path
 import speechbrain as sb
 
 from corpora.atomic import write_json
-from downstream_asr.common import CTCBrain, fit_by_length
+from downstream_asr.common import CTCBrain, check_run_options, distributed_run_opts, fit_by_length, main_first
 from downstream_asr.data import audio_dataset, length_batch_sampler, oov_report, read_csv
 from downstream_asr.decode import merge, open_for_decoding, recover_best, write_transcripts
 from downstream_asr.rundir import load_hparams, prepare_run
@@ -91,6 +91,7 @@ def build_brain(out_dir: Path, run: dict, vocab, run_opts: dict | None = None):
              "ssl_dim": ssl_hidden_size(run["ssl_folder"]), "n_chars": len(vocab)}
     hparams = load_hparams(out_dir / "hparams.yaml", merge(run["overrides"], fixed))
     opts = {"noprogressbar": not run.get("progress", True), **(run_opts or {})}
+    check_run_options(hparams, opts)
     brain = FinetuneBrain(modules=hparams["modules"], hparams=hparams, run_opts=opts,
                           checkpointer=hparams["checkpointer"])
     brain.vocab = vocab
@@ -104,7 +105,8 @@ def _run_opts(run: dict, run_opts: dict | None) -> dict:
 
 def train_finetune(ref, train_csv, valid_csv, out_dir, hparams_file=None, overrides: dict | None = None,
                    data_root: str | None = None, progress: bool = True, device: str = "cpu",
-                   precision: str = "fp32", run_opts: dict | None = None) -> dict:
+                   precision: str = "fp32", run_opts: dict | None = None, grad_accum: int | None = None,
+                   ckpt_interval_minutes: float | None = None) -> dict:
     """Fine-tune (or resume fine-tuning) ``ref`` (a ssl_pretrain.checkpoints.CheckpointRef) in
     ``out_dir`` on ``device``; returns a summary dict.
 
@@ -112,19 +114,41 @@ def train_finetune(ref, train_csv, valid_csv, out_dir, hparams_file=None, overri
     ``precision`` is SpeechBrain's: fp16/bf16 autocast with fp32 weights and optimizer state.
     Stopping by ``max_steps``/``max_minutes`` leaves a resumable checkpoint: the same call
     with a larger budget continues at the saved optimizer step.
+
+    ``grad_accum``: batches per optimizer step. ``ckpt_interval_minutes``: also checkpoint every
+    so many minutes inside an epoch (a killed or requeued job resumes from there). None: the
+    yaml's ``grad_accumulation_factor`` / ``ckpt_interval_minutes`` (SpeechBrain's run options).
+
+    Under torchrun every rank calls this: ranks join the process group (DDP), only rank 0 writes
+    the run directory, and the process group is closed again before returning
+    (``summary["main_process"]`` says which rank this is), so that rank 0 can decode alone.
     """
     from ssl_pretrain.device import runtime_info
     out_dir = Path(out_dir)
-    ssl_folder = ref.hf_folder(out_dir / "ssl_hf")  # a fairseq .pt is converted once, by content
-    ssl_hidden_size(ssl_folder)  # a clear error before anything is written
-    run, vocab, train = prepare_run(ref.describe(), train_csv, out_dir, hparams_file, overrides, data_root,
-                                    kind="finetune", default_hparams=DEFAULT_HPARAMS,
-                                    extra={"ssl_folder": str(ssl_folder), "runtime": runtime_info(device, precision)})
-    run["progress"] = progress
-    valid = read_csv(valid_csv, TextNorm.from_dict(run["text_norm"]), training=False, data_root=data_root)
-    run["valid_csv"] = str(Path(valid_csv).resolve())
-    write_json(out_dir / "run.json", run)
-    brain, hparams = build_brain(out_dir, run, vocab, _run_opts(run, run_opts))
+    dist_opts = distributed_run_opts(device)
+    device = dist_opts.get("device", device)  # under torchrun on CUDA: this rank's GPU
+
+    def prepare(write: bool):
+        ssl_folder = ref.hf_folder(out_dir / "ssl_hf")  # a fairseq .pt is converted once, by content
+        ssl_hidden_size(ssl_folder)  # a clear error before anything is written
+        run, vocab, train = prepare_run(ref.describe(), train_csv, out_dir, hparams_file, overrides, data_root,
+                                        kind="finetune", default_hparams=DEFAULT_HPARAMS,
+                                        extra={"ssl_folder": str(ssl_folder),
+                                               "runtime": runtime_info(device, precision)})
+        run["progress"] = progress
+        valid = read_csv(valid_csv, TextNorm.from_dict(run["text_norm"]), training=False, data_root=data_root)
+        run["valid_csv"] = str(Path(valid_csv).resolve())
+        if write:
+            write_json(out_dir / "run.json", run)
+        return run, vocab, train, valid
+
+    run, vocab, train, valid = main_first(prepare)  # rank 0 converts and writes; the others then read
+    opts = {**_run_opts(run, run_opts), **dist_opts}
+    if grad_accum is not None:
+        opts["grad_accumulation_factor"] = grad_accum
+    if ckpt_interval_minutes is not None:
+        opts["ckpt_interval_minutes"] = ckpt_interval_minutes
+    brain, hparams = build_brain(out_dir, run, vocab, opts)
     sr = int(brain.modules.wav2vec2.feature_extractor.sampling_rate)
     train_ds, valid_ds = audio_dataset(train, vocab, sr), audio_dataset(valid, vocab, sr)
     return fit_by_length(brain, hparams, train_ds, valid_ds, out_dir, progress, vocab_size=len(vocab),

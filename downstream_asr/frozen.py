@@ -27,7 +27,7 @@ from torch import nn
 
 from corpora.atomic import write_json
 from corpora.errors import UserError
-from downstream_asr.common import CTCBrain, fit_by_length
+from downstream_asr.common import CTCBrain, check_run_options, fit_by_length, launched_by_torchrun
 from downstream_asr.data import length_batch_sampler, read_csv
 from downstream_asr.decode import merge, open_for_decoding, recover_best, write_transcripts
 from downstream_asr.perturb import check_factors, speed_perturbed
@@ -225,6 +225,7 @@ def _build(out_dir: Path, run: dict, vocab, run_opts=None):
              "n_chars": len(vocab)}
     hparams = load_hparams(out_dir / "hparams.yaml", merge(run["overrides"], fixed))
     opts = {"noprogressbar": not run.get("progress", True), **(run_opts or {})}
+    check_run_options(hparams, opts)
     brain = FrozenBrain(modules=hparams["modules"], opt_class=hparams["opt_class"], hparams=hparams, run_opts=opts,
                         checkpointer=hparams["checkpointer"])
     brain.vocab = vocab
@@ -249,16 +250,23 @@ def _open_store(run: dict):
 def train_frozen(ref, layer, train_csv, valid_csv, out_dir, *, feature_store=None, device: str = "cpu",
                  precision: str = "fp32", hparams_file=None, overrides: dict | None = None,
                  data_root: str | None = None, progress: bool = True, extra_csvs: list | None = None,
-                 run_opts: dict | None = None) -> dict:
+                 run_opts: dict | None = None, grad_accum: int | None = None,
+                 ckpt_interval_minutes: float | None = None) -> dict:
     """Read (or extract into the feature store) the checkpoint's features, then train (or resume)
     the CTC model in ``out_dir``.
 
     ``ref``: a ssl_pretrain.checkpoints.CheckpointRef. ``layer``: an int, "last" or "all"
     (learned weighted sum). ``feature_store``: the store's root (default OUT/features). Training
     and any extraction run on ``device`` in ``precision``. ``extra_csvs`` (e.g. the test CSV)
-    are read up front so that bad input fails before training, not after.
+    are read up front so that bad input fails before training, not after. ``grad_accum`` and
+    ``ckpt_interval_minutes`` as in downstream_asr.finetune.train_finetune (None: the yaml's).
     """
     from ssl_pretrain.device import runtime_info
+    if launched_by_torchrun():
+        # the heads are small and train in minutes on one process; several ranks would each
+        # extract into the same feature store and write the same run directory
+        raise UserError("`asr frozen` runs in one process, not under torchrun",
+                        fix="launch it without torchrun (use --grad-accum for a larger batch)")
     from ssl_pretrain.feature_store import SSLExtractor
     extractor = SSLExtractor(ref, device, precision)
     layer = _layer_arg(layer)
@@ -279,8 +287,12 @@ def train_frozen(ref, layer, train_csv, valid_csv, out_dir, *, feature_store=Non
         read_csv(extra_csv, norm, training=False, data_root=data_root)
     run["valid_csv"] = str(Path(valid_csv).resolve())
     write_json(out_dir / "run.json", run)
-    brain, hparams = _build(out_dir, run, vocab, {"device": device, "precision": precision,
-                                                  "eval_precision": precision, **(run_opts or {})})
+    opts = {"device": device, "precision": precision, "eval_precision": precision, **(run_opts or {})}
+    if grad_accum is not None:
+        opts["grad_accumulation_factor"] = grad_accum
+    if ckpt_interval_minutes is not None:
+        opts["ckpt_interval_minutes"] = ckpt_interval_minutes
+    brain, hparams = _build(out_dir, run, vocab, opts)
     store = _open_store(run)
     t_feat = time.monotonic()
     views = [feature_view(store, extractor, layer, train, hparams["extract_batch_seconds"], progress)]

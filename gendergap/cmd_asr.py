@@ -29,6 +29,17 @@ written next to the hypotheses, so WER compares like with like (scored with norm
 
 KEY=VALUE hyperparameter overrides (see the recipe's yaml) go in one run, after the options.
 
+Several processes (`asr finetune` only): launch the same command with torchrun, e.g.
+  torchrun --standalone --nproc_per_node 2 -m gendergap.cli asr finetune ... --grad-accum 1
+Ranks join through SpeechBrain (gloo on --device cpu, nccl on cuda, rank r on GPU r); each
+takes every N-th length-bucketed batch, so one optimizer step covers batch_seconds x ranks x
+--grad-accum padded seconds of audio. Only rank 0 writes the run directory, decodes, scores and
+stores rows; every rank exits 0. Under SLURM, put that torchrun line in the sbatch script
+(one task per node, --cpus-per-task or --gpus for the ranks).
+--ckpt-interval-minutes M also checkpoints inside an epoch (a checkpoint cut short by a kill is
+set aside): rerunning the same command after a kill or a requeue resumes from the last one,
+mid-epoch. ckpt_interval_steps=N (batches) does the same by count.
+
 Per-gender WER needs each test utterance's speaker and gender: from --table (an utterance
 table), else from the test CSV's spk_id and gender columns.
 
@@ -119,6 +130,12 @@ def _train_options(q, default_yaml: str) -> None:
     q.add_argument("--hparams", default=None, help=f"hyperparameter yaml (default: {default_yaml})")
     q.add_argument("--data-root", default=None, help="replaces $data_root in the CSVs' wav paths")
     q.add_argument("--no-progress", action="store_true", help="no progress bars")
+    q.add_argument("--grad-accum", type=int, default=None, metavar="N",
+                   help="accumulate gradients over N batches per optimizer step (SpeechBrain's "
+                        "grad_accumulation_factor; default: the yaml's, 1)")
+    q.add_argument("--ckpt-interval-minutes", type=float, default=None, metavar="M",
+                   help="also checkpoint every M minutes inside an epoch, so that a killed or requeued job "
+                        "resumes mid-epoch (SpeechBrain's ckpt_interval_minutes; default: the yaml's, 0 = off)")
     q.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                    help="hyperparameter overrides, e.g. max_steps=500 max_minutes=2 lr_head=1e-3 "
                         "text_norm.keep_hyphen=false")
@@ -187,10 +204,13 @@ def run_finetune(args) -> int:
     device, precision = runtime(args)
     speakers = speakers_of(args.test, args.table) if args.test else None
     out = Path(args.out)
-    ref = CheckpointRef.resolve(args.ckpt, args.registry)
+    ref = CheckpointRef.resolve(args.ckpt, args.registry, trust=args.trust_checkpoint)
     summary = train_finetune(ref, args.train, args.valid, out, args.hparams, overrides, args.data_root,
-                             progress=not args.no_progress, device=device, precision=precision)
+                             progress=not args.no_progress, device=device, precision=precision,
+                             grad_accum=args.grad_accum, ckpt_interval_minutes=args.ckpt_interval_minutes)
     summary.pop("brain")
+    if not summary["main_process"]:
+        return 0  # under torchrun: rank 0 records, decodes and scores
     print(f"trained to optimizer step {summary['optimizer_step']} in {summary['train_seconds']:.0f} s"
           + (" (stopped by the budget: run again to continue)" if summary["stopped_by_budget"] else ""))
     _record_ckpt_name(out, ref.name)
@@ -199,7 +219,7 @@ def run_finetune(args) -> int:
         score_and_store(meta, speakers, args, checkpoint=ref.name, task="asr-e2e", subset=Path(args.test).stem,
                         config={"recipe": "finetune", "model": str(out.resolve()), "overrides": overrides,
                                 "optimizer_step": summary["optimizer_step"], "ssl": ref.describe(),
-                                "runtime": meta["runtime"]})
+                                "runtime": meta["runtime"], **_batching(summary)})
     return 0
 
 
@@ -213,11 +233,12 @@ def run_frozen(args) -> int:
     device, precision = runtime(args)
     speakers = speakers_of(args.test, args.table) if args.test else None
     out = Path(args.out)
-    ref = CheckpointRef.resolve(args.ckpt, args.registry)
+    ref = CheckpointRef.resolve(args.ckpt, args.registry, trust=args.trust_checkpoint)
     summary = train_frozen(ref, args.layer, args.train, args.valid, out, feature_store=feature_store(args),
                            device=device, precision=precision, hparams_file=args.hparams, overrides=overrides,
                            data_root=args.data_root, progress=not args.no_progress,
-                           extra_csvs=[args.test] if args.test else [])
+                           extra_csvs=[args.test] if args.test else [], grad_accum=args.grad_accum,
+                           ckpt_interval_minutes=args.ckpt_interval_minutes)
     summary.pop("brain")
     print(f"trained to optimizer step {summary['optimizer_step']} in {summary['train_seconds']:.0f} s"
           + (" (stopped by the budget: run again to continue)" if summary["stopped_by_budget"] else ""))
@@ -227,8 +248,13 @@ def run_frozen(args) -> int:
         score_and_store(meta, speakers, args, checkpoint=ref.name, task="asr-frozen", subset=Path(args.test).stem,
                         config={"recipe": "frozen", "layer": args.layer, "model": str(out.resolve()),
                                 "overrides": overrides, "optimizer_step": summary["optimizer_step"],
-                                "ssl": ref.describe(), "runtime": meta["runtime"]})
+                                "ssl": ref.describe(), "runtime": meta["runtime"], **_batching(summary)})
     return 0
+
+
+def _batching(summary: dict) -> dict:
+    """How an optimizer step was made: ranks x accumulated batches (a result row records it)."""
+    return {k: summary[k] for k in ("world_size", "grad_accum", "global_batch_seconds")}
 
 
 def _record_ckpt_name(out: Path, name: str) -> None:
@@ -280,7 +306,8 @@ def run_kaldi_export(args) -> int:
     table = table.reset_index(drop=True)
     audio = resolve_audio(table, args.table).tolist()
     layer = args.layer if args.layer == "last" else _int_layer(args.layer)
-    extractor = SSLExtractor(CheckpointRef.resolve(args.ckpt, args.registry), device, precision)
+    extractor = SSLExtractor(CheckpointRef.resolve(args.ckpt, args.registry, trust=args.trust_checkpoint), device,
+                             precision)
     view = FeatureStore(feature_store(args)).view(extractor, table.assign(audio=audio), layer,
                                                   batch_seconds=args.batch_seconds)
     summary = kaldi_export(view, table, audio, args.out, repeat=2 if args.repeat_frames else 1)

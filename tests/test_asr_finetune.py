@@ -132,3 +132,87 @@ def test_learning_rate_anneals_linearly_to_the_final_ratio(setup, tmp_path):
     with pytest.raises(UserError, match=r"lr_final_ratio must be a number in \(0, 1\]"):
         train_finetune(setup["ssl"], setup["train"], setup["valid"], tmp_path / "bad", progress=False,
                        overrides={**over, "lr_final_ratio": -0.5})
+
+
+def _checkpoints(save_dir):
+    """{checkpoint dir: its meta} for every checkpoint SpeechBrain would list."""
+    import yaml
+    return {m.parent: yaml.safe_load(m.read_text()) for m in sorted(save_dir.glob("CKPT*/CKPT.yaml"))}
+
+
+def test_sigkill_mid_epoch_resumes_from_the_intra_epoch_checkpoint(tmp_path, caplog):
+    """A real kill: `gendergap asr finetune` checkpointing every 4 batches runs in a subprocess and
+    gets SIGKILL once an intra-epoch checkpoint exists. Rerunning resumes at that checkpoint's
+    optimizer step and data position (not at 0, not at an epoch start) and ends with the weights
+    of a run that was never killed. A checkpoint the kill cut short (CKPT.yaml written, files
+    missing) is set aside instead of breaking the resume."""
+    import logging
+    import os
+    import shutil
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = tmp_path / "data"
+    # 40 one-utterance batches an epoch: the kill lands long before the epoch ends
+    corpus = write_corpus(root, {"train": 40, "valid": 2})
+    ssl = CheckpointRef.resolve(tiny_wav2vec2(tmp_path / "w2v"))
+    over = {"batch_seconds": 0.75, "valid_batch_seconds": 6, "lr_head": 5e-3, "lr_wav2vec": 1e-4,
+            "ckpt_interval_steps": 4, "number_of_epochs": 5}
+    killed = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "gendergap.cli", "asr", "finetune", "--ckpt", str(ssl.path), "--train",
+           str(corpus["train"]), "--valid", str(corpus["valid"]), "--out", str(killed), "--device", "cpu",
+           "--no-progress", *[f"{k}={v}" for k, v in over.items()]]
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen(cmd, cwd=repo, env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(repo)},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 240
+        while not any((c / "complete.ckpt").exists() for c in killed.glob("save/CKPT*")):
+            assert proc.poll() is None, f"training ended before a checkpoint: {proc.stderr.read()[-2000:]}"
+            assert time.monotonic() < deadline, "no intra-epoch checkpoint after 240 s"
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    ckpts = {c: m for c, m in _checkpoints(killed / "save").items() if (c / "complete.ckpt").exists()}
+    latest, meta = max(ckpts.items(), key=lambda cm: cm[1]["unixtime"])
+    step = meta["optimizer_step"]
+    position = (latest / "dataloader-TRAIN.ckpt").read_text().strip()  # SaveableDataLoader: batches yielded
+    assert meta["brain_intra_epoch_ckpt"] and not meta["end-of-epoch"]
+    assert step >= 4 and step % 4 == 0 and 0 < step < 40  # inside the first epoch of 40 batches
+    assert 0 < int(position) < 40  # the data loader's place in the epoch is saved too
+    # what a kill in the middle of a save leaves: a newer checkpoint without its last file
+    torn = latest.with_name(latest.name + "-torn")
+    shutil.copytree(latest, torn)
+    (torn / "complete.ckpt").unlink()
+    (torn / "head.ckpt").write_bytes(b"\x80")  # a cut-short torch.save
+    (torn / "CKPT.yaml").write_text((torn / "CKPT.yaml").read_text().replace(str(meta["unixtime"]),
+                                                                             str(meta["unixtime"] + 1)))
+
+    target = step + 3
+    with caplog.at_level(logging.INFO, logger="downstream_asr.common"):
+        resumed = train_finetune(ssl, corpus["train"], corpus["valid"], killed, progress=False,
+                                 overrides={**over, "max_steps": target})
+    # mid-epoch: no epoch complete yet, and the saved number of batches into the first one
+    assert f"resumed at optimizer step {step} (0 epoch(s) complete, {position} batch(es) into the next)" in caplog.text
+    assert "was not completely written" in caplog.text and (killed / "save" / f"INCOMPLETE-{torn.name}").is_dir()
+    assert resumed["optimizer_step"] == target
+    full = train_finetune(ssl, corpus["train"], corpus["valid"], tmp_path / "never-killed", progress=False,
+                          overrides={**over, "max_steps": target})
+    a, b = _params(full["brain"]), _params(resumed["brain"])
+    for k in a:
+        torch.testing.assert_close(b[k], a[k], rtol=1e-5, atol=1e-6, msg=k)
+
+
+def test_run_option_errors_are_user_errors(setup, tmp_path):
+    with pytest.raises(UserError, match="both set"):
+        train_finetune(setup["ssl"], setup["train"], setup["valid"], tmp_path / "r1", progress=False,
+                       overrides={**FAST, "ckpt_interval_steps": 2}, ckpt_interval_minutes=5)
+    with pytest.raises(UserError, match="whole number >= 1"):
+        train_finetune(setup["ssl"], setup["train"], setup["valid"], tmp_path / "r2", progress=False,
+                       overrides=FAST, grad_accum=0)
