@@ -66,11 +66,21 @@ def load(args):
 
 
 def check_inputs(cfg, jobs) -> None:
-    """Inputs the config names must exist before a real run starts (the dry run skips this)."""
+    """Inputs the config names must exist before a real run starts (the dry run skips this), and
+    a checkpoint that would unpickle more than genuine checkpoints do is refused here, before any
+    job runs (unless the config says trust_checkpoints: true)."""
+    from ssl_pretrain.safe_load import TRUST_FIX, unsafe_classes
     for job in jobs:
         for step in job["steps"]:
             kw = step.get("kwargs", {})
             for e in kw.get("entries", []):
+                unsafe = unsafe_classes(e["path"]) if e.get("path") and not cfg.data["trust_checkpoints"] else []
+                if unsafe:
+                    raise UserError(f"checkpoint {e['name']!r}: {e['path']} would unpickle {', '.join(unsafe)}, "
+                                    "which no genuine checkpoint needs (and which could run code)", path=cfg.path,
+                                    line=cfg.lines.get(f"checkpoints.{e['name']}"),
+                                    fix=TRUST_FIX.replace("pass --trust-checkpoint (trust_checkpoints: true in a "
+                                                          "study config)", "set trust_checkpoints: true"))
                 if e.get("path") and not Path(e["path"]).exists():
                     raise UserError(f"checkpoint {e['name']!r}: {e['path']} does not exist", path=cfg.path,
                                     line=cfg.lines.get(f"checkpoints.{e['name']}"), fix="fix its `path:`")

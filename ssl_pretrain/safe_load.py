@@ -67,6 +67,20 @@ def load_torch_file(path: str | os.PathLike, *, trust: bool = False, what: str =
             from None
 
 
+def unsafe_classes(path: str | os.PathLike) -> list[str]:
+    """The classes a .pt would unpickle beyond torch's safe set and our allowlist, read from its
+    pickle opcodes without loading a tensor (cheap enough to check a whole study config first)."""
+    path = Path(path)
+    if is_packed(path) or not path.is_file():
+        return []
+    allowed = {f"{c.__module__}.{c.__qualname__}" for c in SAFE_GLOBALS}
+    try:
+        found = torch.serialization.get_unsafe_globals_in_checkpoint(str(path))
+    except Exception:  # noqa: BLE001 -- not a zip checkpoint: load_torch_file will say so, with the reason
+        return []
+    return sorted(set(found) - allowed)
+
+
 def save_packed(state: dict, out: str | os.PathLike, half: bool = True) -> Path:
     """A fairseq wav2vec 2.0 checkpoint dict as one .safetensors file (weights + config metadata)."""
     from safetensors.torch import save_file

@@ -35,26 +35,40 @@ def genuine():
 
 
 def test_a_crafted_checkpoint_runs_nothing_in_any_command(genuine, tmp_path, capsys):
+    from asr_helpers import write_corpus
+    from corpora.table import read_table, write_table
     marker = tmp_path / "pwned"
     evil = tmp_path / "evil.pt"
     torch.save({**genuine, "cfg": RunsACommand(marker)}, evil)
-    table = tmp_path / "t.tsv"
-    table.write_text("id\taudio\n", encoding="utf-8")
+    data = write_corpus(tmp_path / "data")
+    table = read_table(data["table"])
+    write_table(table.assign(tgt_text_en=table["text"]), data["table"])
+    t, store = str(data["table"]), ["--feature-store", str(tmp_path / "store")]
+    csvs = ["--train", str(data["train"]), "--valid", str(data["valid"])]
+    config = tmp_path / "study.yaml"
+    config.write_text(f"corpus: {{table: {t}}}\ncheckpoints:\n  X: {{path: {evil}}}\n"
+                      "tasks:\n  asr-frozen: {corpus: tiny}\n", encoding="utf-8")
     commands = [["ckpt", "--registry", str(tmp_path / "r.json"), "add", "x", str(evil)],
                 ["ckpt", "convert", str(evil), "--out", str(tmp_path / "hf")],
                 ["ckpt", "pack", str(evil), "--out", str(tmp_path / "p.safetensors")],
                 ["ckpt", "eval", str(evil), "--manifest", str(tmp_path)],
-                ["ckpt", "features", str(evil), "--table", str(SHIPPED / "missing.tsv"), "--feature-store",
-                 str(tmp_path / "store")]]
+                ["ckpt", "features", str(evil), "--table", t, *store],
+                ["asr", "finetune", "--ckpt", str(evil), *csvs, "--out", str(tmp_path / "ft")],
+                ["asr", "frozen", "--ckpt", str(evil), *csvs, "--out", str(tmp_path / "fr"), *store],
+                ["st", "train", "--ckpt", str(evil), "--layer", "1", "--train", t, "--train-split", "train",
+                 "--valid", t, "--valid-split", "valid", "--src", "fr", "--tgt", "en", "--out", str(tmp_path / "st"),
+                 *store],
+                ["probe", "run", "--ckpt", str(evil), "--table", t, "--out", str(tmp_path / "probes"), *store],
+                ["sweep", "--config", str(config), "--out", str(tmp_path / "sweep")]]
     for argv in commands:
         assert main(argv) == 2, argv
         said = capsys.readouterr().err
         err = [line for line in said.splitlines() if line.startswith("gendergap: error")]
         assert len(err) == 1 and "Traceback" not in said, said
-        if argv[1] != "features":  # features reads its table first; the others name the class
-            assert "refusing to unpickle posix.system" in err[0] and str(evil) in err[0], err
-            assert "--trust-checkpoint" in err[0]
+        assert "posix.system" in err[0] and str(evil) in err[0] and "trust" in err[0], err
     assert not marker.exists()
+    assert f"{config}:3:" in err[0]  # the sweep names the config line of the checkpoint, before any job runs
+    assert not (tmp_path / "sweep").exists()
 
 
 def test_unknown_classes_are_refused_unless_trusted(genuine, tmp_path, capsys):
