@@ -21,14 +21,14 @@ from ssl_pretrain.manifest_check import check_manifest_dir
 
 @torch.no_grad()
 def contrastive_accuracy(ref, manifest_dir: str | os.PathLike, split: str = "valid", seed: int = 0,
-                         max_tokens: int = 400_000, device: str = "cpu", precision: str = "fp32") -> dict:
+                         max_tokens: int = 400_000, device: str = "cpu") -> dict:
     """{accuracy, chance, code_perplexity, loss, n_masked, random_init} of ``ref`` (a
     ssl_pretrain.checkpoints.CheckpointRef; its random-init twin builds fairseq's model with
     fresh weights under ``torch.manual_seed(ref.random_init_seed)``) on ``manifest_dir/<split>.tsv``.
-    The forward passes run on ``device`` under autocast to ``precision``."""
+    The forward passes run on ``device`` in fp32: fairseq's wav2vec 2.0 forward fails under
+    autocast (its masking writes the fp32 mask embedding into a half-precision tensor)."""
     from fairseq import tasks
 
-    from ssl_pretrain.device import autocast
     state = ref.fairseq_state()  # refuses fine-tuned or non-wav2vec2 checkpoints
     random_init = ref.is_twin
     manifest_dir = Path(manifest_dir)
@@ -61,8 +61,7 @@ def contrastive_accuracy(ref, manifest_dir: str | os.PathLike, split: str = "val
     for sample in batches:
         sample["net_input"]["mask_indices"] = _seeded_masks(model, cfg.model, sample, seed)
         sample = _to(sample, device)
-        with autocast(device, precision):
-            _, _, out = criterion(model, sample)
+        _, _, out = criterion(model, sample)
         correct += int(out["correct"])
         count += int(out["count"])
         loss += float(out["loss"])

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -104,3 +105,24 @@ def test_bad_input_fails_before_training(setup, tmp_path, capsys):
     nogender = edit_csv(setup["test"], tmp_path / "ng.csv", lambda d: d.drop(columns=["gender"]))
     rc = main(["asr", "decode", "--model", str(out), "--test", str(nogender)])
     assert rc == 2 and "spk_id/gender" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("recipe", ["finetune", "frozen"])
+def test_bf16_autocast_trains_and_decodes_on_the_cpu(setup, tmp_path, recipe):
+    """--precision bf16 runs SpeechBrain's own autocast on a CPU (fp32 weights): the run records it
+    and training gives finite losses."""
+    out = tmp_path / recipe
+    options = ["--layer", "all", "--feature-store", str(tmp_path / "store")] if recipe == "frozen" else []
+    sizes = ["hidden_size=32", "proj_dim=32"] if recipe == "frozen" else []
+    assert main(["asr", recipe, "--ckpt", str(setup["ssl"]), "--train", str(setup["train"]), "--valid",
+                 str(setup["valid"]), "--test", str(setup["test"]), "--out", str(out), "--device", "cpu",
+                 "--precision", "bf16", *options, *FAST, "max_steps=2", *sizes]) == 0
+    run = json.loads((out / "run.json").read_text())
+    assert run["runtime"]["precision"] == "bf16" and run["runtime"]["device"] == "cpu"
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["optimizer_step"] == 2 and np.isfinite(summary["valid"]["loss"])
+    assert json.loads((out / "test.json").read_text())["runtime"]["precision"] == "bf16"
+    weights = next((out / "save").glob("CKPT*/" + ("model.ckpt" if recipe == "frozen" else "head.ckpt")))
+    import torch
+    state = torch.load(weights, weights_only=True)
+    assert all(v.dtype != torch.bfloat16 for v in state.values() if torch.is_tensor(v))  # fp32 master weights
