@@ -124,6 +124,45 @@ def on_device(cfg: dict, device: str, precision: str) -> dict:
     return cfg
 
 
+def recipe_update_freq(cfg: dict) -> int:
+    """The preset's update_freq: how many GPUs' batches its one GPU accumulates (1 if unset)."""
+    value = cfg["train"].get("update-freq", 1)
+    if isinstance(value, str):
+        value = value.strip("[] ").split(",")[0]
+    return int(value)
+
+
+def on_gpus(cfg: dict, gpus: int) -> dict:
+    """A copy of ``cfg`` that keeps the preset's effective batch on ``gpus`` GPUs.
+
+    A preset's max-tokens x update-freq is written for ONE GPU (xs: 40,000 frames x 8, fairseq's
+    mTEDx recipe "simulates 8 GPUs with 1 GPU"). fairseq-train runs one rank per visible GPU, each
+    with max-tokens, so on G GPUs update-freq = recipe update-freq / G (xs: 8 GPUs -> 1, 2 -> 4).
+    G must divide it: otherwise the batch (and with it lr and warm-up) would no longer be the
+    recipe's. ``distributed-world-size`` is set to G, and ``gpu`` (CUDA_VISIBLE_DEVICES, set by
+    `on_device`) widens from one index N to N..N+G-1. ``gpus`` 1 returns the preset unchanged.
+    """
+    if gpus < 1:
+        raise UserError(f"need at least 1 GPU (got --gpus {gpus})", fix="pass --gpus N with N >= 1")
+    cfg = copy.deepcopy(cfg)
+    if gpus == 1:
+        return cfg
+    if not cfg.get("gpu"):
+        raise UserError(f"--gpus {gpus} needs a CUDA device", fix="pass --device cuda (or drop --gpus)")
+    freq = recipe_update_freq(cfg)
+    if freq % gpus:
+        whole = [g for g in range(1, freq + 1) if freq % g == 0]
+        raise UserError(f"the preset accumulates {freq} batches per update (update-freq {freq}); {gpus} GPUs "
+                        f"cannot share that evenly", path=cfg.get("_source"),
+                        fix=f"use {', '.join(map(str, whole))} GPUs, or set update-freq=K yourself to change the batch")
+    cfg["train"]["update-freq"] = freq // gpus
+    cfg["train"]["distributed-world-size"] = gpus
+    first = int(str(cfg["gpu"]).split(",")[0])
+    cfg["gpu"] = ",".join(str(first + i) for i in range(gpus))
+    cfg["gpus"] = gpus
+    return cfg
+
+
 def as_flags(options: dict) -> list[str]:
     """fairseq command-line flags from a ``{flag: value}`` section (true = bare flag)."""
     out: list[str] = []

@@ -23,7 +23,12 @@ root dir on line 1, then relpath<TAB>num_samples.
 LAUNCH_EPILOG = """\
 Submits through submitit: one task per GPU, fairseq's distributed init from the SLURM
 environment, requeue on preemption / time-out (resumes from checkpoint_last.pt).
-update_freq is computed so one update sees the recipe's batch (large: 128 GPUs x 1.2M samples).
+Each rank runs the recipe's per-GPU batch (max_tokens and the batch_size crop cap) and
+update_freq makes world x update_freq the recipe's (large: 128 GPUs x 1.2M samples, <= 4 crops).
+Precision: fp16 as in the recipes; --bf16 on A100 profiles (the dry run prints fairseq's caveat).
+--cpus-per-task defaults to the profile's (v100-32g 10, a100-* 8, cpu 1) and is exported to
+srun as SRUN_CPUS_PER_TASK. A multi-node job needs --out on a shared file system: /tmp,
+/dev/shm, /var/tmp, $TMPDIR and other node-local dirs are refused.
 examples:
   # the study's setting: 16 V100-32GB (2 nodes x 8) -> update_freq 8; look first:
   gendergap pretrain launch --preset large --hardware v100-32g --nodes 2 --gpus-per-node 8 \\
@@ -31,9 +36,18 @@ examples:
       optimization.max_update=125000 --dry-run
   # the same job through submitit's local executor (tests, a workstation):
   gendergap pretrain launch --preset tiny --executor local --manifest m/F --out runs/ssl/F
-  # a SLURM cluster without GPUs (e.g. the tests' one-node cluster): one CPU task
-  gendergap pretrain launch --preset tiny --hardware cpu --cpus-per-task 1 --threads 1 \
+  # a SLURM cluster without GPUs (e.g. the tests' one-node cluster): 2 CPU ranks (gloo)
+  gendergap pretrain launch --preset tiny --hardware cpu --tasks-per-node 2 --threads 1 \
       --partition local --time 10 --manifest m/F --out runs/ssl/F --wait
+"""
+
+PLAN_EPILOG = """\
+"samples/update" and "crops/update" are the most one update can hold (every rank batch full);
+with --manifest they are measured: fairseq's own batch sampler (FileAudioDataset.batch_by_size,
+crops to task.max_sample_size) runs on the manifest's lengths.
+examples:
+  gendergap pretrain plan --preset large --hardware a100-80g --nodes 1 --gpus-per-node 8
+  gendergap pretrain plan --preset large --hardware v100-32g --nodes 2 --gpus-per-node 8 --manifest m/F
 """
 
 # the hardware profiles of ssl_pretrain/hardware.py (PROFILES), named here so building the parser
@@ -85,7 +99,10 @@ def run_launch(args) -> int:
         raise UserError("--executor slurm needs --hardware",
                         fix=f"pass --hardware {' / '.join(PROFILE_NAMES)} (cpu: one CPU task, no GPU)")
     if args.hardware:
-        plan = plan_batch(args.preset, args.hardware, args.nodes, args.gpus_per_node)
+        plan = plan_batch(args.preset, args.hardware, args.nodes, args.gpus_per_node, args.tasks_per_node,
+                          bf16=args.bf16)
+    elif args.bf16 or args.tasks_per_node:
+        raise UserError("--bf16 / --tasks-per-node need --hardware", fix="pass --hardware a100-80g (or cpu)")
     slurm = SlurmOptions(partition=args.partition, time_min=parse_time_minutes(args.time), account=args.account,
                          qos=args.qos, constraint=args.constraint, cpus_per_task=args.cpus_per_task,
                          mem_gb=args.mem_gb)
@@ -103,11 +120,31 @@ def run_launch(args) -> int:
 
 
 def run_plan(args) -> int:
-    from ssl_pretrain.hardware import plan_batch
-    plan = plan_batch(args.preset, args.hardware, args.nodes, args.gpus_per_node)
+    from ssl_pretrain.hardware import BF16_CAVEAT, measure_batches, plan_batch
+    plan = plan_batch(args.preset, args.hardware, args.nodes, args.gpus_per_node, args.tasks_per_node,
+                      bf16=args.bf16)
     print(plan.describe())
+    if args.manifest:
+        m = measure_batches(plan, args.preset, args.manifest)
+        print(f"measured on {args.manifest} (fairseq's batch sampler, {m['batches']} batches): "
+              f"{m['crops_per_update']:.1f} crops/update, {m['samples_per_update']:,.0f} samples/update "
+              f"({m['audio_s_per_update']:.0f} s of audio)")
+    if plan.bf16:
+        print("bf16 caveat: " + BF16_CAVEAT)
     print(" ".join(plan.overrides()))
     return 0
+
+
+def _add_layout(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--nodes", type=int, default=1, help="nodes (default 1)")
+    p.add_argument("--gpus-per-node", type=int, default=None,
+                   help="GPUs per node = tasks per node (default 8; not with the cpu profile)")
+    p.add_argument("--tasks-per-node", type=int, default=None,
+                   help="cpu profile: CPU ranks on the node, one SLURM task each, gloo (default 1); "
+                        "GPU profiles: always one task per GPU")
+    p.add_argument("--bf16", action="store_true",
+                   help="bf16 instead of fp16 (A100 profiles; fairseq's bf16 is not mixed precision: "
+                        "see the caveat printed)")
 
 
 def register(subparsers, group: str, help: str) -> None:
@@ -125,17 +162,16 @@ def register(subparsers, group: str, help: str) -> None:
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_common(la)
     la.add_argument("--hardware", choices=PROFILE_NAMES,
-                    help="GPU profile: per-GPU max_tokens, fp16/bf16; cpu: one CPU task "
+                    help="GPU profile: precision, CPUs per task; cpu: CPU ranks, no GPU "
                          "(required for --executor slurm)")
-    la.add_argument("--nodes", type=int, default=1, help="nodes (default 1)")
-    la.add_argument("--gpus-per-node", type=int, default=None,
-                    help="GPUs per node = tasks per node (default 8; the cpu profile: one task)")
+    _add_layout(la)
     la.add_argument("--partition", help="SLURM partition")
     la.add_argument("--time", default="4320", help="time limit: minutes, H:MM:SS or D-HH:MM:SS (default 3 days)")
     la.add_argument("--account", help="SLURM account")
     la.add_argument("--qos", help="SLURM quality of service")
     la.add_argument("--constraint", help="SLURM node constraint, e.g. v100-32g")
-    la.add_argument("--cpus-per-task", type=int, default=10, help="CPUs per GPU task (data loading; default 10)")
+    la.add_argument("--cpus-per-task", type=int, default=None,
+                    help="CPUs per task (data loading; default: the profile's, v100-32g 10, a100-* 8, cpu 1)")
     la.add_argument("--mem-gb", type=int, default=None, help="memory per node in GB (default: SLURM's)")
     la.add_argument("--executor", choices=("slurm", "local"), default="slurm",
                     help="slurm (default) or submitit's local executor")
@@ -143,12 +179,12 @@ def register(subparsers, group: str, help: str) -> None:
     la.add_argument("--wait", action="store_true", help="wait for the job and print its result")
     la.set_defaults(func=run_launch)
 
-    pl = sub.add_parser("plan", help="print update_freq / max_tokens for a preset on given GPUs",
-                        description="How a preset's batch is laid out on the GPUs at hand.",
-                        epilog="example: gendergap pretrain plan --preset large --hardware a100-80g --nodes 1 --gpus-per-node 8",
+    pl = sub.add_parser("plan", help="print update_freq / max_tokens / samples per update for a preset on given GPUs",
+                        description="How a preset's batch is laid out on the GPUs at hand.", epilog=PLAN_EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    pl.add_argument("--preset", default="large")
+    pl.add_argument("--preset", default="large", help="large, base, tiny, or a fairseq hydra yaml file (default large)")
     pl.add_argument("--hardware", required=True, choices=PROFILE_NAMES)
-    pl.add_argument("--nodes", type=int, default=1)
-    pl.add_argument("--gpus-per-node", type=int, default=None, help="default 8 (the cpu profile: one task)")
+    _add_layout(pl)
+    pl.add_argument("--manifest", default=None,
+                    help="measure crops and samples per update on this manifest (dir with train.tsv, or a .tsv)")
     pl.set_defaults(func=run_plan)

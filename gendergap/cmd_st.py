@@ -34,6 +34,8 @@ what it does:
      checkpoints; tiny: 4 saved every 25 updates), and averages them into OUT/checkpoint_avg.pt.
   Running the same command again resumes an interrupted run; a finished one only re-averages.
 
+GPUs: xs's batch is fairseq's mTEDx recipe, 40,000 frames x update-freq 8 on one GPU;
+--gpus G runs G ranks with update-freq 8 / G (G in 1, 2, 4, 8), the same batch per update.
 presets: xs = the study's (6 enc / 3 dec layers, dim 256, 500 epochs); tiny = for tests and
 the built-in study on a CPU (3 enc / 2 dec, dim 128, no dropout, auxiliary CTC loss on the
 encoder, 450 updates: BLEU 25-33 fr->en on the mini corpus from the shipped checkpoints' layer 1
@@ -89,6 +91,9 @@ def register(subparsers, group: str, help: str) -> None:
     t.add_argument("--out", required=True, help="model dir (data/, checkpoints/, checkpoint_avg.pt, train.log, st.json)")
     t.add_argument("--preset", default="tiny", help="xs (the study's), tiny, or a preset YAML file (default tiny)")
     t.add_argument("--seed", type=int, default=None, help="fairseq seed (default: the preset's)")
+    t.add_argument("--gpus", type=int, default=1,
+                   help="GPUs for fairseq-train, from --device cuda:N on (default 1); update-freq becomes the "
+                        "preset's / GPUs so the batch stays the recipe's (xs: 8 -> 1 on 8 GPUs; must divide it)")
     t.add_argument("overrides", nargs="*", metavar="key=value", help="preset overrides (see below)")
     t.set_defaults(func=run_train)
 
@@ -143,7 +148,7 @@ def _source(args, device: str, precision: str):
         except ValueError:
             raise UserError(f"--layer {args.layer!r} is not a number or 'last'", fix="e.g. --layer 6") from None
     return FeatureSource(ckpt=args.ckpt, layer=layer, store=feature_store(args), registry=args.registry,
-                         index=args.features_index, device=device, precision=precision)
+                         index=args.features_index, device=device, precision=precision, trust=args.trust_checkpoint)
 
 
 def _limit_threads(preset: dict) -> None:
@@ -156,14 +161,14 @@ def _limit_threads(preset: dict) -> None:
 
 def run_train(args) -> int:
     from downstream_st.prepare import prepare_rows
-    from downstream_st.presets import apply_overrides, load_preset, on_device
+    from downstream_st.presets import apply_overrides, load_preset, on_device, on_gpus
     from downstream_st.train import train_st
     from ssl_pretrain.device import runtime_info
 
     device, precision = runtime(args)
     preset = load_preset(args.preset)
     overrides = list(args.overrides) + ([f"seed={args.seed}"] if args.seed is not None else [])
-    preset = on_device(apply_overrides(preset, overrides), device, precision)
+    preset = on_gpus(on_device(apply_overrides(preset, overrides), device, precision), args.gpus)
     _limit_threads(preset)
     source = _source(args, device, precision)
     started = time.time()

@@ -2,13 +2,15 @@
 
 On SLURM every task runs fairseq-hydra-train; fairseq reads its rank, world size and the
 master node from the SLURM environment (`distributed_training.distributed_port` > 0 switches
-that on). On preemption or time-out submitit requeues the job (`Checkpointable`) and fairseq
+that on). CPU ranks (the cpu profile, gloo) go through `python -m ssl_pretrain.run`, which
+works around fairseq's two CUDA-only calls on that path (see ssl_pretrain/run.py). On preemption or time-out submitit requeues the job (`Checkpointable`) and fairseq
 resumes from checkpoint_last.pt. Global rank 0 also runs the watchdog: on a trip it rolls
 back, journals, and requeues the job, which restarts with the lower lr recorded in the journal.
 """
 from __future__ import annotations
 
 import logging
+import os
 import re
 import shlex
 import subprocess
@@ -22,7 +24,7 @@ import submitit
 from corpora.atomic import write_text
 from corpora.errors import UserError
 from ssl_pretrain import watchdog as wd
-from ssl_pretrain.hardware import BatchPlan
+from ssl_pretrain.hardware import BF16_CAVEAT, BatchPlan
 from ssl_pretrain.run import (base_lr, build_command, check_overrides, fairseq_env, read_log_from, recover,
                               resume_updates, run_pretraining, start_fairseq, stop, watchdog_state)
 from ssl_pretrain.manifest_check import check_manifest_dir
@@ -58,15 +60,19 @@ class SlurmOptions:
     account: str | None = None
     qos: str | None = None
     constraint: str | None = None
-    cpus_per_task: int = 10
+    cpus_per_task: int | None = None   # None: the hardware profile's (HardwareProfile.cpus_per_task)
     mem_gb: int | None = None
     extra: dict = field(default_factory=dict)
 
     def submitit_parameters(self, plan: BatchPlan, job_name: str) -> dict:
-        """SlurmExecutor parameters: one task per GPU (the cpu profile: one task, no GPU request,
-        which a cluster without GPUs would refuse)."""
-        p = {"job_name": job_name, "nodes": plan.nodes, "ntasks_per_node": max(1, plan.gpus_per_node),
-             "cpus_per_task": self.cpus_per_task, "time": self.time_min, "signal_delay_s": 120}
+        """SlurmExecutor parameters: one task per GPU (the cpu profile: its CPU ranks and no GPU
+        request, which a cluster without GPUs would refuse)."""
+        cpus = self.cpus_per_task or plan.cpus_per_task
+        p = {"job_name": job_name, "nodes": plan.nodes, "ntasks_per_node": plan.tasks_per_node,
+             "cpus_per_task": cpus, "time": self.time_min, "signal_delay_s": 120,
+             # SLURM >= 22.05 no longer passes sbatch's --cpus-per-task down to srun: without
+             # this the tasks get one core each and fairseq's data workers share it
+             "setup": [f"export SRUN_CPUS_PER_TASK={cpus}"]}
         if plan.gpus_per_node:
             p["gpus_per_node"] = plan.gpus_per_node
         for k in ("partition", "account", "qos", "constraint"):
@@ -101,7 +107,10 @@ class PretrainJob(submitit.helpers.Checkpointable):
                                                  base_lr(self.preset, self.overrides), self.seed)
         port = 10000 + int(re.sub(r"\D", "", str(env.job_id))[-4:] or 0) % 20000
         extra = [f"distributed_training.distributed_port={port}"] + ([f"optimization.lr=[{lr}]"] if restarts else [])
-        cmd = build_command(self.preset, self.manifest, self.out, seed, self.overrides + extra)
+        cpu_ranks = "common.cpu=true" in self.overrides
+        # one hydra dir per rank: each writes its .hydra/config.yaml and hydra_train.log there
+        cmd = build_command(self.preset, self.manifest, self.out, seed, self.overrides + extra,
+                            hydra_dir=out / "hydra" / f"rank{env.global_rank}", cpu_ranks=cpu_ranks)
         log_path = out / ("train.log" if env.global_rank == 0 else f"train.rank{env.global_rank}.log")
         offset = log_path.stat().st_size if log_path.exists() else 0
         start_updates = resume_updates(out / "train.log")
@@ -138,17 +147,40 @@ def render_sbatch(plan: BatchPlan, slurm: SlurmOptions, folder: Path, job_name: 
     return sl._make_sbatch_string(command=submit_command(job_folder), folder=str(job_folder), **params)
 
 
+# where a node keeps its own files: a multi-node job writing there splits its checkpoints
+# across nodes (rank 0 saves, the others resume from nothing after a requeue)
+NODE_LOCAL_DIRS = ("/tmp", "/dev/shm", "/var/tmp", "/scratch/local", "/local", "/localscratch", "/lscratch")
+
+
+def node_local_root(path: Path) -> str | None:
+    """The node-local directory ``path`` lies under ($TMPDIR, $SLURM_TMPDIR, /tmp, ...), or None."""
+    roots = list(NODE_LOCAL_DIRS) + [os.environ[v] for v in ("TMPDIR", "SLURM_TMPDIR", "JOBTMP") if os.environ.get(v)]
+    path = Path(os.path.abspath(path))
+    for root in roots:
+        for r in {Path(os.path.abspath(root)), Path(root).resolve()}:
+            if path == r or r in path.parents:
+                return str(root)
+    return None
+
+
 def launch(preset: str, manifest_dir, out_dir, plan: BatchPlan | None, slurm: SlurmOptions | None = None,
            seed: int | None = None, overrides=(), policy: wd.Policy | None = wd.Policy(),
            executor: str = "slurm", dry_run: bool = False, check_audio: str = "sample",
            threads: int | None = None):
     """Submit (or with ``dry_run`` only describe) a pretraining job.
 
-    executor "slurm": ``plan`` sets nodes / GPUs / batch (the ``cpu`` profile: one CPU task);
+    executor "slurm": ``plan`` sets nodes / GPUs / batch (the ``cpu`` profile: CPU ranks, gloo);
+    a multi-node plan refuses a node-local ``out_dir`` (/tmp, /dev/shm, $TMPDIR, ...);
     "local": one local process (CPU or local GPUs), same job object, for testing the submit
     path. ``threads`` caps torch's CPU threads in the job (OMP_NUM_THREADS). Returns the
     submitit job, or the dry-run text.
     """
+    if plan is not None and plan.nodes > 1 and executor == "slurm":
+        local = node_local_root(out_dir)
+        if local is not None:
+            raise UserError(f"--out {out_dir} is under {local}, which each node has its own copy of; a "
+                            f"{plan.nodes}-node job needs one shared output dir",
+                            fix="give --out on a shared file system (e.g. $WORK or $SCRATCH)")
     out_dir = Path(out_dir).resolve()
     overrides = check_overrides(overrides)
     folder = out_dir / "submitit"
@@ -158,10 +190,14 @@ def launch(preset: str, manifest_dir, out_dir, plan: BatchPlan | None, slurm: Sl
     job_name = f"w2v2-{Path(preset).stem}-{out_dir.name}"
     if dry_run:
         cmd = build_command(preset, manifest_dir, out_dir, seed, all_overrides
-                            + (["distributed_training.distributed_port=<10000 + job id % 20000>"] if distributed else []))
+                            + (["distributed_training.distributed_port=<10000 + job id % 20000>"] if distributed else []),
+                            hydra_dir=(out_dir / "hydra" / "rank<global rank>") if distributed else None,
+                            cpu_ranks=distributed and plan.cpu)
         parts = []
         if plan:
             parts.append("# " + plan.describe())
+            if plan.bf16:
+                parts.append("# bf16 caveat: " + BF16_CAVEAT)
         if executor == "slurm":
             parts += ["# ---- sbatch script (submitit) ----", render_sbatch(plan, slurm or SlurmOptions(), folder, job_name)]
         parts += ["# ---- fairseq command (each task) ----", shlex.join(cmd)]

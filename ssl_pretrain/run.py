@@ -74,15 +74,22 @@ def base_lr(preset: str, overrides: list[str]) -> float:
     return float(v)
 
 
-def build_command(preset: str, manifest_dir, out_dir, seed: int | None = None, overrides=()) -> list[str]:
-    """The fairseq-hydra-train command line (as `python -m fairseq_cli.hydra_train`)."""
+def build_command(preset: str, manifest_dir, out_dir, seed: int | None = None, overrides=(),
+                  hydra_dir=None, cpu_ranks: bool = False) -> list[str]:
+    """The fairseq-hydra-train command line (as `python -m fairseq_cli.hydra_train`).
+
+    ``hydra_dir``: hydra's run dir (default OUT/hydra; one per rank in multi-rank jobs).
+    ``cpu_ranks``: one of several CPU ranks under SLURM: `python -m ssl_pretrain.run`, the
+    same fairseq entry point with fairseq's CUDA-only calls worked around (`_cpu_rank_main`).
+    """
     cfg = preset_path(preset)
     out_dir = Path(out_dir).resolve()
-    cmd = [sys.executable, "-m", "fairseq_cli.hydra_train", "--config-dir", str(cfg.parent),
+    entry = "ssl_pretrain.run" if cpu_ranks else "fairseq_cli.hydra_train"
+    cmd = [sys.executable, "-m", entry, "--config-dir", str(cfg.parent),
            "--config-name", cfg.stem,
            f"task.data={Path(manifest_dir).resolve()}",
            f"checkpoint.save_dir={out_dir / 'checkpoints'}",
-           f"hydra.run.dir={out_dir / 'hydra'}"]
+           f"hydra.run.dir={hydra_dir or out_dir / 'hydra'}"]
     if not (Path(manifest_dir) / "valid.tsv").is_file():
         cmd.append("dataset.disable_validation=true")
     if seed is not None:
@@ -225,3 +232,36 @@ def resume_updates(log_path: Path) -> int:
         if r is not None and r.kind == "saved":
             saved = r.num_updates
     return saved
+
+
+def _cpu_rank_main(argv: list[str]) -> None:
+    """fairseq-hydra-train as one of several CPU ranks (SLURM tasks, gloo backend).
+
+    fairseq 0.12 runs multi-rank training on CPU only after two CUDA-only calls are avoided
+    (found by running 2 ranks on the tests' SLURM cluster; both raise on a CPU-only torch):
+      * fairseq/distributed/utils.py, infer_init_method (line 84): with SLURM tasks it sets
+        device_id = SLURM_LOCALID and then calls torch.cuda.set_device(device_id) whenever
+        device_id > 0, even with common.cpu=true -> every rank but the first dies with
+        "AttributeError: module 'torch._C' has no attribute '_cuda_setDevice'". Each CPU rank
+        is told it is local rank 0; its global rank still comes from SLURM_PROCID.
+      * fairseq/distributed/utils.py, all_gather_list (line 620), which the wav2vec criterion's
+        logging needs (it cannot be summed off TPUs): it allocates its buffer with
+        torch.cuda.ByteTensor -> "TypeError: type torch.cuda.ByteTensor not available". The
+        function reuses a buffer stored on itself when it is large enough, so a CPU buffer
+        of the size it would allocate (all_gather_list_size x world size) is put there first.
+    Everything else is fairseq's own code path (SLURM init, gloo all-reduce, checkpoints).
+    """
+    import torch
+    from fairseq.distributed import utils as dist_utils
+
+    os.environ["SLURM_LOCALID"] = "0"
+    world = int(os.environ.get("SLURM_NTASKS", "1"))
+    size = int(_override_value(argv, "common.all_gather_list_size") or 16384)   # fairseq's default
+    dist_utils.all_gather_list._buffer = torch.zeros(size * world, dtype=torch.uint8)
+    dist_utils.all_gather_list._cpu_buffer = torch.zeros(size, dtype=torch.uint8)
+    from fairseq_cli.hydra_train import cli_main
+    cli_main()
+
+
+if __name__ == "__main__":
+    _cpu_rank_main(sys.argv[1:])

@@ -188,12 +188,17 @@ class Action:
 
 def plan_recovery(trip: Trip, candidates: list[tuple[int, Path]], lr: float, restarts: int,
                   policy: Policy) -> Action:
-    """Pick the newest checkpoint saved at or before the last healthy update; scale the lr."""
+    """Pick the newest checkpoint saved at or before the last healthy update; scale the lr.
+
+    checkpoint_last.pt counts like any other: it is often the newest good state (fairseq writes
+    it at every save, numbered files only every save_interval_updates, and none at epoch ends).
+    At equal updates a numbered file wins, since checkpoint_last.pt is set aside by the rollback.
+    """
     if restarts >= policy.max_restarts:
         return Action("give_up", trip.reason, None, 0, lr, lr, False, restarts)
     good = [(u, p) for u, p in candidates if u <= trip.good_until]
-    good = [(u, p) for u, p in good if p.name != "checkpoint_last.pt"] or good
-    ckpt_updates, ckpt = max(good, key=lambda up: up[0]) if good else (0, None)
+    ckpt_updates, ckpt = (max(good, key=lambda up: (up[0], up[1].name != "checkpoint_last.pt"))
+                          if good else (0, None))
     return Action("rollback", trip.reason, str(ckpt) if ckpt else None, ckpt_updates, lr,
                   lr * policy.lr_factor, policy.reseed_on_stuck and trip.reason == "stuck", restarts + 1)
 

@@ -66,3 +66,45 @@ def test_pretrain_launch_runs_on_slurm(slurm_cluster, tmp_path, monkeypatch, cap
     # the sbatch script asked for one CPU task and no GPU (the node has none)
     script = (out / "submitit" / job_id / f"{job_id}_submission.sh").read_text()
     assert "--ntasks-per-node=1" in script and "--cpus-per-task=1" in script and "gpus" not in script
+
+
+@pytest.mark.slow
+def test_pretrain_launch_two_cpu_ranks_on_slurm(slurm_cluster, tmp_path, capsys):
+    """`pretrain launch --hardware cpu --tasks-per-node 2`: one sbatch job, 2 SLURM tasks, each a
+    fairseq rank (rank and world size from SLURM, gloo). They train the tiny preset for 4 updates
+    as one data-parallel run; rank 0 writes the checkpoints; every task exits 0."""
+    root = tmp_path / "audio"
+    # enough utterances that each rank gets its own batches (max_tokens 60000: ~3 utterances each)
+    manifest = write_manifest(root, write_wavs(root, n=40), tmp_path / "m", n_valid=8)
+    out = tmp_path / "out"
+    assert main(["pretrain", "launch", "--preset", "tiny", "--hardware", "cpu", "--tasks-per-node", "2",
+                 "--executor", "slurm", "--partition", slurm_cluster.partition, "--threads", "1",
+                 "--mem-gb", "4", "--time", "15", "--seed", "2", "--manifest", str(manifest), "--out", str(out),
+                 "optimization.max_update=4", "checkpoint.save_interval_updates=2", "dataset.max_tokens=60000",
+                 "common.log_interval=1"]) == 0
+    job_id = (out / "job_id.txt").read_text().strip()
+    state = slurm_cluster.wait_for_jobs([job_id], timeout_s=480)[job_id]
+    logs = sorted((out / "submitit" / job_id).glob("*.err")) + sorted(out.glob("train*.log"))
+    assert state == "COMPLETED", f"job {job_id} {state}: " + " | ".join(p.read_text()[-1500:] for p in logs)
+    # both tasks ran the job and returned (submitit writes one result per task)
+    for task in (0, 1):
+        outcome, result = pickle.loads((out / "submitit" / job_id / f"{job_id}_{task}_result.pkl").read_bytes())
+        assert outcome == "success" and result["final_updates"] == 4, (task, outcome, result)
+    # the sbatch script asked for 2 tasks of 1 CPU (the cpu profile's), no GPU, and told srun so
+    script = (out / "submitit" / job_id / f"{job_id}_submission.sh").read_text()
+    assert "--ntasks-per-node=2" in script and "--cpus-per-task=1" in script and "gpus" not in script
+    assert "export SRUN_CPUS_PER_TASK=1" in script
+    # fairseq's own distributed init saw the two ranks: world size 2 over gloo, rank 1 its own log
+    rank0, rank1 = (out / "train.log").read_text(), (out / "train.rank1.log").read_text()
+    assert "distributed init (rank 0): tcp://" in rank0 and "'distributed_world_size': 2" in rank0
+    assert "'distributed_backend': 'gloo'" in rank0 and "initialized host" in rank0
+    assert "Traceback" not in rank0 + rank1
+    # one update = both ranks' batches: fairseq sums nsentences over the ranks
+    from ssl_pretrain import watchdog as wd
+    inner = [r for r in wd.parse_lines(rank0.splitlines()) if r.kind == "train_inner"]
+    assert [r.num_updates for r in inner] == [1, 2, 3, 4]
+    assert all(r.values["bsz"] >= 2 for r in inner)       # >= one utterance from each rank
+    assert resume_updates(out / "train.log") == 4
+    ckpts = sorted(p.name for p in (out / "checkpoints").glob("*.pt"))
+    assert "checkpoint_last.pt" in ckpts and "checkpoint_1_4.pt" in ckpts
+    assert not list((out / "checkpoints").glob("*rank*"))  # one checkpoint set, written by rank 0

@@ -177,3 +177,40 @@ def test_nan_injected_into_a_live_run_rolls_back_and_restarts_with_half_the_lr(t
     assert all(p == pytest.approx(0.001, rel=0.06) for p in peak_after)
     first_after = min(r.num_updates for r in wd.parse_lines(after.splitlines()) if r.kind == "train_inner")
     assert first_after == rollback["checkpoint_updates"] + 1
+
+
+def test_rollback_takes_the_newest_good_checkpoint_even_when_it_is_checkpoint_last(tmp_path):
+    """Numbered checkpoints every 10 updates, checkpoint_last.pt saved at update 25 (an epoch end:
+    fairseq writes no numbered file there); NaN at 27. The newest good state is
+    checkpoint_last.pt @ 25, not checkpoint_1_20.pt."""
+    save_dir = tmp_path / "checkpoints"
+    make_checkpoints(save_dir, [10, 20])
+    (save_dir / "checkpoint_last.pt").write_bytes(b"state@25")
+    lines = healthy_log(save_dir, 20) + [inner(n, 5.0) for n in range(21, 26)] + \
+        [saved(str(save_dir / "checkpoint_last.pt"), 25), inner(26, 4.9), inner(27, "nan")]
+    records = wd.parse_lines(lines)
+    trip = wd.check(records, wd.Policy())
+    assert (trip.reason, trip.good_until) == ("nan", 26)
+    action = wd.plan_recovery(trip, wd.candidate_checkpoints(save_dir, records), 0.002, 0, wd.Policy())
+    assert (action.checkpoint_updates, action.checkpoint) == (25, str(save_dir / "checkpoint_last.pt"))
+    aside = wd.apply_rollback(action, save_dir)
+    assert (save_dir / "checkpoint_last.pt").read_bytes() == b"state@25"        # restored, not state@20
+    assert aside == ["checkpoint_last.pt"] and (save_dir / "checkpoint_1_20.pt").exists()
+    assert (save_dir / "checkpoint_last.pt.bad1").read_bytes() == b"state@25"   # kept aside, never deleted
+
+
+def test_at_equal_updates_the_numbered_checkpoint_wins(tmp_path):
+    """checkpoint_last.pt and checkpoint_1_30.pt both hold update 30: the rollback copies the
+    numbered file (checkpoint_last.pt is the one set aside)."""
+    save_dir = tmp_path / "checkpoints"
+    make_checkpoints(save_dir, [10, 20, 30])
+    records = wd.parse_lines(healthy_log(save_dir, 30) + [inner(31, "nan")])
+    trip = wd.check(records, wd.Policy())
+    action = wd.plan_recovery(trip, wd.candidate_checkpoints(save_dir, records), 0.002, 0, wd.Policy())
+    assert (action.checkpoint_updates, action.checkpoint) == (30, str(save_dir / "checkpoint_1_30.pt"))
+    # a checkpoint_last.pt newer than the last healthy update is never picked
+    records = wd.parse_lines(healthy_log(save_dir, 28) + [inner(29, "nan")] +
+                             [saved(str(save_dir / "checkpoint_last.pt"), 30)])
+    trip = wd.check(records, wd.Policy())
+    action = wd.plan_recovery(trip, wd.candidate_checkpoints(save_dir, records), 0.002, 0, wd.Policy())
+    assert action.checkpoint_updates == 20
