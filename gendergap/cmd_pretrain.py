@@ -33,7 +33,8 @@ examples:
   # the study's setting: 16 V100-32GB (2 nodes x 8) -> update_freq 8; look first:
   gendergap pretrain launch --preset large --hardware v100-32g --nodes 2 --gpus-per-node 8 \\
       --partition gpu_p2 --time 20:00:00 --account abc@v100 --manifest m/F --out runs/ssl/F-large \\
-      optimization.max_update=125000 --dry-run
+      optimization.max_update=125000 lr_scheduler.total_num_update=200000 --dry-run
+    # (the study's F/M models: a 200,000-update schedule stopped at 125,000, footnote 4)
   # the same job through submitit's local executor (tests, a workstation):
   gendergap pretrain launch --preset tiny --executor local --manifest m/F --out runs/ssl/F
   # a SLURM cluster without GPUs (e.g. the tests' one-node cluster): 2 CPU ranks (gloo)
