@@ -4,6 +4,7 @@ Skipped, with the reason, when that cluster is not up (see tests/slurm_helpers.p
 """
 from __future__ import annotations
 
+import json
 import pickle
 import sys
 
@@ -108,3 +109,85 @@ def test_pretrain_launch_two_cpu_ranks_on_slurm(slurm_cluster, tmp_path, capsys)
     ckpts = sorted(p.name for p in (out / "checkpoints").glob("*.pt"))
     assert "checkpoint_last.pt" in ckpts and "checkpoint_1_4.pt" in ckpts
     assert not list((out / "checkpoints").glob("*rank*"))  # one checkpoint set, written by rank 0
+
+
+def test_two_slurm_jobs_write_one_results_db(slurm_cluster, tmp_path):
+    """Two array elements on the cluster write 120 runs x 3 rows each into one results DB at the
+    same time (each re-scores every run once): no row lost, none duplicated."""
+    db = str(tmp_path / "results.db")
+
+    def write(worker: str) -> int:  # a local function: cloudpickle ships it by value to the job
+        import time as job_time
+
+        from analysis.store import ResultsStore
+        store = ResultsStore(db)
+        start = job_time.time()
+        for j in range(120):
+            rid = store.start_run("slurm-writer", {"worker": worker, "j": j}, seed=j)
+            rows = [{"checkpoint": f"{worker}-{j}", "task": "asr-frozen", "lang_pair": "", "subset": "test",
+                     "gender": g, "metric": "wer", "value": float(j)} for g in ("F", "M", "all")]
+            store.add_scores(rid, rows)
+            store.add_scores(rid, rows, finish=True)
+        store.close()
+        return int(start)
+
+    ex = slurm_cluster.executor(tmp_path / "logs", timeout_min=5, name="gg-db-writers")
+    jobs = ex.map_array(write, ["a", "b"])
+    states = slurm_cluster.wait_for_jobs([j.job_id for j in jobs], timeout_s=300)
+    assert [states[j.job_id] for j in jobs] == ["COMPLETED", "COMPLETED"], states
+    from analysis.store import ResultsStore
+    store = ResultsStore(db, readonly=True)
+    assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    runs, scores = store.runs(), store.scores()
+    assert len(runs) == 240 and (runs["status"] == "done").all()
+    keys = list(zip(scores["checkpoint"], scores["gender"]))
+    assert len(keys) == len(set(keys)) == 240 * 3
+
+
+def test_asr_job_killed_by_slurm_mid_epoch_resumes(slurm_cluster, tmp_path, capsys):
+    """`asr finetune` with intra-epoch checkpoints runs as a SLURM job; `scancel --signal=KILL`
+    ends it once a checkpoint is complete; the same command run again resumes at that
+    checkpoint's optimizer step, inside the first epoch."""
+    import re
+    import subprocess
+    import time
+
+    from asr_helpers import tiny_wav2vec2, write_corpus
+    corpus = write_corpus(tmp_path / "data", {"train": 160, "valid": 2})  # 160 one-utterance batches an epoch
+    model = tiny_wav2vec2(tmp_path / "w2v")
+    out = tmp_path / "ft"
+    argv = ["asr", "finetune", "--ckpt", str(model), "--train", str(corpus["train"]), "--valid",
+            str(corpus["valid"]), "--out", str(out), "--device", "cpu", "--no-progress", "batch_seconds=0.75",
+            "valid_batch_seconds=6", "ckpt_interval_steps=4", "number_of_epochs=50"]
+
+    def train(args: list[str]) -> int:  # runs on the node: the CLI in the job's own process
+        import torch
+        torch.set_num_threads(1)
+        from gendergap.cli import main as cli_main
+        return cli_main(args)
+
+    job = slurm_cluster.executor(tmp_path / "logs", timeout_min=10, name="gg-asr-kill").submit(train, argv)
+    deadline = time.monotonic() + 300
+    while not any((c / "complete.ckpt").exists() for c in out.glob("save/CKPT*")):
+        assert slurm_cluster.job_state(job.job_id) in ("PENDING", "RUNNING", "CONFIGURING", ""), \
+            slurm_cluster.job_state(job.job_id)
+        assert time.monotonic() < deadline, "no intra-epoch checkpoint within 300 s"
+        time.sleep(0.05)
+    subprocess.run(["scancel", "--signal=KILL", "--full", job.job_id], check=True,
+                   env={**__import__("os").environ, "SLURM_CONF": str(slurm_cluster.conf)})
+    states = slurm_cluster.wait_for_jobs([job.job_id], timeout_s=120)
+    assert states[job.job_id] in ("CANCELLED", "FAILED"), states
+    import yaml
+    saved = max((yaml.safe_load((c / "CKPT.yaml").read_text()) for c in out.glob("save/CKPT*")
+                 if (c / "complete.ckpt").exists()), key=lambda m: m["unixtime"])["optimizer_step"]
+    capsys.readouterr()
+    assert main([*argv, f"max_steps={saved + 2}"]) == 0  # the rerun trains on from the saved step
+    resumed = [line for line in capsys.readouterr().err.splitlines() if "resumed at optimizer step" in line]
+    assert resumed, "the rerun did not resume"
+    # "resumed at optimizer step S (E epoch(s) complete, B batch(es) into the next)": mid-epoch
+    found = re.search(r"optimizer step (\d+) \((\d+) epoch\(s\) complete, (\d+) batch\(es\) into the next\)",
+                      resumed[0])
+    assert found, resumed
+    step, epochs, batches = map(int, found.groups())
+    assert step == saved and step % 4 == 0 and batches > 0 and step > epochs * batches  # inside an epoch
+    assert json.loads((out / "train_summary.json").read_text())["optimizer_step"] == saved + 2
