@@ -26,35 +26,50 @@ def _group_column(df: pd.DataFrame) -> str:
     return "split"
 
 
+NO_GROUP = "(none)"   # the group of rows whose table has no such column, or leaves it empty
+
+
 def gender_summary(df: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
     """Per (corpus, group): seconds, utterances and distinct speakers for each gender, plus
     a TOTAL row. Columns: corpus, <group>, seconds_<g>, utterances_<g>, speakers_<g> for g in
-    M, F, U, and the same summed over genders (``_all``)."""
+    M, F, U, and the same summed over genders (``_all``). With ``by="corpus"`` there is no
+    group column: one row per corpus.
+
+    Every row is counted: rows whose table lacks the group column (tables concatenated from
+    corpora with and without ``style``) or leaves it empty fall in group ``(none)``. Speakers
+    are told apart by (corpus, speaker): two corpora both numbering speakers from 1 do not
+    share speakers in the TOTAL row.
+    """
     by = by or _group_column(df)
-    d = df.assign(_group=df[by].astype(str) if by in df.columns else "")
+    group = None if by == "corpus" else by
+    d = df.assign(_group=(df[by].fillna("").astype(str).str.strip().replace("", NO_GROUP)
+                          if group and by in df.columns else NO_GROUP),
+                  _spk=df["corpus"].astype(str) + "\x1f" + df["speaker"].astype(str))
     rows = []
 
-    def one(part: pd.DataFrame, corpus: str, group: str) -> dict:
-        row = {"corpus": corpus, by: group}
+    def one(part: pd.DataFrame, corpus: str, label: str) -> dict:
+        row = {"corpus": corpus}
+        if group:
+            row[group] = label
         for g in GENDER_ORDER:
             sub = part[part["gender"] == g]
             row[f"seconds_{g}"] = float(sub["duration"].sum())
             row[f"utterances_{g}"] = int(len(sub))
-            row[f"speakers_{g}"] = int(sub["speaker"].nunique())
+            row[f"speakers_{g}"] = int(sub["_spk"].nunique())
         row["seconds_all"] = float(part["duration"].sum())
         row["utterances_all"] = int(len(part))
-        row["speakers_all"] = int(part["speaker"].nunique())
+        row["speakers_all"] = int(part["_spk"].nunique())
         return row
 
-    for (corpus, group), part in d.groupby(["corpus", "_group"], sort=True):
-        rows.append(one(part, corpus, group))
+    for (corpus, label), part in d.groupby(["corpus", "_group"], sort=True, dropna=False):
+        rows.append(one(part, corpus, label))
     rows.append(one(d, "TOTAL", "-"))
     return pd.DataFrame(rows)
 
 
 def table1(summary: pd.DataFrame) -> pd.DataFrame:
     """The paper's layout: Dataset, Duration M / F [/ U], # speakers M / F [/ U], # utterances, group."""
-    group = summary.columns[1]
+    group = summary.columns[1] if not summary.columns[1].startswith("seconds_") else None
     genders = [g for g in GENDER_ORDER if g != "U" or summary[f"utterances_{g}"].sum() > 0]
     label = " / ".join(genders)
     out = pd.DataFrame({
@@ -62,8 +77,9 @@ def table1(summary: pd.DataFrame) -> pd.DataFrame:
         f"Duration ({label})": summary.apply(lambda r: " / ".join(hours_minutes(r[f"seconds_{g}"]) for g in genders), axis=1),
         f"# speakers ({label})": summary.apply(lambda r: " / ".join(str(r[f"speakers_{g}"]) for g in genders), axis=1),
         f"# utterances ({label})": summary.apply(lambda r: " / ".join(str(r[f"utterances_{g}"]) for g in genders), axis=1),
-        group.capitalize(): summary[group],
     })
+    if group:
+        out[group.capitalize()] = summary[group]
     return out
 
 

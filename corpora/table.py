@@ -42,12 +42,17 @@ _GENDER_MAP = {
     "none": "U", "other": "U", "x": "U", "?": "U", "non-binary": "U", "nonbinary": "U",
     "intersex": "U", "transgender": "U", "do_not_wish_to_say": "U", "prefer not to say": "U",
     "mixed": "U",
+    # MuST-Speakers' TED-PRONOUN: Multi-She / Multi-He (several speakers, all She / all He)
+    # count as She / He, as FBK's own add-pronoun script does; They, Mix (mixed) and Na are U.
+    "multi-she": "F", "multi-he": "M", "they": "U", "multi-they": "U", "mix": "U",
 }
 
 
 def normalise_gender(raw) -> tuple[str, bool]:
     """Map a corpus's gender label to F/M/U. Returns (code, known); unknown labels give U."""
     key = "" if raw is None or (isinstance(raw, float) and raw != raw) else str(raw).strip().lower()
+    if "/" in key and all(k in _GENDER_MAP for k in key.split("/")):
+        return "U", True  # "F/M": a reader found conflicting labels for one speaker (and warned)
     code = _GENDER_MAP.get(key)
     return (code, True) if code is not None else ("U", False)
 

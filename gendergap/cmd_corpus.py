@@ -31,30 +31,47 @@ headers (read in parallel, never decoded). Gender labels are normalised to F/M/U
 is kept in gender_raw; an unknown label is reported and mapped to U). Any problem -- missing or
 corrupt audio, a rate or channel count not accepted, a duplicate id, non-UTF-8 text, a segment
 past the end of its recording -- stops with one line naming the file and line; nothing is
-written then.
+written then. Known defects of released corpora are handled, counted and summarised in one
+warning line instead: a zero-byte Common Voice clip is skipped, an mTEDx/MuST-C segment running
+past the end of its talk is trimmed, a speaker missing from a gender list is U; --strict makes
+each of them an error. docs/bad-inputs.md lists every case.
 
 kinds and their --root:
   mls          an MLS language dir (mls_french/: metainfo.txt, <split>/transcripts.txt, audio/)
   mtedx        the mTEDx root (with --lang/--tgt-lang) or a pair dir (fr-en/data/<split>/txt/...)
   commonvoice  a Common Voice locale dir (fr/: train.tsv dev.tsv test.tsv clips/)
   mustc        the MuST-C root (with --tgt-lang) or a pair dir (en-de/data/<split>/...)
-  mustshe      a MuST-SHE TSV (or its dir); audio in <its dir>/wav or --audio-dir
-  winost       a dir with WinoMT's en.txt and the WinoST wavs (48 kHz: --sample-rates 48000)
-  kaldi        a Kaldi data dir (wav.scp, [segments], text, utt2spk, [spk2gender])
+               (any sample rate accepted by default: clips are 48 kHz mp3)
+  mustshe      the MuST-SHE release dir (tsv/ beside wav/), its tsv/ dir, or one TSV
+  winost       a dir with WinoMT's en.txt and the WinoST wavs (48 kHz: --sample-rates 48000;
+               gunzip *.wav.gz first; __MACOSX/ and ._* files are ignored)
+  kaldi        a Kaldi data dir (wav.scp, [segments], text, utt2spk, [spk2gender], [utt2dur]);
+               relative paths resolve against the recipe dir (parent of data/, or --kaldi-root);
+               `cmd |` entries are kept as given and never run unless --allow-pipes
   lebenchmark  a LeBenchmark JSON file (or a dir of them)
   generic      a CSV/TSV file, with --map id=COL,audio=COL,speaker=COL,gender=COL,...
+               (no path column: --path-template "{root}/{id[:4]}/{id}.ogg")
+
+--speaker-genders takes `id<TAB>gender` lines or FBK's MuST-Speakers list as distributed
+(header TALK-ID, TED-PRONOUN; keys are bare talk numbers such as 767); how many talks matched
+is reported, with a warning when some or all did not.
 
 examples:
   gendergap corpus index --kind mls --root mls_french --split train,dev --out mls_fr.tsv
-  gendergap corpus index --kind commonvoice --root cv-corpus-17.0/fr --sample-rates 48000,32000 --out cv.tsv
-  gendergap corpus index --kind mustc --root MUSTC_v1.0 --tgt-lang de --speaker-genders spk.tsv --out mustc.tsv
+  gendergap corpus index --kind commonvoice --root cv-corpus-17.0/fr --split train --out cv_fr.tsv
+  gendergap corpus index --kind mustc --root MUSTC_v1.0 --tgt-lang de --speaker-genders MuST-Speakers.tsv --out mustc.tsv
   gendergap corpus index --kind generic --root meta.csv --map audio=path,speaker=spk,gender=sex --out t.tsv
+  gendergap corpus index --kind generic --root fr/asr_train.tsv --map id=id,speaker=speaker_id,gender=gender \
+      --path-template "{root}/{id[:4]}/{id}.ogg" --sample-rates any --out voxpopuli_fr.tsv
+  gendergap corpus index --kind kaldi --root s5/data/train --strict --out kaldi_train.tsv
 """
 
 STATS_DESCRIPTION = """\
 Per-gender statistics of one or more utterance tables, laid out like Table 1 of the reference
 study: durations as hours:minutes, speakers and utterances per gender (M / F, and U when any),
 one row per corpus and style (or split, when the table has no style), and a TOTAL row.
+Every row is counted: rows of a table with no style column fall in the group (none). Speakers
+are (corpus, speaker) pairs: equal ids in two corpora are two speakers in the TOTAL row.
 
 examples:
   gendergap corpus stats mls_fr.tsv cv.tsv
@@ -76,8 +93,13 @@ examples:
 _OPTION_KWARGS = {
     "lang": "lang", "tgt_lang": "tgt_lang", "speaker_genders": "speaker_genders", "map": "mapping",
     "audio_dir": "audio_dir", "winomt_file": "winomt_file", "first_index": "first_index",
-    "speaker_gender": "speaker_gender",
+    "speaker_gender": "speaker_gender", "kaldi_root": "kaldi_root", "allow_pipes": "allow_pipes",
+    "path_template": "path_template",
 }
+# The accepted sample rates when --sample-rates is not given: 16 kHz (what the study's models
+# read), except where a release has no 16 kHz audio at all (Common Voice: 48 kHz mp3), whose
+# rate is accepted and recorded; models resample where they read audio.
+_DEFAULT_RATES = {"commonvoice": "any"}
 
 
 def register(subparsers, group: str, help_: str) -> None:
@@ -106,10 +128,19 @@ def register(subparsers, group: str, help_: str) -> None:
     ix.add_argument("--speaker-gender", help="winost: the speaker's gender (default female, per the WinoST paper)")
     ix.add_argument("--corpus", help="value of the corpus column (default: the kind)")
     ix.add_argument("--style", help="value of the style column, e.g. read, spontaneous (Table 1 groups by it)")
-    ix.add_argument("--sample-rates", default="16000",
-                    help="accepted sample rates in Hz, comma-separated, or `any` (default: 16000)")
+    ix.add_argument("--sample-rates",
+                    help="accepted sample rates in Hz, comma-separated, or `any` (default: 16000; commonvoice: any)")
     ix.add_argument("--max-channels", type=int, default=1, help="accepted channel count (default 1: mono)")
     ix.add_argument("--workers", type=int, help="threads reading audio headers (default: 4 x cores, at most 32)")
+    ix.add_argument("--strict", action="store_true", help="refuse what would be skipped, trimmed or set to U with a "
+                    "warning (zero-byte clips, segments past the end, speakers missing from a gender list)")
+    ix.add_argument("--kaldi-root", metavar="DIR", help="kaldi: the recipe dir relative wav.scp paths start from "
+                    "(default: the parent of data/)")
+    ix.add_argument("--allow-pipes", action="store_true", default=None,
+                    help="kaldi: run a `cmd |` wav.scp entry once when its duration or rate is not in the data dir "
+                         "(never run otherwise)")
+    ix.add_argument("--path-template", metavar="TEMPLATE", help="generic: audio path from the row, e.g. "
+                    "\"{root}/{id[:4]}/{id}.ogg\" ({root}: the file's dir; {COL}, {COL[a:b]}: a column)")
     ix.add_argument("--relative", action="store_true", help="write audio paths relative to the table's directory")
     ix.add_argument("--no-progress", action="store_true", help="no progress bar")
     ix.set_defaults(func=run_index)
@@ -177,8 +208,10 @@ def run_index(args) -> int:
     from corpora.table import write_table
 
     out = Path(args.out)
-    check = AudioCheck(sample_rates=parse_sample_rates(args.sample_rates), max_channels=args.max_channels,
-                       workers=args.workers, progress=not args.no_progress and sys.stderr.isatty())
+    rates = args.sample_rates if args.sample_rates is not None else _DEFAULT_RATES.get(args.kind, "16000")
+    check = AudioCheck(sample_rates=parse_sample_rates(rates), max_channels=args.max_channels,
+                       workers=args.workers, progress=not args.no_progress and sys.stderr.isatty(),
+                       strict=args.strict)
     kwargs = reader_kwargs(args.kind, args)
     df = READERS[args.kind](args.root, check=check, **kwargs)
     if args.corpus:
@@ -189,11 +222,13 @@ def run_index(args) -> int:
         df["style"] = args.style
     if args.split and not ({"split", "splits"} & set(inspect.signature(READERS[args.kind]).parameters)):
         df["split"] = args.split.strip()
+    # A Kaldi `cmd |` entry is a command, not a path: it stays as given (see audio_cwd).
+    is_pipe = df["audio"].str.rstrip().str.endswith("|")
     if args.relative:
         base = out.resolve().parent
-        df["audio"] = df["audio"].map(lambda a: os.path.relpath(os.path.abspath(a), base))
+        df.loc[~is_pipe, "audio"] = df.loc[~is_pipe, "audio"].map(lambda a: os.path.relpath(os.path.abspath(a), base))
     else:
-        df["audio"] = df["audio"].map(os.path.abspath)
+        df.loc[~is_pipe, "audio"] = df.loc[~is_pipe, "audio"].map(os.path.abspath)
     write_table(df, out)
     counts = df["gender"].value_counts()
     log.info("wrote %s: %d utterances, %.2f h, %d speakers (F %d / M %d / U %d utterances)", out, len(df),

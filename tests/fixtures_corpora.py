@@ -165,12 +165,14 @@ def make_winost(root: Path, sr: int = 48000) -> Path:
 
 
 def make_kaldi(root: Path) -> Path:
-    """data/train: two long recordings, segments, text, utt2spk, spk2gender (one speaker unlisted)."""
+    """A recipe dir (``root``) with data/train: two long recordings, segments, text, utt2spk,
+    spk2gender (one speaker unlisted). wav.scp holds an absolute path and one relative to the
+    recipe dir, where Kaldi's scripts run (not to data/train)."""
     d = root / "data" / "train"
     d.mkdir(parents=True)
     write_audio(root / "audio" / "rec1.wav", 5.0)
     write_audio(root / "audio" / "rec2.flac", 3.0, fmt="FLAC")
-    (d / "wav.scp").write_text(f"rec1 {root / 'audio' / 'rec1.wav'}\nrec2\t../../audio/rec2.flac\n", encoding="utf-8")
+    (d / "wav.scp").write_text(f"rec1 {root / 'audio' / 'rec1.wav'}\nrec2\taudio/rec2.flac\n", encoding="utf-8")
     (d / "segments").write_text("s1-rec1-000 rec1 0.00 1.50\ns1-rec1-001 rec1 2.00 4.75\ns2-rec2-000 rec2 0.5 2.5\n"
                                 "s3-rec2-001 rec2 2.5 3.0\n", encoding="utf-8")
     (d / "text").write_text("s1-rec1-000 bonjour\ns1-rec1-001 au revoir\ns2-rec2-000 merci beaucoup\n"

@@ -156,12 +156,16 @@ def test_non_utf8_text(tmp_path, capsys):
 
 
 def test_segment_past_end_of_recording(tmp_path, capsys):
+    # mTEDx segments past the end are trimmed by default (test_mtedx_segment_past_end_is_trimmed);
+    # --strict refuses them. --split train: the test split's talk c3 is not in the speaker list,
+    # which --strict would refuse first.
     root, genders = make_mtedx(tmp_path)
     yml = root / "fr-en" / "data" / "train" / "txt" / "train.yaml"
     yml.write_text(yml.read_text().replace("duration: 2.5, offset: 3.0", "duration: 4.5, offset: 3.0"))
     out = tmp_path / "o.tsv"
     assert_user_error(capsys, out, ["corpus", "index", "--kind", "mtedx", "--root", str(root), "--lang", "fr",
-                                    "--tgt-lang", "en", "--speaker-genders", str(genders), "--out", str(out)],
+                                    "--tgt-lang", "en", "--speaker-genders", str(genders), "--out", str(out),
+                                    "--strict", "--split", "train"],
                       f"{yml}:2:", "3.00-7.50 s runs past the end", "(6.00 s)")
 
 

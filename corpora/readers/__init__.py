@@ -4,7 +4,9 @@ Each reader parses its corpus's metadata as distributed, reads durations and sam
 from audio headers (in parallel, never decoding), normalises gender to F/M/U (raw label in
 ``gender_raw``) and validates the table. Bad input is a ``corpora.errors.UserError`` naming
 the metadata file and line. ``check=AudioCheck(sample_rates=..., max_channels=...)`` says
-what audio is accepted (16 kHz mono by default).
+what audio is accepted (16 kHz mono by default; any rate for Common Voice, whose releases are
+48 kHz) and ``strict=True`` refuses what readers would otherwise skip, trim or set to U with a
+counted warning (docs/bad-inputs.md lists the cases).
 
     from corpora.readers import READERS, AudioCheck
     df = READERS["mtedx"]("/data/mtedx", lang="fr", tgt_lang="en", speaker_genders="spk.tsv")

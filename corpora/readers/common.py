@@ -38,12 +38,16 @@ class AudioCheck:
     WinoST 48 kHz: resample them, or accept their rate on purpose).
     max_channels: 1 = mono only.
     tolerance: seconds a segment may run past the end of its recording (rounded metadata).
+    strict: True turns every row a reader would skip, trim or guess (a zero-byte clip, a
+    segment past the end of its recording, a speaker missing from a gender list) into a
+    UserError instead of a counted, summarised warning (``--strict``).
     """
     sample_rates: tuple[int, ...] | None = DEFAULT_SAMPLE_RATES
     max_channels: int = 1
     workers: int | None = None
     progress: bool = True
     tolerance: float = 0.05
+    strict: bool = False
 
 
 # --------------------------------------------------------------------------- text files
@@ -54,9 +58,20 @@ def require_file(path: Path, what: str, fix: str) -> Path:
     return path
 
 
+def split_lines(text: str) -> list[str]:
+    """Lines split on ``\n`` only (a ``\r`` before it is dropped; a final newline does not
+    make an extra empty line). Not ``str.splitlines``: it also splits on U+0085, U+2028,
+    U+2029, U+001C-U+001E, \v and \f, which occur inside real transcripts and would shift
+    every later line of a line-aligned text file against its yaml/segments."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
 def read_lines(path: str | os.PathLike) -> list[str]:
-    """Lines without their line ends (a final newline does not make an extra empty line)."""
-    return read_utf8(path).splitlines()
+    """Lines without their line ends, split on ``\n`` only (see ``split_lines``)."""
+    return split_lines(read_utf8(path))
 
 
 def read_delimited(path: Path, delimiter: str, quoting: int = csv.QUOTE_NONE) -> tuple[list[str], list[tuple[int, dict]]]:
@@ -89,7 +104,20 @@ def clean_text(s: str) -> str:
 
 # --------------------------------------------------------------------------- speaker genders
 
-_HEADER_WORDS = {"gender", "sex", "spk_gender", "speaker_gender", "genre"}
+_HEADER_WORDS = {"gender", "sex", "spk_gender", "speaker_gender", "genre", "ted-pronoun", "pronoun"}
+# Column names a header may give the key and the label (MuST-Speakers: TALK-ID, TED-PRONOUN).
+_KEY_COLUMNS = ("talk-id", "talk_id", "talkid", "talk", "speaker_id", "spk_id", "speaker", "spk", "id")
+_LABEL_COLUMNS = ("ted-pronoun", "pronoun", "gender", "sex", "spk_gender", "speaker_gender", "genre")
+
+
+def _fields(line: str) -> list[str]:
+    if "\t" in line:
+        fields = line.split("\t")
+    elif "," in line:
+        fields = line.split(",")
+    else:
+        fields = line.split()
+    return [f.strip() for f in fields]
 
 
 def read_speaker_genders(path: str | os.PathLike) -> dict[str, tuple[str, int]]:
@@ -97,29 +125,34 @@ def read_speaker_genders(path: str | os.PathLike) -> dict[str, tuple[str, int]]:
 
     One speaker per line, ``KEY<sep>GENDER`` with a tab, comma or spaces between; when a line
     has more fields the first is the key and the last the gender (e.g. ``talk, name, gender``).
-    The key may be a speaker id or a talk/recording id. An optional header line whose last
-    field is ``gender``/``sex`` is skipped; ``#`` starts a comment line. Labels are normalised
-    later (``corpora.table.normalise_gender``), unknown ones become U with a warning.
+    The key may be a speaker id, a talk/recording id, or a bare TED talk number (``767`` for
+    ``ted_767`` / ``spk.767``). ``#`` starts a comment line. A header line is recognised by a
+    label column name (``gender``, ``sex``, ``TED-PRONOUN``, ...): the label is then read from
+    that column, the key from ``TALK-ID``/``speaker``/... (else the first column) -- this reads
+    FBK's MuST-Speakers list as distributed (``TALK-ID``, ``TED-PRONOUN``: She, He, They,
+    Multi-She, Multi-He, Mix, Na). Labels are normalised later (``corpora.table.normalise_gender``:
+    Multi-She/Multi-He count as She/He, as FBK's own script does; They/Mix/Na are U).
     """
     path = Path(path)
     require_file(path, "speaker->gender file", "give a file with one `speaker<TAB>gender` per line")
     out: dict[str, tuple[str, int]] = {}
+    key_col, label_col, header_seen = 0, -1, False
     for i, line in enumerate(read_lines(path), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        if "\t" in line:
-            fields = line.split("\t")
-        elif "," in line:
-            fields = line.split(",")
-        else:
-            fields = line.split()
-        fields = [f.strip() for f in fields]
-        if len(fields) < 2:
-            raise UserError("expected `speaker<TAB>gender`", path=path, line=i,
+        fields = _fields(line)
+        if not header_seen and not out:
+            header_seen = True
+            names = [f.lower() for f in fields]
+            if any(n in _HEADER_WORDS for n in names):
+                label_col = next(names.index(c) for c in _LABEL_COLUMNS if c in names)
+                key_col = next((names.index(c) for c in _KEY_COLUMNS if c in names), 0)
+                continue
+        if len(fields) < 2 or max(key_col, label_col) >= len(fields):
+            raise UserError("expected `speaker<TAB>gender`" if len(fields) < 2 else
+                            f"{len(fields)} fields, fewer than the header's", path=path, line=i,
                             fix="one speaker per line: its id, a tab (or comma), its gender")
-        key, raw = fields[0], fields[-1]
-        if raw.lower() in _HEADER_WORDS and not out:
-            continue
+        key, raw = fields[key_col], fields[label_col]
         if key in out and out[key][0].lower() != raw.lower():
             raise UserError(f"speaker {key!r} listed twice with different genders "
                             f"({out[key][0]!r} on line {out[key][1]}, {raw!r} here)", path=path, line=i,
@@ -128,6 +161,15 @@ def read_speaker_genders(path: str | os.PathLike) -> dict[str, tuple[str, int]]:
     if not out:
         raise UserError("no speakers listed", path=path, fix="one `speaker<TAB>gender` per line")
     return out
+
+
+_TED_NUMBER = re.compile(r"^(?:ted|spk)[._-]?(\d+)$", re.IGNORECASE)
+
+
+def ted_number(name: str) -> str | None:
+    """``ted_767`` / ``spk.767`` -> ``767``: the bare talk number MuST-Speakers is keyed by."""
+    m = _TED_NUMBER.match(name or "")
+    return m.group(1) if m else None
 
 
 def lookup_gender(genders: dict[str, tuple[str, int]] | None, *keys: str) -> str | None:
@@ -159,12 +201,48 @@ def _rate_text(rates: Iterable[int]) -> str:
     return ", ".join(f"{r} Hz" for r in rates)
 
 
-def finish_table(rows: list[dict], *, source: str | os.PathLike, check: AudioCheck) -> pd.DataFrame:
+class Tally:
+    """Rows a reader skipped, trimmed or guessed, with where the first of each kind came from.
+
+    Nothing is dropped or altered silently: ``summary()`` is one line for the log; with
+    ``--strict`` the reader raises at the first such row instead (``note`` is then not reached).
+    """
+
+    def __init__(self) -> None:
+        self.kinds: dict[str, list] = {}   # what -> [count, first "file:line" or id]
+
+    def note(self, what: str, where: str, n: int = 1) -> None:
+        entry = self.kinds.setdefault(what, [0, where])
+        entry[0] += n
+
+    def summary(self, source) -> str | None:
+        if not self.kinds:
+            return None
+        parts = [f"{n} {what} (first: {where})" for what, (n, where) in self.kinds.items()]
+        return f"{os.fspath(source)}: " + "; ".join(parts) + " -- --strict makes these errors"
+
+
+def _where(r: dict) -> str:
+    return f"{os.fspath(r['_src'])}" + (f":{r['_line']}" if r.get("_line") else "")
+
+
+def finish_table(rows: list[dict], *, source: str | os.PathLike, check: AudioCheck,
+                 skip_empty_audio: bool = False, trim_past_end: bool = False,
+                 tally: Tally | None = None) -> pd.DataFrame:
     """Read audio headers, fill ``sample_rate``/``duration``, check everything, build the table.
 
     ``offset`` defaults to 0 and ``duration`` (None) to "to the end of the file". Raises the
     first problem, in metadata order, as a UserError naming the metadata file and line.
+
+    Two known defects of released corpora are handled when the reader asks for it, counted in
+    one summary line, and made errors by ``check.strict``:
+    ``skip_empty_audio`` -- a zero-byte / zero-sample file drops its row (Common Voice ships some);
+    ``trim_past_end`` -- a segment that starts inside its recording but ends past it is cut at
+    the end of the file, as lhotse's ``trim_supervisions_to_recordings`` does (mTEDx, MuST-C).
+    A row with ``_pipe`` set (a Kaldi ``cmd |`` entry) is not opened: its ``duration`` and
+    ``sample_rate`` must already be filled in by the reader.
     """
+    tally = tally if tally is not None else Tally()
     if not rows:
         raise UserError("no utterances found", path=source,
                         fix="check --root, --split and --lang against the corpus layout (see --help)")
@@ -179,19 +257,26 @@ def finish_table(rows: list[dict], *, source: str | os.PathLike, check: AudioChe
                             fix="give every row a speaker (per-gender CIs resample speakers); with no ids "
                                 "at all, one speaker per recording is the usual stand-in")
 
-    infos = probe_headers([r["audio"] for r in rows], workers=check.workers, progress=check.progress)
+    infos = probe_headers([r["audio"] for r in rows if not r.get("_pipe")], workers=check.workers,
+                          progress=check.progress)
     accepted = None if check.sample_rates is None else set(check.sample_rates)
+    kept = []
     for r in rows:
         where = dict(path=r["_src"], line=r.get("_line"))
+        if r.get("_pipe"):
+            _check_rate(r, int(r["sample_rate"]), accepted, where, what=f"the command {r['audio']!r} gives")
+            kept.append(_finish_row(r))
+            continue
         info = infos[os.fspath(r["audio"])]
         if isinstance(info, HeaderError):
-            raise UserError(f"row {r['id']!r}: {info.message()}", fix=info.fix(), **where)
+            if info.kind == "empty" and skip_empty_audio and not check.strict:
+                tally.note("row(s) skipped: zero-byte or empty audio", _where(r))
+                continue
+            fix = info.fix() + (" (or leave --strict out to skip such rows)" if info.kind == "empty"
+                                and skip_empty_audio else "")
+            raise UserError(f"row {r['id']!r}: {info.message()}", fix=fix, **where)
         assert isinstance(info, AudioInfo)
-        if accepted is not None and info.sample_rate not in accepted:
-            raise UserError(
-                f"row {r['id']!r}: {info.path} is {info.sample_rate} Hz, accepted: {_rate_text(sorted(accepted))}",
-                fix=f"resample (e.g. sox IN -r {min(accepted)} OUT) or accept it with "
-                    f"--sample-rates {info.sample_rate} (or `any`)", **where)
+        _check_rate(r, info.sample_rate, accepted, where, what=f"{info.path} is")
         if info.channels > check.max_channels:
             raise UserError(
                 f"row {r['id']!r}: {info.path} has {info.channels} channels, accepted: at most {check.max_channels}",
@@ -204,22 +289,26 @@ def finish_table(rows: list[dict], *, source: str | os.PathLike, check: AudioChe
             duration = info.duration - offset
         duration = float(duration)
         end = offset + duration
-        if end > info.duration + check.tolerance or offset >= info.duration:
+        if offset >= info.duration or (end > info.duration + check.tolerance
+                                       and (not trim_past_end or check.strict)):
             raise UserError(
                 f"row {r['id']!r}: segment {offset:.2f}-{end:.2f} s runs past the end of {info.path} "
                 f"({info.duration:.2f} s)",
-                fix="fix the offset/duration in the metadata, or remove the segment", **where)
+                fix="fix the offset/duration in the metadata, or remove the segment"
+                    + (" (without --strict it is trimmed to the end of the file)"
+                       if trim_past_end and offset < info.duration else ""), **where)
+        if end > info.duration + check.tolerance:
+            tally.note("segment(s) trimmed at the end of their recording", _where(r))
         if duration <= 0:
             raise UserError(f"row {r['id']!r}: segment duration {duration:.3f} s", fix="drop empty segments", **where)
         r["offset"] = round(offset, 6)
         r["duration"] = round(min(duration, info.duration - offset), 6)
         r["sample_rate"] = info.sample_rate
-        r.setdefault("gender_raw", "")
-        r["gender_raw"] = "" if r["gender_raw"] is None else str(r["gender_raw"]).strip()
-        for key, value in r.items():
-            # The table is a TSV: no tab or line break may survive in any text field.
-            if isinstance(value, str) and not key.startswith("_") and key != "audio":
-                r[key] = clean_text(value)
+        kept.append(_finish_row(r))
+    if not kept:
+        raise UserError("no utterances left: every row was skipped", path=source,
+                        fix="; ".join(tally.kinds) or "check the corpus")
+    rows = kept
 
     raw = pd.Series([r["gender_raw"] for r in rows], dtype=object)
     gsrc = pd.Series([os.fspath(r.get("_gender_src") or r["_src"]) for r in rows], dtype=object)
@@ -233,7 +322,28 @@ def finish_table(rows: list[dict], *, source: str | os.PathLike, check: AudioChe
     clean = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
     df = new_table(clean)
     validate_table(df, source)
+    line = tally.summary(source)
+    if line:
+        log.warning("%s", line)
     return df
+
+
+def _check_rate(r: dict, rate: int, accepted, where: dict, what: str) -> None:
+    if accepted is not None and rate not in accepted:
+        raise UserError(
+            f"row {r['id']!r}: {what} {rate} Hz, accepted: {_rate_text(sorted(accepted))}",
+            fix=f"resample (e.g. sox IN -r {min(accepted)} OUT) or accept it with "
+                f"--sample-rates {rate} (or `any`)", **where)
+
+
+def _finish_row(r: dict) -> dict:
+    r.setdefault("gender_raw", "")
+    r["gender_raw"] = "" if r["gender_raw"] is None else str(r["gender_raw"]).strip()
+    for key, value in r.items():
+        # The table is a TSV: no tab or line break may survive in any text field.
+        if isinstance(value, str) and not key.startswith("_") and key != "audio":
+            r[key] = clean_text(value)
+    return r
 
 
 def resolve_under(base: Path, name: str) -> Path:
@@ -242,18 +352,50 @@ def resolve_under(base: Path, name: str) -> Path:
     return p if p.is_absolute() else Path(os.path.normpath(base / p))
 
 
+def is_macos_litter(name: str) -> bool:
+    """Archives zipped on a Mac carry ``__MACOSX/`` and ``._<name>`` AppleDouble files: resource
+    forks of a few hundred bytes with the audio file's name, never audio."""
+    return name == "__MACOSX" or name.startswith("._") or name == ".DS_Store"
+
+
+def walk_files(directory: Path):
+    """(dirpath, filename) under ``directory``, sorted, macOS archive litter left out."""
+    for dirpath, dirs, files in os.walk(directory):
+        dirs[:] = sorted(d for d in dirs if not is_macos_litter(d))
+        for f in sorted(files):
+            if not is_macos_litter(f):
+                yield dirpath, f
+
+
 def find_audio_by_stem(directory: Path, exts: Sequence[str] = (".wav", ".flac", ".mp3", ".opus", ".ogg")) -> dict[str, Path]:
-    """{file stem: path} for the audio files under ``directory`` (recursively), one scan."""
+    """{file stem: path} for the audio files under ``directory`` (recursively, in sorted order,
+    ``__MACOSX``/``._*`` left out), one scan."""
     out: dict[str, Path] = {}
     if not directory.is_dir():
         return out
     wanted = {e.lower() for e in exts}
-    for dirpath, _dirs, files in os.walk(directory):
-        for f in files:
-            stem, ext = os.path.splitext(f)
-            if ext.lower() in wanted:
-                out.setdefault(stem, Path(dirpath) / f)
+    for dirpath, f in walk_files(directory):
+        stem, ext = os.path.splitext(f)
+        if ext.lower() in wanted:
+            out.setdefault(stem, Path(dirpath) / f)
     return out
+
+
+def refuse_gzipped_audio(directory: Path, exts: Sequence[str] = (".wav", ".flac")) -> None:
+    """A UserError when ``directory`` holds gzipped audio (``x.wav.gz``, as WinoST downloads).
+
+    They are refused rather than read: every engine downstream (fairseq, SpeechBrain, Kaldi
+    export) opens the table's audio path with libsndfile, which cannot read gzip, so a table
+    pointing at .gz files would fail later and further from the cause; unpacking them to a
+    hidden cache would copy the corpus behind the user's back.
+    """
+    if not directory.is_dir():
+        return
+    wanted = tuple(e + ".gz" for e in exts)
+    gz = [Path(d) / f for d, f in walk_files(directory) if f.lower().endswith(wanted)]
+    if gz:
+        raise UserError(f"{len(gz)} gzipped audio file(s) (e.g. {gz[0].name}): libsndfile cannot read gzip",
+                        path=gz[0].parent, fix=f"unpack them first: find {directory} -name '*.gz' -exec gunzip {{}} +")
 
 
 _INT = re.compile(r"(\d+)")

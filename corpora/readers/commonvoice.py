@@ -10,12 +10,21 @@ sentence_domain in recent releases). The speaker is ``client_id``.
 
 Quirks handled: gender in the old spelling (``male``/``female``/``other``) and the new one
 (``male_masculine``/``female_feminine``/``intersex``/``transgender``/``non-binary``/
-``do_not_wish_to_say``; the column is ``sex`` in some releases); empty gender -> U;
-sentences hold raw quotes (read with no quoting); the oldest releases give ``path`` without
-``.mp3``; ``validated.tsv`` overlaps train/dev/test (indexing both is a duplicate-id error).
-Clips are mp3 at 48 or 32 kHz: soundfile (libsndfile >= 1.1) reads their headers; accept
-their rate with ``--sample-rates 48000,32000`` or convert the clips to 16 kHz wav/flac with
-the same stem (``clips/x.wav`` is used when ``clips/x.mp3`` is absent).
+``do_not_wish_to_say``; the column is ``sex`` in some releases); sentences hold raw quotes
+(read with no quoting); the oldest releases give ``path`` without ``.mp3``; ``validated.tsv``
+overlaps train/dev/test (indexing both is a duplicate-id error).
+
+Gender is resolved per speaker (``client_id``), not per row: contributors fill in their
+profile once, and rows recorded before that carry an empty gender. A speaker whose non-empty
+labels agree gets that label on all their rows (``gender_source`` says ``speaker`` on the rows
+that borrowed it, ``row`` where the row had it); a speaker
+whose labels disagree (e.g. ``male`` and ``female``) gets U on all rows; both are counted in
+one warning line. Only a speaker with no label anywhere is U for lack of data.
+
+Clips are mp3 at 48 kHz (32 kHz in some old clips): every rate is accepted by default and
+recorded in ``sample_rate`` (models resample where they read audio). ``clips/x.wav`` (a clip
+converted with the same stem) is used when ``clips/x.mp3`` is absent. A zero-byte clip (some
+releases ship a few) skips its row, counted in the summary line; ``--strict`` makes it an error.
 """
 from __future__ import annotations
 
@@ -24,15 +33,20 @@ from pathlib import Path
 import pandas as pd
 import soundfile as sf
 
+import logging
+
 from corpora.errors import UserError
 from corpora.readers.common import AudioCheck, find_audio_by_stem, finish_table, read_delimited
+from corpora.table import normalise_gender
+
+log = logging.getLogger(__name__)
 
 DEFAULT_SPLITS = ("train", "dev", "test")
 EXTRA_COLUMNS = ("age", "accents", "accent", "variant", "up_votes", "down_votes", "segment", "sentence_domain")
 
 
 def read_commonvoice(root, *, splits: list[str] | None = None, lang: str | None = None,
-                     check: AudioCheck = AudioCheck()) -> pd.DataFrame:
+                     check: AudioCheck = AudioCheck(sample_rates=None)) -> pd.DataFrame:
     """Utterance table of one Common Voice locale directory (train/dev/test by default; any
     of validated/other/invalidated on request)."""
     root = Path(root)
@@ -76,4 +90,40 @@ def read_commonvoice(root, *, splits: list[str] | None = None, lang: str | None 
                 if col in rec:
                     row["accents" if col == "accent" else col] = rec[col]
             rows.append(row)
-    return finish_table(rows, source=root, check=check)
+    note = resolve_speaker_genders(rows, root)
+    df = finish_table(rows, source=root, check=check, skip_empty_audio=True)
+    if note:  # said once the table stands, so a refused index prints its one error line only
+        log.warning("%s", note)
+    return df
+
+
+def resolve_speaker_genders(rows: list[dict], source) -> str | None:
+    """One gender per client_id (see the module docstring). Rewrites ``gender_raw`` in place
+    and records in ``gender_source`` where each row's label came from: ``row`` (its own),
+    ``speaker`` (its speaker's other rows), ``conflict`` (labels disagree: U), or empty.
+    Returns the one line that says what was resolved, or None."""
+    labels: dict[str, dict[str, str]] = {}   # speaker -> {code: first raw label with that code}
+    for r in rows:
+        raw = r["gender_raw"].strip()
+        if raw:
+            labels.setdefault(r["speaker"], {}).setdefault(normalise_gender(raw)[0], raw)
+    borrowed, conflicts = [], []
+    for r in rows:
+        found = labels.get(r["speaker"])
+        r["gender_source"] = "row" if r["gender_raw"].strip() else ""
+        if not found:
+            continue
+        if len(found) > 1:   # e.g. male on one row, female on another: no side can be chosen
+            r["gender_raw"] = "/".join(sorted(found.values()))
+            r["gender_source"] = "conflict"
+            conflicts.append(r)
+        elif not r["gender_raw"].strip():
+            r["gender_raw"] = next(iter(found.values()))
+            r["gender_source"] = "speaker"
+            borrowed.append(r)
+    if not (borrowed or conflicts):
+        return None
+    return (f"{source}: gender resolved per client_id: {len(borrowed)} row(s) with an empty gender took their "
+            f"speaker's label from other rows (gender_source=speaker); {len(conflicts)} row(s) of "
+            f"{len({r['speaker'] for r in conflicts})} speaker(s) with conflicting labels are U "
+            "(gender_source=conflict)")

@@ -9,10 +9,17 @@ Keys: ``audio`` and ``speaker`` are required; ``id`` (default: the audio file's 
 as extra columns (``orig_<name>`` when the name clashes with a table column). ``.csv`` is
 comma-separated with standard quoting; ``.tsv``/``.txt`` are tab-separated, no quoting.
 Relative audio paths are relative to the file's directory (or ``audio_root``).
+
+Files with no path column (VoxPopuli's ``asr_train.tsv``: id, raw_text, normalized_text,
+speaker_id, split, gender, ...; audio in ``<year>/<id>.ogg``) name the audio through a
+``path_template`` instead of ``audio=``: ``{root}`` is the file's directory (or ``audio_root``),
+``{COLUMN}`` a column's value and ``{COLUMN[a:b]}`` a slice of it, e.g.
+``--path-template "{root}/{id[:4]}/{id}.ogg"`` (the year is the id's first four characters).
 """
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -43,6 +50,31 @@ def parse_mapping(spec: str | dict | None) -> dict[str, str]:
     return out
 
 
+_PLACEHOLDER = re.compile(r"\{([^{}\[\]]+)(?:\[(-?\d*):(-?\d*)\])?\}")
+TEMPLATE_FIX = 'e.g. --path-template "{root}/{id[:4]}/{id}.ogg": {root} and {COLUMN} or {COLUMN[a:b]}'
+
+
+def check_template(template: str, header: list[str], path: Path) -> None:
+    names = [m.group(1) for m in _PLACEHOLDER.finditer(template)]
+    if not names:
+        raise UserError(f"--path-template {template!r} has no {{placeholder}}", path=path, fix=TEMPLATE_FIX)
+    unknown = [n for n in names if n != "root" and n not in header]
+    if unknown:
+        raise UserError(f"--path-template names {', '.join(repr(n) for n in unknown)}, not a column "
+                        f"({', '.join(header)})", path=path, line=1, fix=TEMPLATE_FIX)
+
+
+def fill_template(template: str, rec: dict, root: Path) -> str:
+    """The template with each {name} / {name[a:b]} replaced by the row's value (or root)."""
+    def value(m: re.Match) -> str:
+        v = str(root) if m.group(1) == "root" else rec[m.group(1)].strip()
+        if m.group(2) is None and m.group(3) is None:
+            return v
+        a, b = (int(x) if x else None for x in (m.group(2), m.group(3)))
+        return v[a:b]
+    return _PLACEHOLDER.sub(value, template)
+
+
 def _number(rec: dict, col: str, path: Path, line: int) -> float:
     try:
         return float(rec[col])
@@ -52,15 +84,20 @@ def _number(rec: dict, col: str, path: Path, line: int) -> float:
 
 
 def read_generic(root, *, mapping=None, audio_root=None, corpus: str | None = None, lang: str = "",
-                 split: str = "", check: AudioCheck = AudioCheck()) -> pd.DataFrame:
-    """Utterance table of a CSV/TSV file (``root``) through a column mapping."""
+                 split: str = "", path_template: str | None = None,
+                 check: AudioCheck = AudioCheck()) -> pd.DataFrame:
+    """Utterance table of a CSV/TSV file (``root``) through a column mapping (and, for files
+    with no path column, an id-to-path ``path_template``)."""
     path = Path(root)
     if not path.is_file():
         raise UserError("no such CSV/TSV file", path=path, fix="--root is the metadata file for --kind generic")
     m = parse_mapping(mapping)
-    for key in ("audio", "speaker"):
+    if path_template and "audio" in m:
+        raise UserError("both --map audio=... and --path-template given", path=path, fix="give one of them")
+    for key in ("speaker",) if path_template else ("audio", "speaker"):
         if key not in m:
-            raise UserError(f"--map needs {key}=COLUMN", path=path, fix=MAP_FIX)
+            raise UserError(f"--map needs {key}=COLUMN" + (" (or --path-template)" if key == "audio" else ""),
+                            path=path, fix=MAP_FIX)
     if "duration" in m and "end" in m:
         raise UserError("--map gives both duration and end", path=path, fix="map one of them")
     comma = path.suffix.lower() == ".csv"
@@ -70,12 +107,15 @@ def read_generic(root, *, mapping=None, audio_root=None, corpus: str | None = No
         raise UserError(f"column(s) {', '.join(repr(c) for c in missing)} not in the header "
                         f"({', '.join(header)})", path=path, line=1, fix=MAP_FIX)
     base = Path(audio_root) if audio_root else path.parent
+    if path_template:
+        check_template(path_template, header, path)
     mapped = set(m.values())
     extra = {c: (f"orig_{c}" if c in COLUMNS or c == "gender_raw" or c in m else c) for c in header if c not in mapped}
     rows = []
     seen_audio: dict[str, int] = {}
     for line, rec in recs:
-        audio = str(resolve_under(base, rec[m["audio"]].strip()))
+        name = fill_template(path_template, rec, base) if path_template else rec[m["audio"]].strip()
+        audio = str(resolve_under(base, name))
         offset = _number(rec, m["offset"], path, line) if "offset" in m else 0.0
         duration = None
         if "duration" in m:

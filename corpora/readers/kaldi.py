@@ -1,17 +1,36 @@
-"""A Kaldi data directory::
+"""A Kaldi data directory, as recipes (Kaldi ``egs/*/s5``, ESPnet ``egs2/*/asr1``) write it::
 
-    data/train/wav.scp      <recording> <path>            (piped commands `... |` are refused)
-    data/train/segments     <utt> <recording> <start> <end>   (optional: without it, utt = recording)
-    data/train/text         <utt> <words ...>
-    data/train/utt2spk      <utt> <speaker>
-    data/train/spk2gender   <speaker> m|f                 (optional: missing -> U, warned)
+    <recipe>/data/train/wav.scp     <recording> <path>   or   <recording> <command> |
+    <recipe>/data/train/segments    <utt> <recording> <start> <end>   (optional: without it, utt = recording)
+    <recipe>/data/train/text        <utt> <words ...>
+    <recipe>/data/train/utt2spk     <utt> <speaker>
+    <recipe>/data/train/spk2gender  <speaker> m|f     (optional)
+    <recipe>/data/train/utt2dur     <utt> <seconds>   (optional; utils/data/get_utt2dur.sh)
 
-The split defaults to the directory's name.
+Relative paths in wav.scp are relative to the recipe's working directory -- the directory
+the scripts run from, i.e. the parent of ``data/`` -- or to ``kaldi_root`` when given.
+
+Piped entries (``sox x.sph -t wav -r 16000 - |``, ``flac -c -d -s x.flac |``) are kept in the
+table as given (``audio`` ends with ``|``; ``audio_cwd`` names the directory to run them in).
+Indexing never runs them unless ``allow_pipes`` (``--allow-pipes``): their duration comes
+from ``segments`` (end - start) or ``utt2dur``, their sample rate from the command (sox
+``-r N`` / ``rate N``) or, failing that, the one accepted rate (``--sample-rates``; said in the
+log). With ``allow_pipes`` an entry whose duration is not known that way is run once (in
+``audio_cwd``) and its output's header read. A piped recording is not checked for a segment
+past its end (that needs its audio).
+
+A speaker missing from spk2gender (or a data dir without one) gets U with a warning that
+counts them; ``--strict`` makes it an error. The split defaults to the directory's name.
 """
 from __future__ import annotations
 
+import io
 import logging
+import re
+import subprocess
 from pathlib import Path
+
+import soundfile as sf
 
 import pandas as pd
 
@@ -36,29 +55,65 @@ def _kv(path: Path, what: str) -> dict[str, tuple[str, int]]:
     return out
 
 
-def read_kaldi(root, *, split: str | None = None, lang: str = "", corpus: str = "kaldi",
-               check: AudioCheck = AudioCheck()) -> pd.DataFrame:
-    """Utterance table of a Kaldi data directory."""
+_SOX_RATE = re.compile(r"(?:^|\s)(?:-r|--rate)\s*(\d+(?:\.\d+)?)(k?)\b|(?:^|\s)rate(?:\s+-\w+)*\s+(\d+)(k?)\b")
+
+
+def pipe_sample_rate(command: str) -> int | None:
+    """The output rate a sox command line names (``-r 16000``, ``-r 16k``, ``rate 16000``), else None."""
+    m = _SOX_RATE.search(command)
+    if not m:
+        return None
+    value, kilo = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+    return int(round(float(value) * (1000 if kilo else 1)))
+
+
+def run_pipe(command: str, cwd: Path, src: Path, line: int) -> tuple[int, float]:
+    """(sample rate, seconds) of what a wav.scp command writes: run it once, read its output.
+
+    Only reached with --allow-pipes. The whole output is decoded, since a wav streamed to a pipe
+    has no valid length in its header.
+    """
+    cmd = command.rstrip()[:-1].strip()
+    try:
+        proc = subprocess.run(cmd, shell=True, cwd=cwd, capture_output=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise UserError(f"the command failed to run ({e})", path=src, line=line, fix="run it by hand to see why") from None
+    if proc.returncode != 0:
+        err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise UserError(f"the command exited with {proc.returncode}" + (f" ({err[-1]})" if err else ""),
+                        path=src, line=line, fix="run it by hand in " + str(cwd))
+    try:
+        data, rate = sf.read(io.BytesIO(proc.stdout), dtype="int16", always_2d=True)
+    except (sf.LibsndfileError, RuntimeError) as e:
+        raise UserError(f"the command's output is not audio soundfile can read ({e})", path=src, line=line,
+                        fix="make it write wav to stdout (e.g. sox ... -t wav - |)") from None
+    return int(rate), len(data) / rate
+
+
+def read_kaldi(root, *, split: str | None = None, lang: str = "", corpus: str = "kaldi", kaldi_root=None,
+               allow_pipes: bool = False, check: AudioCheck = AudioCheck()) -> pd.DataFrame:
+    """Utterance table of a Kaldi data directory (see the module docstring for relative paths,
+    piped wav.scp entries and missing spk2gender speakers)."""
     root = Path(root)
     wav_scp = require_file(root / "wav.scp", "wav.scp", "--root must be a Kaldi data dir (wav.scp, text, utt2spk)")
     utt2spk_f = require_file(root / "utt2spk", "utt2spk", "every Kaldi data dir needs utt2spk")
+    # Kaldi scripts run from the recipe dir (the parent of data/); wav.scp paths are relative to it.
+    cwd = Path(kaldi_root) if kaldi_root else (root.parent.parent if root.parent.name == "data" else root.parent)
     wavs = _kv(wav_scp, "recording")
     utt2spk = _kv(utt2spk_f, "utterance")
     text = _kv(root / "text", "utterance") if (root / "text").is_file() else {}
+    utt2dur = _kv(root / "utt2dur", "utterance") if (root / "utt2dur").is_file() else {}
     spk2gender_f = root / "spk2gender"
     spk2gender = _kv(spk2gender_f, "speaker") if spk2gender_f.is_file() else None
-    if spk2gender is None:
-        log.warning("%s: no spk2gender file; every speaker's gender is U", root)
+    assumed_rate: list[str] = []
+    ran: list[str] = []
 
     def audio_of(rec: str, src: Path, line: int) -> str:
         if rec not in wavs:
             raise UserError(f"recording {rec!r} is not in wav.scp", path=src, line=line,
                             fix="add it to wav.scp or remove the segment")
-        path, wline = wavs[rec]
-        if path.endswith("|"):
-            raise UserError(f"recording {rec!r} is a piped command; its header cannot be read without running it",
-                            path=wav_scp, line=wline, fix="write the audio to wav/flac files and list those paths")
-        return str(resolve_under(root, path))
+        path, _wline = wavs[rec]
+        return path if path.endswith("|") else str(resolve_under(cwd, path))
 
     entries: list[tuple[str, str, float, float | None, Path, int]] = []
     seg_f = root / "segments"
@@ -80,16 +135,79 @@ def read_kaldi(root, *, split: str | None = None, lang: str = "", corpus: str = 
         entries = [(rec, rec, 0.0, None, wav_scp, line) for rec, (_p, line) in wavs.items()]
 
     rows = []
+    unlisted: dict[str, tuple[Path, int]] = {}
     for utt, rec, start, dur, src, line in entries:
         if utt not in utt2spk:
             raise UserError(f"utterance {utt!r} has no speaker in utt2spk", path=src, line=line,
                             fix="add it to utt2spk (utils/fix_data_dir.sh drops such utterances)")
         spk = utt2spk[utt][0]
         raw = ""
-        if spk2gender is not None:
-            raw = spk2gender.get(spk, ("", 0))[0]
-        rows.append(dict(id=utt, audio=audio_of(rec, src, line), offset=start, duration=dur, speaker=spk,
-                         gender_raw=raw, corpus=corpus, lang=lang, split=split or root.name,
-                         text=text.get(utt, ("", 0))[0], recording=rec, _src=src, _line=line,
-                         _gender_src=spk2gender_f if spk2gender is not None else src))
-    return finish_table(rows, source=root, check=check)
+        if spk2gender is not None and spk in spk2gender:
+            raw = spk2gender[spk][0]
+        else:
+            unlisted.setdefault(spk, (src, line))
+        row = dict(id=utt, audio=audio_of(rec, src, line), offset=start, duration=dur, speaker=spk,
+                   gender_raw=raw, corpus=corpus, lang=lang, split=split or root.name,
+                   text=text.get(utt, ("", 0))[0], recording=rec, _src=src, _line=line,
+                   _gender_src=spk2gender_f if spk2gender is not None else src)
+        if row["audio"].endswith("|"):
+            _fill_pipe(row, utt2dur, wavs[rec][1], wav_scp, cwd, allow_pipes, check, assumed_rate, ran)
+        rows.append(row)
+    unlisted_note = _report_unlisted(unlisted, spk2gender_f if spk2gender is not None else None, root, check)
+    n_pipes = sum(1 for r in rows if r.get("_pipe"))
+    df = finish_table(rows, source=root, check=check)
+    # Said once the table stands, so a refused index prints its one error line only.
+    if unlisted_note:
+        log.warning("%s", unlisted_note)
+    if assumed_rate:
+        log.warning("%s: %d piped recording(s) name no rate (e.g. %s): assumed %d Hz, the rate --sample-rates "
+                    "accepts", wav_scp, len(set(assumed_rate)), assumed_rate[0], check.sample_rates[0])
+    if n_pipes:
+        log.info("%s: %d row(s) read from piped commands, kept as given in the audio column (%s)", wav_scp,
+                 n_pipes, f"{len(set(ran))} command(s) run (--allow-pipes)" if ran else "none run")
+    return df
+
+
+def _fill_pipe(row, utt2dur, wline, wav_scp, cwd, allow_pipes, check, assumed_rate, ran) -> None:
+    """Duration and rate of a piped recording without running it, if the data dir says them."""
+    command = row["audio"]
+    row.update(_pipe=True, audio_cwd=str(cwd.resolve()))
+    if row["duration"] is None and row["id"] in utt2dur:
+        try:
+            row["duration"] = float(utt2dur[row["id"]][0])
+        except ValueError:
+            raise UserError(f"utt2dur: {utt2dur[row['id']][0]!r} is not a number", path=wav_scp.parent / "utt2dur",
+                            line=utt2dur[row["id"]][1], fix="seconds as a decimal number") from None
+    rate = pipe_sample_rate(command)
+    if row["duration"] is None or (rate is None and allow_pipes):
+        if not allow_pipes:
+            raise UserError(f"recording {row['recording']!r} is a piped command and its duration is not known "
+                            "without running it", path=wav_scp, line=wline,
+                            fix="add utt2dur (utils/data/get_utt2dur.sh) or segments, or pass --allow-pipes to "
+                                "run the command once")
+        rate, seconds = run_pipe(command, cwd, wav_scp, wline)
+        ran.append(command)
+        if row["duration"] is None:
+            row["duration"] = seconds - float(row["offset"] or 0.0)
+    if rate is None:
+        if not check.sample_rates:
+            raise UserError(f"recording {row['recording']!r}: the piped command names no sample rate", path=wav_scp,
+                            line=wline, fix="pass --sample-rates RATE (the rate it writes) or --allow-pipes to run it")
+        rate = check.sample_rates[0]
+        assumed_rate.append(row["recording"])
+    row["sample_rate"] = rate
+
+
+def _report_unlisted(unlisted, spk2gender_f, root, check) -> str | None:
+    """Speakers with no spk2gender line get U: counted in one warning line, returned (an error
+    with --strict)."""
+    if not unlisted:
+        return None
+    spk, (src, line) = next(iter(unlisted.items()))
+    if check.strict:
+        raise UserError(f"speaker {spk!r} is not in spk2gender" if spk2gender_f else "no spk2gender file",
+                        path=src, line=line, fix="add `<speaker> m|f` lines to spk2gender, or leave --strict out "
+                        "to index such speakers as U")
+    if spk2gender_f is None:
+        return f"{root}: no spk2gender file: all {len(unlisted)} speaker(s) get U"
+    return f"{spk2gender_f}: {len(unlisted)} speaker(s) not listed (e.g. {spk}): their rows get U"

@@ -10,7 +10,12 @@ Segments (offset/duration in seconds) point into the talk's recording. Quirk: th
 ``wav`` field says ``<talk>.wav`` while the files are ``<talk>.flac``. Gender comes from a
 user-given speaker->gender file (key: speaker_id or talk id) and, where a release carries
 one, a ``gender``/``speaker_gender`` field in the yaml; the file wins when both are given.
-MuST-C (``mustc.py``) shares this layout.
+The file may be FBK's MuST-Speakers list (keyed by bare talk number); how many talks it
+matched is logged, with a warning when some or none did (``--strict``: an unmatched talk is
+an error). A segment that starts inside its recording but ends past it is trimmed at the end
+of the file, as lhotse's ``trim_supervisions_to_recordings`` does, and counted in one summary
+line (``--strict`` refuses it). Text files are split on ``\n`` only (U+2028 and kin stay
+inside their line). MuST-C (``mustc.py``) shares this layout.
 """
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ import yaml
 
 from corpora.errors import UserError
 from corpora.readers.common import (AudioCheck, finish_table, lookup_gender, read_lines,
-                                    read_speaker_genders, read_utf8)
+                                    read_speaker_genders, read_utf8, split_lines, ted_number)
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +53,7 @@ def load_segments_yaml(path: Path) -> tuple[list[dict], list[int | None]]:
         if not isinstance(s, dict) or not {"duration", "offset", "wav"} <= set(s):
             raise UserError(f"segment #{i} has no duration/offset/wav", path=path,
                             fix="every entry needs duration, offset, speaker_id and wav")
-    starts = [i for i, line in enumerate(text.splitlines(), start=1) if line.startswith("-")]
+    starts = [i for i, line in enumerate(split_lines(text), start=1) if line.startswith("-")]
     return segs, (starts if len(starts) == len(segs) else [None] * len(segs))
 
 
@@ -63,6 +68,8 @@ def read_ted_pair(pair_dir: Path, *, corpus: str, src: str, tgt: str, splits: li
                                                 if (p / "txt" / f"{p.name}.yaml").is_file())
     genders = read_speaker_genders(speaker_genders) if speaker_genders else None
     rows: list[dict] = []
+    talks_seen: dict[str, tuple[Path, int | None]] = {}   # talk -> where its first segment is
+    talks_listed: set[str] = set()                         # talks whose gender the list gave
     for split in splits:
         txt = data / split / "txt"
         yml = txt / f"{split}.yaml"
@@ -99,9 +106,13 @@ def read_ted_pair(pair_dir: Path, *, corpus: str, src: str, tgt: str, splits: li
             k = per_talk.get(talk, 0)
             per_talk[talk] = k + 1
             speaker = str(seg.get("speaker_id") or talk)
-            raw = lookup_gender(genders, speaker, talk)
+            talks_seen.setdefault(talk, (yml, seg_lines[i]))
+            # MuST-Speakers is keyed by the bare talk number: try it after the full ids.
+            raw = lookup_gender(genders, speaker, talk, ted_number(talk) or "", ted_number(speaker) or "")
             gsrc = speaker_genders
-            if raw is None:
+            if raw is not None:
+                talks_listed.add(talk)
+            else:
                 found = next((seg[key] for key in _YAML_GENDER_KEYS if key in seg), None)
                 yaml_has_gender |= found is not None
                 raw, gsrc = ("" if found is None else str(found)), yml
@@ -115,7 +126,34 @@ def read_ted_pair(pair_dir: Path, *, corpus: str, src: str, tgt: str, splits: li
         if genders is None and not yaml_has_gender:
             log.warning("%s: no gender information (no --speaker-genders file, no gender field): all rows "
                         "get U", yml)
-    return finish_table(rows, source=pair_dir, check=check)
+    note = _report_list_matches(speaker_genders, genders, talks_seen, talks_listed, rows, check) if genders else None
+    df = finish_table(rows, source=pair_dir, check=check, trim_past_end=True)
+    if note:  # said once the table stands, so a refused index prints its one error line only
+        log.log(*note)
+    return df
+
+
+def _report_list_matches(list_path, genders, talks_seen, talks_listed, rows, check) -> tuple[int, str]:
+    """(log level, line) saying how many talks the speaker list covered; a list keyed differently
+    from the corpus (e.g. names instead of ids) would otherwise turn every speaker into U
+    without a word. With --strict a talk with no gender anywhere is a UserError."""
+    missing = [t for t in talks_seen if t not in talks_listed]
+    with_yaml_gender = {r["talk"] for r in rows if r["talk"] in missing and r["gender_raw"]}
+    unlabelled = [t for t in missing if t not in with_yaml_gender]
+    n, matched = len(talks_seen), len(talks_seen) - len(missing)
+    msg = (f"speaker list {list_path}: {matched} of {n} talk(s) matched ({len(genders)} line(s) in the list)")
+    if unlabelled:
+        talk = unlabelled[0]
+        if check.strict:
+            src, line = talks_seen[talk]
+            raise UserError(f"talk {talk!r} is not in the speaker list {list_path}", path=src, line=line,
+                            fix="add it to the list (keys: speaker id, talk id or bare TED talk number), "
+                                "or leave --strict out to index it as U")
+        msg += f"; {len(unlabelled)} talk(s) with no gender anywhere get U (e.g. {talk})"
+    if matched == 0:
+        return logging.WARNING, (msg + " -- NONE matched: check the list's keys (speaker_id, talk id such as "
+                                 "ted_767, or the bare number 767)")
+    return (logging.WARNING if matched < n / 2 or unlabelled else logging.INFO), msg
 
 
 def find_pair_dir(root: Path, src: str | None, tgt: str | None, default_src: str | None) -> tuple[Path, str, str]:

@@ -8,7 +8,10 @@
     splits: train, dev, tst-COMMON, tst-HE
 
 MuST-C carries no gender: pass a speaker list (``--speaker-genders``) keyed by speaker_id
-(``spk.1``) or talk (``ted_1``), e.g. derived from the MuST-Speakers annotations.
+(``spk.1``), talk (``ted_1``) or bare talk number (``1``) -- FBK's MuST-Speakers list is read as
+distributed (header, TALK-ID, TED-PRONOUN). How many talks matched is logged, with a warning
+when some or none did. Segments running past the end of their talk are trimmed (``--strict``
+refuses them), as for mTEDx.
 """
 from __future__ import annotations
 

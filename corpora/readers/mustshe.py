@@ -1,7 +1,11 @@
-"""MuST-SHE (gender-translation benchmark, en->fr/it/es), as distributed::
+"""MuST-SHE (gender-translation benchmark, en->fr/it/es), as distributed (v1.2)::
 
-    MuST-SHE_v1.2/MONOLINGUAL.fr_v1.2.tsv   (or MuST-SHE-v1.0/<pair>.tsv ...)
-    MuST-SHE_v1.2/wav/<ID>.wav              one audio segment per row (searched recursively)
+    MuST-SHE_v1.2/tsv/MONOLINGUAL.fr_v1.2.tsv   one TSV per target language (.it, .es too)
+    MuST-SHE_v1.2/wav/<ID>.wav                  one audio segment per row (searched recursively)
+
+``root`` may be the release folder, its ``tsv/`` folder or one TSV; the wavs are found in
+``wav/`` beside ``tsv/`` (or beside the TSV itself, for a flat copy) without extra flags;
+``--audio-dir`` overrides. With several TSVs (one per language), ``--tgt-lang`` picks one.
 
 TSV columns: ID, LANG (``en-fr``), TALK, SRC (English transcript), REF (correct translation),
 WRONG-REF (same with the gender-marked words swapped), SPEAKER, GENDER (``She``/``He``: the
@@ -26,17 +30,26 @@ REQUIRED = ("ID", "LANG", "TALK", "SRC", "REF", "WRONG-REF", "SPEAKER", "GENDER"
 def _find_tsv(root: Path, tgt_lang: str | None) -> Path:
     if root.is_file():
         return root
-    tsvs = sorted(p for p in root.glob("*.tsv") if not tgt_lang or f".{tgt_lang}" in p.name or
-                  f"-{tgt_lang}" in p.name)
+    where = root / "tsv" if (root / "tsv").is_dir() else root
+    tsvs = sorted(p for p in where.glob("*.tsv") if not p.name.startswith("._") and
+                  (not tgt_lang or f".{tgt_lang}" in p.name or f"-{tgt_lang}" in p.name))
     if len(tsvs) != 1:
         raise UserError(f"found {len(tsvs)} MuST-SHE TSV file(s) here" + (f" for {tgt_lang}" if tgt_lang else ""),
-                        path=root, fix="pass the TSV itself as --root (audio then under --audio-dir or "
-                        "<its dir>/wav), or --tgt-lang to pick one")
+                        path=where, fix="pass --tgt-lang to pick one (fr, it, es), or the TSV itself as --root")
     return tsvs[0]
 
 
+def _find_wav_dir(tsv: Path) -> Path:
+    """``wav/`` beside the TSV (flat copy) or beside its ``tsv/`` folder (the release layout)."""
+    for d in (tsv.parent / "wav", tsv.parent.parent / "wav"):
+        if d.is_dir():
+            return d
+    raise UserError("audio directory not found", path=tsv.parent.parent / "wav",
+                    fix="MuST-SHE keeps its wavs in wav/ beside tsv/; pass --audio-dir DIR if they are elsewhere")
+
+
 def read_mustshe(root, *, tgt_lang: str | None = None, audio_dir=None, check: AudioCheck = AudioCheck()) -> pd.DataFrame:
-    """Utterance table of a MuST-SHE TSV (``root``: the TSV or the directory holding it)."""
+    """Utterance table of a MuST-SHE TSV (``root``: the release folder, its tsv/ folder or the TSV)."""
     root = Path(root)
     tsv = _find_tsv(root, tgt_lang)
     header, recs = read_delimited(tsv, "\t")
@@ -44,7 +57,7 @@ def read_mustshe(root, *, tgt_lang: str | None = None, audio_dir=None, check: Au
     if missing:
         raise UserError(f"missing column(s) {', '.join(missing)}", path=tsv, line=1,
                         fix="expected the MuST-SHE TSV header: " + ", ".join(REQUIRED) + ", TEXT-CATEGORY, GENDERTERMS")
-    wav_dir = Path(audio_dir) if audio_dir else tsv.parent / "wav"
+    wav_dir = Path(audio_dir) if audio_dir else _find_wav_dir(tsv)
     if not wav_dir.is_dir():
         raise UserError("audio directory not found", path=wav_dir, fix="pass --audio-dir DIR (the MuST-SHE wav/ folder)")
     audio_of = find_audio_by_stem(wav_dir)

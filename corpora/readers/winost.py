@@ -9,6 +9,11 @@
 it goes in ``entity_gender`` (with ``entity_index`` and ``entity``) for the WinoMT scorer.
 The speaker is one person, female per the WinoST paper (``speaker_gender`` to override).
 The recordings are 48 kHz: resample them or accept it with ``--sample-rates 48000``.
+
+As downloaded, the archive was zipped on a Mac: ``__MACOSX/`` and ``._0001.wav`` resource-fork
+files are ignored (they carry the audio files' names but are not audio). The wavs come
+gzipped (``0001.wav.gz``): unpack them first (``gunzip``) -- a clear error says so, because
+no engine downstream can read audio inside gzip (see ``refuse_gzipped_audio``).
 """
 from __future__ import annotations
 
@@ -17,7 +22,8 @@ from pathlib import Path
 import pandas as pd
 
 from corpora.errors import UserError
-from corpora.readers.common import AudioCheck, find_audio_by_stem, finish_table, first_int, read_lines
+from corpora.readers.common import (AudioCheck, find_audio_by_stem, finish_table, first_int, read_lines,
+                                    refuse_gzipped_audio)
 
 
 def read_winost(root, *, winomt_file=None, audio_dir=None, first_index: int = 1, speaker_gender: str = "female",
@@ -30,6 +36,8 @@ def read_winost(root, *, winomt_file=None, audio_dir=None, first_index: int = 1,
                         "--root or pass --winomt-file")
     wav_dir = Path(audio_dir) if audio_dir else root
     numbered: dict[int, Path] = {}
+    if not find_audio_by_stem(wav_dir, exts=(".wav", ".flac")):
+        refuse_gzipped_audio(wav_dir)
     for stem, path in find_audio_by_stem(wav_dir, exts=(".wav", ".flac")).items():
         n = first_int(stem)
         if n is not None:
