@@ -90,7 +90,7 @@ def run_eval(args) -> int:
 def run_pack(args) -> int:
     import os
     from ssl_pretrain.evaluate import pack_checkpoint
-    out = pack_checkpoint(_ref(args), args.out, half=not args.fp32)
+    out = pack_checkpoint(_ref(args), args.out, half=not args.fp32, updates=args.updates)
     print(f"wrote {out} ({os.path.getsize(out) / 1e6:.2f} MB)")
     return 0
 
@@ -174,6 +174,9 @@ def register(subparsers, group: str, help: str) -> None:
     k.add_argument("checkpoint", help="registered NAME or PATH of a fairseq .pt")
     k.add_argument("--out", required=True, help="output .safetensors file")
     k.add_argument("--fp32", action="store_true", help="keep float32 weights")
+    k.add_argument("--updates", type=int, default=None,
+                   help="the update count to record (default: the checkpoint's; e.g. the total of a run warm-started "
+                        "with `pretrain run --init-from`, whose own count restarts at 0)")
     add_trust_option(k)
     k.set_defaults(func=run_pack)
 

@@ -14,6 +14,9 @@ Running the same command again resumes from OUT/checkpoints/checkpoint_last.pt.
 examples:
   gendergap pretrain run --preset tiny --manifest m/F --out runs/ssl/F --seed 1
   gendergap pretrain run --preset tiny --manifest m/F --out runs/ssl/F optimization.max_update=1000
+  # continue the shipped female checkpoint by 5,000 updates (warm start, fresh schedule):
+  gendergap pretrain run --preset tiny --manifest m/F --out runs/ssl/F-more --seed 1 \
+      --init-from ssl_pretrain/shipped/tiny-female.safetensors optimization.max_update=5000
   gendergap pretrain run --preset base --manifest m/B --out runs/ssl/B common.cpu=false \\
       distributed_training.distributed_world_size=1 optimization.update_freq=[64]
 The manifest dir holds train.tsv (and valid.tsv) in fairseq's wav2vec format:
@@ -81,8 +84,13 @@ def _policy(args):
 
 
 def run_local(args) -> int:
-    from ssl_pretrain.run import run_pretraining
-    summary = run_pretraining(args.preset, args.manifest, args.out, seed=args.seed, overrides=args.overrides,
+    from ssl_pretrain.run import run_pretraining, warm_start
+    overrides = list(args.overrides)
+    if args.init_from:
+        from ssl_pretrain.checkpoints import CheckpointRef
+        ref = CheckpointRef.resolve(args.init_from, args.registry, trust=args.trust_checkpoint)
+        overrides += warm_start(ref.fairseq_state(), args.out)
+    summary = run_pretraining(args.preset, args.manifest, args.out, seed=args.seed, overrides=overrides,
                               policy=_policy(args), check_audio=args.check_audio, threads=args.threads)
     print(f"done: {summary['final_updates']} updates, checkpoints in {args.out}/checkpoints "
           f"(lr {summary['lr']:g}, {summary['restarts']} watchdog restarts)")
@@ -156,6 +164,13 @@ def register(subparsers, group: str, help: str) -> None:
                        description="Pretrain wav2vec 2.0 with fairseq on this machine.", epilog=RUN_EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_common(r)
+    r.add_argument("--init-from", default=None, metavar="CKPT",
+                   help="start from this checkpoint's weights (a registered name, a .pt or a packed .safetensors "
+                        "release) with a fresh optimizer, schedule and data order: continue a shipped checkpoint "
+                        "with optimization.max_update=N more updates. A rerun resumes from checkpoint_last.pt")
+    r.add_argument("--registry", default=None, help="checkpoint registry JSON for --init-from NAME")
+    from gendergap.options import add_trust_option
+    add_trust_option(r)
     r.set_defaults(func=run_local)
 
     la = sub.add_parser("launch", help="submit to SLURM (or submitit's local executor)",

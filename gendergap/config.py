@@ -86,6 +86,8 @@ CHECKPOINT = {
     "pretrained_on": F(STR, None, "the pretraining set it was made from (Table 3's hours and gender shares)"),
     "preset": F(STR, "tiny", "pretraining preset when `pretrain` is set"),
     "updates": F(INT, 1000, "pretraining updates when `pretrain` is set"),
+    "continue_updates": F(INT, 0, "then continue the accepted checkpoint by this many updates (a warm start: "
+                          "fresh optimizer and schedule); the shipped checkpoints: 1000, then 5000"),
     "note": F(STR, None, "free text for the registry"),
     "hours": F(NUM, None, "Table 3: pretraining hours of an imported checkpoint"),
     "male_pct": F(NUM, None, "Table 3: % male speech in its pretraining data"),

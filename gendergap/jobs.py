@@ -133,13 +133,19 @@ def make_up(report_path: str) -> dict:
             "unknown_pct": round(pct["U"], 1)}
 
 
-def pretrain_tiny(manifest: str, out: str, seed: int, updates: int, preset: str = "tiny") -> None:
+def pretrain_tiny(manifest: str, out: str, seed: int, updates: int, preset: str = "tiny",
+                  continue_updates: int = 0) -> None:
     """Pretrain; a run whose valid accuracy ends below 2x chance (the plateau of
-    notes/DEPENDENCIES.md) is redone with the next seed. The shipped checkpoints were made by
-    this rule (ssl_pretrain/shipped/PROVENANCE.md). Leaves ``out/checkpoint.txt`` naming the
-    accepted checkpoint."""
+    notes/DEPENDENCIES.md) is redone with the next seed. With ``continue_updates``, the accepted
+    checkpoint is then continued by that many updates from a warm start (fresh optimizer and
+    schedule, ``pretrain run --init-from``): a longer schedule from scratch sat at chance, the
+    continuation does not. The shipped checkpoints were made by these rules
+    (ssl_pretrain/shipped/PROVENANCE.md). Leaves ``out/checkpoint.txt`` naming the final
+    checkpoint and ``out/updates.txt`` the updates it has seen in all."""
+    from ssl_pretrain.checkpoints import CheckpointRef
+    from ssl_pretrain.convert import num_updates
     from ssl_pretrain.evaluate import last_valid_accuracy
-    from ssl_pretrain.run import run_pretraining
+    from ssl_pretrain.run import run_pretraining, warm_start
 
     chance = 1 / 11  # the tiny preset draws 10 negatives
     out = Path(out)
@@ -150,7 +156,19 @@ def pretrain_tiny(manifest: str, out: str, seed: int, updates: int, preset: str 
             run_pretraining(preset, manifest, run, seed=s, threads=1, overrides=[f"optimization.max_update={updates}"])
         at, accuracy = last_valid_accuracy(run / "train.log")
         if accuracy is not None and accuracy >= 2 * chance:
-            (out / "checkpoint.txt").write_text(str(run / "checkpoints" / "checkpoint_best.pt") + "\n")
+            best = run / "checkpoints" / "checkpoint_best.pt"
+            total = num_updates(CheckpointRef.resolve(best).fairseq_state())
+            if continue_updates:
+                more = out / "continued"
+                if "final_updates" not in (read_json(more / "run.json") or {}):
+                    # the first seed again (not the accepted one): what the shipped continuations used
+                    run_pretraining(preset, manifest, more, seed=seed + 1, threads=1,
+                                    overrides=[f"optimization.max_update={continue_updates}",
+                                               *warm_start(CheckpointRef.resolve(best).fairseq_state(), more)])
+                best = more / "checkpoints" / "checkpoint_best.pt"
+                total += num_updates(CheckpointRef.resolve(best).fairseq_state())  # counted from 0 again
+            (out / "updates.txt").write_text(f"{total}\n")
+            (out / "checkpoint.txt").write_text(str(best) + "\n")
             return
         print(f"seed {s}: valid accuracy {accuracy} at update {at} is still at chance; trying the next seed", flush=True)
     raise UserError(f"pretraining stayed at chance with seeds {seed + 1}..{seed + PRETRAIN_SEEDS}", path=out,
@@ -167,6 +185,8 @@ def register_checkpoints(registry: str, entries: list[dict], trust: bool = False
     for e in entries:
         path = e["path"] or (Path(e["pretrain_dir"]) / "checkpoint.txt").read_text().strip()
         extra = make_up(e["make_up"]) if e.get("make_up") else dict(e.get("table3") or {})
+        if e.get("pretrain_dir") and (Path(e["pretrain_dir"]) / "updates.txt").is_file():
+            extra["updates"] = int((Path(e["pretrain_dir"]) / "updates.txt").read_text())
         old = known.get(e["name"])
         if old and Path(old["path"]) == Path(path).resolve() and all(old.get(k) == v for k, v in extra.items()):
             continue

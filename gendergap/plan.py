@@ -71,7 +71,9 @@ def plan_jobs(cfg: StudyConfig, out: str | Path, only: list[str] | None = None) 
             run = out / "ssl" / name
             jobs.append(_job(f"pretrain:{name}", "pretrain", [{"call": "pretrain_tiny", "kwargs": {
                 "manifest": str(out / "manifests" / c["pretrain"]), "out": str(run), "seed": seed,
-                "updates": c["updates"], "preset": c["preset"]}}], deps=[f"manifest:{c['pretrain']}"],
+                "updates": c["updates"], "preset": c["preset"],
+                **({"continue_updates": c["continue_updates"]} if c["continue_updates"] else {})}}],
+                deps=[f"manifest:{c['pretrain']}"],
                 resources={**LIGHT, "time_min": 120}, checkpoint=name, outputs=[run]))
             entry["pretrain_dir"], entry["note"] = str(run), entry["note"] or "pretrained by this study"
             ckpt_deps.append(f"pretrain:{name}")

@@ -141,6 +141,30 @@ def watchdog_state(journal_path: Path, lr: float, seed: int | None) -> tuple[flo
     return lr, seed, restarts
 
 
+def warm_start(state: dict, out_dir) -> list[str]:
+    """Overrides that start a run from ``state``'s weights (a fairseq wav2vec 2.0 checkpoint dict,
+    e.g. a packed release read by ssl_pretrain.checkpoints) with a fresh optimizer, schedule and
+    data order: fairseq's own ``checkpoint.finetune_from_model``, which a rerun of the same command
+    ignores once ``checkpoint_last.pt`` exists (so a killed warm-started run resumes as usual).
+    A packed release holds weights and config only; the bookkeeping fairseq's loader reads is
+    filled in (the update count restarts at 0)."""
+    import torch
+    out_dir = Path(out_dir)
+    init = out_dir / "init.pt"
+    if not init.is_file():
+        history = (state.get("optimizer_history") or [{}])[-1]
+        full = {"cfg": state["cfg"], "args": None, "model": {k: v.float() for k, v in state["model"].items()},
+                "optimizer_history": [{"criterion_name": "Wav2vecCriterion", "optimizer_name": "FairseqAdam",
+                                       "lr_scheduler_state": {"best": None}, "best_loss": None,
+                                       "num_updates": history.get("num_updates") or 0}],
+                "extra_state": {}, "last_optimizer_state": None}
+        out_dir.mkdir(parents=True, exist_ok=True)
+        from corpora.atomic import atomic_open
+        with atomic_open(init, "wb") as f:
+            torch.save(full, f)
+    return [f"checkpoint.finetune_from_model={init.resolve()}"]
+
+
 def run_pretraining(preset: str, manifest_dir, out_dir, seed: int | None = None, overrides=(),
                     policy: wd.Policy | None = wd.Policy(), check_audio: str = "sample",
                     poll_s: float = 1.0, threads: int | None = None) -> dict:

@@ -81,8 +81,9 @@ def unsafe_classes(path: str | os.PathLike) -> list[str]:
     return sorted(set(found) - allowed)
 
 
-def save_packed(state: dict, out: str | os.PathLike, half: bool = True) -> Path:
-    """A fairseq wav2vec 2.0 checkpoint dict as one .safetensors file (weights + config metadata)."""
+def save_packed(state: dict, out: str | os.PathLike, half: bool = True, updates: int | None = None) -> Path:
+    """A fairseq wav2vec 2.0 checkpoint dict as one .safetensors file (weights + config metadata).
+    ``updates`` replaces the checkpoint's own update count (e.g. the total of a warm-started run)."""
     from safetensors.torch import save_file
 
     from corpora.atomic import atomic_open
@@ -90,7 +91,7 @@ def save_packed(state: dict, out: str | os.PathLike, half: bool = True) -> Path:
     weights = {k: (v.half() if half and v.is_floating_point() else v).contiguous() for k, v in state["model"].items()}
     history = state.get("optimizer_history") or [{}]
     meta = {"format": PACKED_FORMAT, "fairseq_cfg": json.dumps(state["cfg"]),
-            "num_updates": str(history[-1].get("num_updates"))}
+            "num_updates": str(updates if updates is not None else history[-1].get("num_updates"))}
     tmp = out.with_name(f".{out.name}.tmp")
     save_file(weights, str(tmp), metadata=meta)
     with open(tmp, "rb") as src, atomic_open(out, "wb") as dst:
