@@ -209,6 +209,7 @@ def load_config(path: str | os.PathLike) -> StudyConfig:
         raise UserError("not UTF-8 text", path=path, fix="save the config as UTF-8") from None
     if root is None:
         raise UserError("the config is empty", path=path, fix="start from configs/mini.yaml")
+    _refuse_duplicate_keys(root, path)
     data = _section(SCHEMA, root, path, "")
     lines: dict[str, int] = {}
     data["checkpoints"] = _checkpoints(data["checkpoints"], path, lines)
@@ -216,6 +217,23 @@ def load_config(path: str | os.PathLike) -> StudyConfig:
     cfg = StudyConfig(path=path, data=data, lines=lines)
     _cross_checks(cfg, root)
     return cfg
+
+
+def _refuse_duplicate_keys(node, path) -> None:
+    """YAML keeps the last of two equal keys without a word; a study config refuses them, naming
+    the second one's line (two `asr-frozen:` tasks would silently become one)."""
+    if isinstance(node, yaml.MappingNode):
+        seen: dict = {}
+        for knode, vnode in node.value:
+            key = knode.value if isinstance(knode, yaml.ScalarNode) else None
+            if key is not None and key in seen:
+                raise UserError(f"key '{key}' appears twice in one mapping (first on line {seen[key]})",
+                                path=path, line=_where(knode), fix="remove or rename one of them")
+            seen[key] = _where(knode)
+            _refuse_duplicate_keys(vnode, path)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _refuse_duplicate_keys(item, path)
 
 
 def _named_map(node, path, what: str):

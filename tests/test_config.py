@@ -94,6 +94,9 @@ def test_dry_run_prints_plan_and_writes_nothing(tmp_path):
     (lambda t: t.replace("pretrained_on: female", "pretrained_on: femal"), 5, ["pretraining set 'femal'"]),
     (lambda t: t + "tasks2: {}\n", 10, ["unknown key 'tasks2'", "did you mean 'tasks'"]),
     (lambda t: t.replace("  st: {", "  mt: {"), 9, ["task 'mt' has no known type"]),
+    # a second asr-frozen task would silently replace the first (YAML keeps the last key)
+    (lambda t: t + "  asr-frozen: {corpus: synth-fr}\n", 10, ["key 'asr-frozen' appears twice", "first on line 8"]),
+    (lambda t: t.replace("name: t", "name: t\nname: u"), 2, ["key 'name' appears twice", "first on line 1"]),
 ])
 def test_bad_configs_fail_before_anything_runs(tmp_path, edit, line, words):
     path = write(tmp_path, edit(GOOD))
