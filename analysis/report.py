@@ -38,7 +38,7 @@ def load_scores(db_path: str | os.PathLike) -> pd.DataFrame:
     if not db_path.is_file():
         raise UserError("no results DB here", path=db_path,
                         fix="pass --db the file your sweeps wrote (default runs/results.db)")
-    with ResultsStore(db_path) as store:
+    with ResultsStore(db_path, readonly=True) as store:  # a report never writes to the DB it reads
         raw = store.scores()
     return tables.clean_scores(raw, db_path)
 

@@ -249,3 +249,24 @@ def test_cli_bad_registry_is_one_line(tmp_path, capsys, content, message):
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and message in err and str(reg) in err
     assert not (out / "report.md").exists()  # refused before anything is written
+
+
+def test_report_reads_a_read_only_db_and_never_writes_to_foreign_files(tmp_path, capsys):
+    import os
+    import stat
+    db = tmp_path / "r.db"
+    fill(db)
+    os.chmod(db, stat.S_IRUSR | stat.S_IRGRP)  # a finished study's results, protected
+    assert main(["report", "--db", str(db), "--out", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "report.md").is_file()
+    empty, foreign = tmp_path / "empty.db", tmp_path / "foreign.db"
+    empty.touch()
+    with sqlite3.connect(foreign) as c:
+        c.execute("CREATE TABLE notes (x)")
+    before = {p: p.read_bytes() for p in (empty, foreign)}
+    for path in (empty, foreign):
+        assert main(["report", "--db", str(path), "--out", str(tmp_path / "o2")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "not a gendergap results DB" in err[0] and str(path) in err[0]
+    assert {p: p.read_bytes() for p in (empty, foreign)} == before  # no tables added, no journal left
+    assert not list(tmp_path.glob("*.db-*")) and not (tmp_path / "o2").exists()
