@@ -111,14 +111,18 @@ def audio_dataset(df: pd.DataFrame, enc, sample_rate: int = 16000):
     @sb.utils.data_pipeline.takes("wav", "start", "stop")
     @sb.utils.data_pipeline.provides("sig")
     def audio_pipeline(wav, start, stop):
-        if wav not in checked:
-            info = sb.dataio.dataio.read_audio_info(wav)
-            if info.sample_rate != sample_rate:
-                raise UserError(f"sampled at {info.sample_rate} Hz, the model expects {sample_rate} Hz", path=wav,
-                                fix=f"resample the audio to {sample_rate} Hz")
-            checked.add(wav)
-        spec = {"file": wav, "start": start} | ({"stop": stop} if stop >= 0 else {})
-        sig = sb.dataio.dataio.read_audio(spec)
+        try:
+            if wav not in checked:
+                info = sb.dataio.dataio.read_audio_info(wav)
+                if info.sample_rate != sample_rate:
+                    raise UserError(f"sampled at {info.sample_rate} Hz, the model expects {sample_rate} Hz", path=wav,
+                                    fix=f"resample the audio to {sample_rate} Hz")
+                checked.add(wav)
+            spec = {"file": wav, "start": start} | ({"stop": stop} if stop >= 0 else {})
+            sig = sb.dataio.dataio.read_audio(spec)
+        except (RuntimeError, OSError, ValueError) as e:  # libsndfile's errors for a corrupt or cut file
+            raise UserError(f"cannot read the audio ({str(e).splitlines()[0][:120]})", path=wav,
+                            fix="replace the file, or leave its row out of the CSV") from None
         return sig.mean(-1) if sig.dim() > 1 else sig
 
     @sb.utils.data_pipeline.takes("text")

@@ -115,7 +115,11 @@ class FrozenSSL:
 
 def read_segment(path: str, offset: float, duration: float, sample_rate: int) -> np.ndarray:
     """One utterance (mono float32) from a file, by offset/duration in seconds."""
-    info = sf.info(path)
+    try:
+        info = sf.info(path)
+    except (RuntimeError, OSError) as e:  # libsndfile's errors for a corrupt or cut file
+        raise UserError(f"cannot read the audio ({str(e).splitlines()[0][:120]})", path=path,
+                        fix="replace the file, or leave its row out of the table") from None
     if info.samplerate != sample_rate:
         raise UserError(f"{path} is sampled at {info.samplerate} Hz, the model expects {sample_rate} Hz",
                         path=path, fix=f"resample the audio to {sample_rate} Hz")

@@ -126,3 +126,20 @@ def test_bf16_autocast_trains_and_decodes_on_the_cpu(setup, tmp_path, recipe):
     import torch
     state = torch.load(weights, weights_only=True)
     assert all(v.dtype != torch.bfloat16 for v in state.values() if torch.is_tensor(v))  # fp32 master weights
+
+
+def test_decoding_a_corrupt_wav_is_one_line(setup, tmp_path, capsys):
+    out = tmp_path / "ft"
+    assert main(["asr", "finetune", "--ckpt", str(setup["ssl"]), "--train", str(setup["train"]), "--valid",
+                 str(setup["valid"]), "--out", str(out), *FAST, "max_steps=1"]) == 0
+    test = pd.read_csv(setup["test"])
+    broken = tmp_path / "broken.wav"
+    broken.write_bytes(b"RIFF\x10\x00\x00\x00WAVEjunk" * 8)  # a RIFF header over garbage
+    assert len(test) > 1
+    edited = edit_csv(setup["test"], tmp_path / "t.csv", lambda d: d.assign(wav=[str(broken), *d["wav"][1:]]))
+    capsys.readouterr()
+    assert main(["asr", "decode", "--model", str(out), "--test", str(edited), "--bootstrap", "0"]) == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("gendergap: error")]
+    assert len(lines) == 1 and "cannot read the audio" in lines[0] and str(broken) in lines[0]
+    assert "Traceback" not in err
