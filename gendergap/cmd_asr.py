@@ -181,14 +181,13 @@ def score_and_store(meta: dict, speakers, args, *, checkpoint: str, task: str, s
                          normalization="none")
     result["asr"] = {k: meta.get(k) for k in ("text_norm_name", "oov", "checkpoint", "model")}
     print_result(result)
-    out = Path(meta["hyps"]).with_name(Path(meta["hyps"]).name.replace(".hyp.tsv", ".wer.json"))
-    write_json(out, result)
-    if args.db:
+    if args.db:  # the DB first: a failing --db step leaves no result JSON behind
         run_id = store_result(args.db, result, checkpoint=checkpoint, task=task, subset=subset,
                               config={**config, "refs": meta["refs"], "hyps": meta["hyps"],
                                       "text_norm": meta.get("text_norm_name"), "bootstrap": args.bootstrap,
                                       "seed": args.seed})
         log.info("stored run %d in %s (%s, %s)", run_id, args.db, checkpoint, task)
+    write_json(Path(meta["hyps"]).with_name(Path(meta["hyps"]).name.replace(".hyp.tsv", ".wer.json")), result)
     return result
 
 

@@ -155,16 +155,16 @@ def run_score(args) -> int:
     result = score_files(metric, args.refs, args.hyps, args.speakers, bootstrap=args.bootstrap, seed=args.seed,
                          level=args.level, **opts)
     print_result(result)
-    if args.json:
-        write_json(args.json, result)
-        log.info("wrote %s", args.json)
-    if args.db:
+    if args.db:  # the DB first: a failing --db step leaves no JSON behind
         config = {"refs": str(Path(args.refs).resolve()), "hyps": str(Path(args.hyps).resolve()),
                   "table": str(Path(args.speakers).resolve()), "bootstrap": args.bootstrap, "seed": args.seed,
                   "level": args.level, **opts}
         run_id = store_result(args.db, result, checkpoint=args.checkpoint, task=args.task or args.score_kind,
                               lang_pair=args.lang_pair, subset=args.subset, config=config)
         log.info("stored run %d in %s", run_id, args.db)
+    if args.json:
+        write_json(args.json, result)
+        log.info("wrote %s", args.json)
     return 0
 
 

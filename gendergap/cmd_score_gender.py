@@ -99,10 +99,10 @@ def _store(args, kind: str, rows: list[dict], inputs: list[str]) -> None:
 def run_mustshe(args) -> int:
     from analysis.mustshe import score_mustshe, score_rows_for_store
     result = score_mustshe(args.tsv, args.hyps, tokenize=args.tokenize, lang=args.lang)
-    write_json(args.json, result)
-    if args.db:
+    if args.db:  # the DB first: a failing --db step leaves no JSON behind
         _store(args, "score-mustshe", score_rows_for_store(result, args.checkpoint or "", args.lang_pair,
                                                            args.subset), [args.tsv, args.hyps])
+    write_json(args.json, result)
     o, b = result["overall"], result["bleu"]
     print(f"coverage {o['coverage']:.2f}  accuracy {o['accuracy']:.2f}  "
           f"BLEU correct {b['correct']:.2f} wrong {b['wrong']:.2f} diff {b['diff']:+.2f}  ({b['signature']})")
@@ -115,11 +115,11 @@ def run_winomt(args) -> int:
     from analysis.winomt import score_winomt, winomt_rows_for_store
     result = score_winomt(args.gold, args.translations, args.lang, pro_path=args.pro, anti_path=args.anti,
                           lexicon_path=args.lexicon)
-    write_json(args.json, result)
-    if args.db:
+    if args.db:  # the DB first: a failing --db step leaves no JSON behind
         inputs = [p for p in (args.gold, args.translations, args.pro, args.anti, args.lexicon) if p]
         _store(args, "score-winomt", winomt_rows_for_store(result, args.checkpoint or "", args.lang_pair or
                                                            f"en-{args.lang}", args.subset), inputs)
+    write_json(args.json, result)
     ds = "n/a" if result["delta_s"] is None else f"{result['delta_s']:+.1f}"
     print(f"acc {result['acc']:.1f}  F1 male {result['f1']['male']:.1f} female {result['f1']['female']:.1f}  "
           f"ΔG {result['delta_g']:+.1f}  ΔS {ds}  unknown {result['n_unknown']}/{result['n']}")

@@ -244,14 +244,14 @@ def run_decode(args) -> int:
         o = ms["overall"]
         print(f"MuST-SHE: coverage {o['coverage']:.1f}%  accuracy {o['accuracy']:.1f}%  "
               f"(terms {o['terms']}, found {o['found']}, correct {o['correct']}, wrong {o['wrong']})")
-    write_json(str(args.out) + ".json", out)
-    if args.db:
+    if args.db:  # the DB first: a failing --db step leaves no result JSON behind
         run_id = store_result(args.db, result, checkpoint=name, task=args.task, lang_pair=lang_pair, subset=args.subset,
                               config=config)
         log.info("stored BLEU run %d in %s", run_id, args.db)
         if args.mustshe:
             store_mustshe(args.db, out["mustshe"], name, lang_pair, args.subset,
                            {**config, "mustshe": str(Path(args.mustshe).resolve())}, [args.mustshe, args.out])
+    write_json(str(args.out) + ".json", out)
     return 0
 
 

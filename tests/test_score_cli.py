@@ -196,3 +196,18 @@ def test_an_existing_directory_as_output_file_is_one_line(files, tmp_path, capsy
     rc, out, err = run(capsys, "score", "asr", "--refs", r, "--hyps", h, "--speakers", t, "--json", tmp_path / "out")
     assert rc == 2 and "this is a directory, not a file name" in one_error_line(err)
     assert list((tmp_path / "out").iterdir()) == [] and not list(tmp_path.glob(".out.*"))  # nothing left behind
+
+
+def test_a_failing_db_step_leaves_no_json_behind(files, tmp_path, capsys):
+    import os
+    import stat
+    _, (r, h, t) = files
+    db = tmp_path / "r.db"
+    from analysis.store import ResultsStore
+    ResultsStore(db).close()
+    os.chmod(db, stat.S_IRUSR)  # a protected results DB
+    out = tmp_path / "asr.json"
+    rc, _, err = run(capsys, "score", "asr", "--refs", r, "--hyps", h, "--speakers", t, "--json", out,
+                     "--db", db, "--checkpoint", "F-tiny")
+    assert rc == 2 and "read-only" in one_error_line(err)
+    assert not out.exists()
