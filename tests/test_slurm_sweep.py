@@ -132,6 +132,9 @@ def test_rerun_waits_on_the_earlier_runs_slurm_job(slurm_cluster, tmp_path):
         assert proc.returncode == 0 and "STATES" in text, text[-3000:]
     assert json.loads(text.split("STATES", 1)[1]) == {"prereq": "done", "dep:a": "done", "dep:b": "done"}
     assert text.count("submit ") == 1, text  # run 2 submitted only the dependents' array
+    # done.json is written before SLURM closes the job (submitit still writes its result): wait
+    # for the controller to say COMPLETED before reading the jobs' times
+    slurm_cluster.wait_for_jobs([prereq_id, *dep_ids], timeout_s=120)
     times = {n: _scontrol(i) for n, i in [("prereq", prereq_id), ("dep:a", dep_ids[0]), ("dep:b", dep_ids[1])]}
     from datetime import datetime
     at = {n: (datetime.fromisoformat(t["StartTime"]), datetime.fromisoformat(t["EndTime"])) for n, t in times.items()}
