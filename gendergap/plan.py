@@ -212,7 +212,7 @@ def _feature_jobs(cfg: StudyConfig, table: str, registry: str, store: str, table
         gpus = max(t["resources"]["gpus"] for t in tasks)
         res = max((t["resources"] for t in tasks), key=lambda r: (r["gpus"], r["cpus"]))
         name = f"features:{ck}" + ("" if precision == "fp32" else f":{precision}")
-        device = _runtime_args({"device": "auto", "precision": precision, "resources": {"gpus": gpus}})[1]
+        device = "auto" if gpus >= 1 else "cpu"  # as _runtime_args: a GPU only when the job asked for one
         jobs[(ck, precision)] = _job(name, "features", [{"call": "extract_features", "kwargs": {
             "table": table, "ckpt": ck, "registry": registry, "store": store, "requests": requests,
             "device": device, "precision": precision, **({"trust": True} if trust else {})}}],

@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import soundfile as sf
 from tqdm import tqdm
 
 from corpora.atomic import atomic_open, write_json
@@ -394,9 +395,7 @@ def _plan_shards(keys: list[str], extractor, n_layers: int, itemsize: int, shard
     durations = []
     for a, n in zip(audio, count):
         if n < 0:  # "to the end of the file": read the header once
-            import soundfile as sf
-            info = sf.info(a)
-            n = info.frames
+            n = sf.info(a).frames
         durations.append(n / sr)
     per_second = n_layers * extractor.dim * itemsize / extractor.frame_shift_s
     order = sorted(range(len(keys)), key=lambda i: (durations[i], keys[i]))

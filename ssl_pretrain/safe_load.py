@@ -86,17 +86,14 @@ def save_packed(state: dict, out: str | os.PathLike, half: bool = True, updates:
     ``updates`` replaces the checkpoint's own update count (e.g. the total of a warm-started run)."""
     from safetensors.torch import save_file
 
-    from corpora.atomic import atomic_open
     out = Path(out)
     weights = {k: (v.half() if half and v.is_floating_point() else v).contiguous() for k, v in state["model"].items()}
     history = state.get("optimizer_history") or [{}]
     meta = {"format": PACKED_FORMAT, "fairseq_cfg": json.dumps(state["cfg"]),
             "num_updates": str(updates if updates is not None else history[-1].get("num_updates"))}
-    tmp = out.with_name(f".{out.name}.tmp")
+    tmp = out.with_name(f".{out.name}.tmp")  # beside the target, then renamed: never half a release
     save_file(weights, str(tmp), metadata=meta)
-    with open(tmp, "rb") as src, atomic_open(out, "wb") as dst:
-        dst.write(src.read())
-    tmp.unlink()
+    os.replace(tmp, out)
     return out
 
 

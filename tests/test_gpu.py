@@ -66,3 +66,30 @@ def test_finetuning_steps_on_cuda(corpus, tmp_path, precision):
     summary = json.loads((out / "train_summary.json").read_text())
     assert summary["optimizer_step"] == 3 and np.isfinite(summary["valid"]["loss"])
     assert json.loads((out / "test.json").read_text())["runtime"]["precision"] == precision
+
+
+def test_st_trains_and_decodes_on_cuda_in_fp16(tmp_path):
+    from st_helpers import tiny_wav2vec, toy_rows, write_toy_table, write_wavs_for
+    rows = toy_rows()
+    write_wavs_for(tmp_path, rows)
+    table = str(write_toy_table(tmp_path, rows))
+    out = tmp_path / "st"
+    assert main(["st", "train", "--ckpt", str(tiny_wav2vec(tmp_path / "w2v")), "--layer", "1", "--train", table,
+                 "--train-split", "train", "--valid", table, "--valid-split", "valid", "--src", "fr", "--tgt", "en",
+                 "--out", str(out), "--feature-store", str(tmp_path / "store"), "--device", "cuda",
+                 "--precision", "fp16", "--preset", "tiny", "data.vocab_size=40", "max-update=4"]) == 0
+    train = json.loads((out / "st.json").read_text())["preset"]["train"]
+    assert train["fp16"] is True and train["cpu"] is False  # fairseq's --fp16 on the GPU
+    assert main(["st", "decode", "--model", str(out), "--test", table, "--test-split", "test",
+                 "--out", str(tmp_path / "test.hyp"), "--no-score"]) == 0
+
+
+def test_contrastive_accuracy_on_cuda_matches_cpu(tmp_path):
+    from ssl_helpers import write_manifest, write_wavs
+    from ssl_pretrain.evaluate import contrastive_accuracy
+    root = tmp_path / "audio"
+    manifest = write_manifest(root, write_wavs(root, n=8), tmp_path / "manifest", n_valid=4)
+    ref = CheckpointRef.resolve(SHIPPED / "tiny-female.safetensors")
+    cpu = contrastive_accuracy(ref, manifest, seed=0, device="cpu")
+    gpu = contrastive_accuracy(ref, manifest, seed=0, device="cuda:0")
+    assert gpu["n_masked"] == cpu["n_masked"] and abs(gpu["accuracy"] - cpu["accuracy"]) < 0.02
