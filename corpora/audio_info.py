@@ -1,11 +1,16 @@
 """Audio headers (sample rate, frames, channels) of many files, read in parallel, never decoded.
 
 Durations in gendergap come from headers only: ``soundfile.info`` opens the file, libsndfile
-parses the header, nothing is decoded. A corpus index touches every file once, so on
-network file systems the latency of each ``open`` dominates; libsndfile's open releases the
-GIL, so a thread pool overlaps those waits (see ``_read_chunk`` for why it calls soundfile's
-binding rather than ``sf.info``). Each path is read once even when many segments (rows)
-point into the same long recording. ``benchmarks/bench_audio_headers.py`` measures it.
+parses the header, nothing is decoded. One exception: float-coded files (WAV/AIFF/CAF ``FLOAT``
+or ``DOUBLE``) are the only ones that can hold NaN or Inf samples, which turn every loss and
+feature computed from them into NaN, so their samples are scanned once (``_first_nonfinite``).
+Integer PCM, FLAC, mp3, Vorbis and Opus cannot hold them and stay header-only.
+
+A corpus index touches every file once, so on network file systems the latency of each
+``open`` dominates; libsndfile's open releases the GIL, so a thread pool overlaps those waits
+(see ``_read_chunk`` for why it calls soundfile's binding rather than ``sf.info``). Each path
+is read once even when many segments (rows) point into the same long recording.
+``benchmarks/bench_audio_headers.py`` measures it.
 
     infos = probe_headers(paths)          # {path: AudioInfo or HeaderError}
     info = infos["/data/talk1.flac"]      # AudioInfo(sample_rate=16000, frames=..., ...)
@@ -19,6 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterable
 
+import numpy as np
 import soundfile as sf
 from tqdm.auto import tqdm
 
@@ -43,7 +49,7 @@ class AudioInfo:
 class HeaderError:
     """Why a header could not be read; the caller turns it into a UserError naming its metadata line."""
     path: str
-    kind: str      # "missing" | "corrupt" | "empty"
+    kind: str      # "missing" | "corrupt" | "empty" | "nonfinite"
     detail: str
 
     def message(self) -> str:
@@ -51,11 +57,15 @@ class HeaderError:
             return f"audio file {self.path} does not exist"
         if self.kind == "empty":
             return f"audio file {self.path} is empty ({self.detail})"
+        if self.kind == "nonfinite":
+            return f"audio file {self.path} holds NaN or Inf samples ({self.detail})"
         return f"cannot read the audio header of {self.path} ({self.detail})"
 
     def fix(self) -> str:
         if self.kind == "missing":
             return "check --root and the path in the metadata, or remove the row"
+        if self.kind == "nonfinite":
+            return "re-export the audio without NaN/Inf (e.g. as 16-bit PCM, or with them set to 0), or remove its rows"
         return "re-download or re-encode the file (wav/flac, 16 kHz mono), or remove its rows"
 
 
@@ -77,8 +87,31 @@ def _slow_header(path: str) -> AudioInfo | HeaderError:
 def _checked(path, sample_rate, frames, channels, fmt, subtype) -> AudioInfo | HeaderError:
     if frames <= 0 or sample_rate <= 0:
         return HeaderError(path, "empty", f"{frames} samples")
+    if subtype in _FLOAT_SUBTYPES:
+        bad = _first_nonfinite(path, sample_rate, subtype)
+        if bad is not None:
+            return bad
     return AudioInfo(path=path, sample_rate=sample_rate, frames=frames, channels=channels, format=fmt,
                      subtype=subtype)
+
+
+_FLOAT_SUBTYPES = ("FLOAT", "DOUBLE")
+
+
+def _first_nonfinite(path: str, sample_rate: int, subtype: str) -> HeaderError | None:
+    """A HeaderError naming the first NaN/Inf sample's time, or None when every sample is finite.
+    Read in blocks (bounded memory); DOUBLE as float64 so no large finite value overflows."""
+    pos = 0
+    try:
+        for block in sf.blocks(path, blocksize=1 << 16, dtype="float64" if subtype == "DOUBLE" else "float32",
+                               always_2d=True):
+            bad = ~np.isfinite(block).all(axis=1)
+            if bad.any():
+                return HeaderError(path, "nonfinite", f"first at {(pos + int(bad.argmax())) / sample_rate:.3f} s")
+            pos += len(block)
+    except (sf.LibsndfileError, RuntimeError, OSError) as e:
+        return HeaderError(path, "corrupt", str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__)
+    return None
 
 
 # soundfile's own cffi binding of libsndfile. Going through it directly skips what makes

@@ -164,10 +164,42 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike, validate: bool = True
     return path
 
 
+def is_pipe(audio: str) -> bool:
+    """A Kaldi wav.scp ``command |`` entry, which the kaldi reader keeps as given: not a path."""
+    return str(audio).rstrip().endswith("|")
+
+
+PIPE_FIX = ("dump the piped audio to files first (ESPnet: scripts/audio/format_wav_scp.sh; or run each "
+            "command once into a .wav), point wav.scp at them and index the data dir again")
+
+
 def resolve_audio(df: pd.DataFrame, table_path: str | os.PathLike) -> pd.Series:
-    """Absolute audio paths: relative ones are relative to the table's directory."""
+    """Absolute audio paths: relative ones are relative to the table's directory.
+
+    Every command that reads audio for a model gets its paths here, so a Kaldi ``cmd |`` row
+    is refused here, in one line naming the table's line: the engines open paths with
+    libsndfile and would fail on the command further from the cause (or, joined to the table's
+    directory, on a file name that does not exist). Indexing keeps such rows without running
+    them (``corpus index --kind kaldi``); they have to be dumped to files to be read.
+    """
+    pipes = df["audio"].astype(str).str.rstrip().str.endswith("|")   # is_pipe, vectorised
+    if pipes.any():
+        first = str(df["id"][pipes].iloc[0])
+        raise UserError(f"row {first!r} ({int(pipes.sum())} row(s) in all) names a piped command, not an audio "
+                        f"file: {str(df['audio'][pipes].iloc[0]).strip()!r}", path=table_path,
+                        line=_line_of_id(table_path, first), fix=PIPE_FIX)
     base = Path(table_path).resolve().parent
     return df["audio"].map(lambda a: a if os.path.isabs(a) else str(base / a))
+
+
+def _line_of_id(table_path, uid: str) -> int | None:
+    """The table file's line holding ``uid`` (header = line 1); None if it cannot be told."""
+    try:
+        ids = read_table(table_path, validate=False)["id"]
+    except (UserError, KeyError):
+        return None
+    hits = (ids == uid).to_numpy().nonzero()[0]
+    return int(hits[0]) + 2 if len(hits) else None
 
 
 def speaker_genders(df: pd.DataFrame, source: str | os.PathLike = "<table>") -> pd.Series:

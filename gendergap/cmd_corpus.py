@@ -27,11 +27,12 @@ examples:
 
 INDEX_DESCRIPTION = """\
 Index one corpus into an utterance table. Durations and sample rates come from the audio
-headers (read in parallel, never decoded). Gender labels are normalised to F/M/U (the raw label
+headers (read in parallel, never decoded; only float-coded wavs, the one kind that can hold
+NaN/Inf samples, are also scanned for them). Gender labels are normalised to F/M/U (the raw label
 is kept in gender_raw; an unknown label is reported and mapped to U). Any problem -- missing or
-corrupt audio, a rate or channel count not accepted, a duplicate id, non-UTF-8 text, a segment
-past the end of its recording -- stops with one line naming the file and line; nothing is
-written then. Known defects of released corpora are handled, counted and summarised in one
+corrupt audio, NaN/Inf samples, a rate or channel count not accepted, a duplicate id, non-UTF-8
+text, an unbalanced quote in a CSV, a segment past the end of its recording -- stops with one
+line naming the file and line; nothing is written then. Known defects of released corpora are handled, counted and summarised in one
 warning line instead: a zero-byte Common Voice clip is skipped, an mTEDx/MuST-C segment running
 past the end of its talk is trimmed, a speaker missing from a gender list is U; --strict makes
 each of them an error. docs/bad-inputs.md lists every case.
@@ -40,11 +41,11 @@ kinds and their --root:
   mls          an MLS language dir (mls_french/: metainfo.txt, <split>/transcripts.txt, audio/)
   mtedx        the mTEDx root (with --lang/--tgt-lang) or a pair dir (fr-en/data/<split>/txt/...)
   commonvoice  a Common Voice locale dir (fr/: train.tsv dev.tsv test.tsv clips/)
-  mustc        the MuST-C root (with --tgt-lang) or a pair dir (en-de/data/<split>/...)
                (any sample rate accepted by default: clips are 48 kHz mp3)
+  mustc        the MuST-C root (with --tgt-lang) or a pair dir (en-de/data/<split>/...)
   mustshe      the MuST-SHE release dir (tsv/ beside wav/), its tsv/ dir, or one TSV
-  winost       a dir with WinoMT's en.txt and the WinoST wavs (48 kHz: --sample-rates 48000;
-               gunzip *.wav.gz first; __MACOSX/ and ._* files are ignored)
+  winost       a dir with WinoMT's en.txt and the WinoST wavs (any sample rate accepted by
+               default: they are 48 kHz; gunzip *.wav.gz first; __MACOSX/ and ._* are ignored)
   kaldi        a Kaldi data dir (wav.scp, [segments], text, utt2spk, [spk2gender], [utt2dur]);
                relative paths resolve against the recipe dir (parent of data/, or --kaldi-root);
                `cmd |` entries are kept as given and never run unless --allow-pipes
@@ -64,6 +65,7 @@ examples:
   gendergap corpus index --kind generic --root fr/asr_train.tsv --map id=id,speaker=speaker_id,gender=gender \
       --path-template "{root}/{id[:4]}/{id}.ogg" --sample-rates any --out voxpopuli_fr.tsv
   gendergap corpus index --kind kaldi --root s5/data/train --strict --out kaldi_train.tsv
+  gendergap corpus index --kind winost --root winost --out winost.tsv
 """
 
 STATS_DESCRIPTION = """\
@@ -97,9 +99,10 @@ _OPTION_KWARGS = {
     "path_template": "path_template",
 }
 # The accepted sample rates when --sample-rates is not given: 16 kHz (what the study's models
-# read), except where a release has no 16 kHz audio at all (Common Voice: 48 kHz mp3), whose
-# rate is accepted and recorded; models resample where they read audio.
-_DEFAULT_RATES = {"commonvoice": "any"}
+# read), except where a release has no 16 kHz audio at all (Common Voice: 48 kHz mp3; WinoST:
+# 48 kHz wav), whose rate is accepted and recorded in sample_rate, so the corpus indexes as
+# released. The rate a model needs is checked where audio is read for it, not here.
+_DEFAULT_RATES = {"commonvoice": "any", "winost": "any"}
 
 
 def register(subparsers, group: str, help_: str) -> None:
@@ -129,7 +132,8 @@ def register(subparsers, group: str, help_: str) -> None:
     ix.add_argument("--corpus", help="value of the corpus column (default: the kind)")
     ix.add_argument("--style", help="value of the style column, e.g. read, spontaneous (Table 1 groups by it)")
     ix.add_argument("--sample-rates",
-                    help="accepted sample rates in Hz, comma-separated, or `any` (default: 16000; commonvoice: any)")
+                    help="accepted sample rates in Hz, comma-separated, or `any` (default: 16000; commonvoice, "
+                         "winost: any)")
     ix.add_argument("--max-channels", type=int, default=1, help="accepted channel count (default 1: mono)")
     ix.add_argument("--workers", type=int, help="threads reading audio headers (default: 4 x cores, at most 32)")
     ix.add_argument("--strict", action="store_true", help="refuse what would be skipped, trimmed or set to U with a "
@@ -205,7 +209,7 @@ def reader_kwargs(kind: str, args) -> dict:
 
 def run_index(args) -> int:
     from corpora.readers import READERS, AudioCheck
-    from corpora.table import write_table
+    from corpora.table import is_pipe, write_table
 
     out = Path(args.out)
     rates = args.sample_rates if args.sample_rates is not None else _DEFAULT_RATES.get(args.kind, "16000")
@@ -223,17 +227,17 @@ def run_index(args) -> int:
     if args.split and not ({"split", "splits"} & set(inspect.signature(READERS[args.kind]).parameters)):
         df["split"] = args.split.strip()
     # A Kaldi `cmd |` entry is a command, not a path: it stays as given (see audio_cwd).
-    is_pipe = df["audio"].str.rstrip().str.endswith("|")
+    pipe = df["audio"].map(is_pipe)
     if args.relative:
         base = out.resolve().parent
-        df.loc[~is_pipe, "audio"] = df.loc[~is_pipe, "audio"].map(lambda a: os.path.relpath(os.path.abspath(a), base))
+        df.loc[~pipe, "audio"] = df.loc[~pipe, "audio"].map(lambda a: os.path.relpath(os.path.abspath(a), base))
     else:
-        df.loc[~is_pipe, "audio"] = df.loc[~is_pipe, "audio"].map(os.path.abspath)
+        df.loc[~pipe, "audio"] = df.loc[~pipe, "audio"].map(os.path.abspath)
     write_table(df, out)
     counts = df["gender"].value_counts()
+    speakers = len(df[["corpus", "speaker"]].drop_duplicates())   # equal ids in two corpora: two speakers
     log.info("wrote %s: %d utterances, %.2f h, %d speakers (F %d / M %d / U %d utterances)", out, len(df),
-             df["duration"].sum() / 3600, df["speaker"].nunique(), counts.get("F", 0), counts.get("M", 0),
-             counts.get("U", 0))
+             df["duration"].sum() / 3600, speakers, counts.get("F", 0), counts.get("M", 0), counts.get("U", 0))
     return 0
 
 

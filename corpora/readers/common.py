@@ -9,8 +9,6 @@ the file the gender label came from, for the unknown-label warning.
 """
 from __future__ import annotations
 
-import csv
-import io
 import logging
 import os
 import re
@@ -22,6 +20,7 @@ import pandas as pd
 
 from corpora.audio_info import AudioInfo, HeaderError, probe_headers
 from corpora.errors import UserError
+from corpora.readers.delimited import read_delimited  # noqa: F401  -- the readers import it from here
 from corpora.textfile import read_utf8
 from corpora.table import GENDERS, new_table, normalise_genders, validate_table
 
@@ -72,29 +71,6 @@ def split_lines(text: str) -> list[str]:
 def read_lines(path: str | os.PathLike) -> list[str]:
     """Lines without their line ends, split on ``\n`` only (see ``split_lines``)."""
     return split_lines(read_utf8(path))
-
-
-def read_delimited(path: Path, delimiter: str, quoting: int = csv.QUOTE_NONE) -> tuple[list[str], list[tuple[int, dict]]]:
-    """A header + rows file: (header, [(line number, {column: value})]). A row with the wrong
-    number of fields is a UserError naming its line. Corpus TSVs (Common Voice, MuST-SHE) hold
-    raw quotes in sentences, hence QUOTE_NONE by default."""
-    text = read_utf8(path)
-    if not text.strip():
-        raise UserError("empty file", path=path, line=1, fix="the first line must be the header")
-    reader = csv.reader(io.StringIO(text), delimiter=delimiter, quoting=quoting)
-    header = [h.strip() for h in next(reader)]
-    rows = []
-    end = reader.line_num
-    for fields in reader:
-        line, end = end + 1, reader.line_num   # a quoted cell may span lines: report where the row starts
-        if not fields or (len(fields) == 1 and not fields[0].strip()):
-            continue
-        if len(fields) != len(header):
-            raise UserError(f"{len(fields)} fields, the header has {len(header)}", path=path, line=line,
-                            fix=f"one row per line, {'tab' if delimiter == chr(9) else repr(delimiter)}-separated, "
-                                "no separator inside a field")
-        rows.append((line, dict(zip(header, fields))))
-    return header, rows
 
 
 def clean_text(s: str) -> str:

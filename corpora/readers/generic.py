@@ -7,7 +7,8 @@ Keys: ``audio`` and ``speaker`` are required; ``id`` (default: the audio file's 
 ``duration`` or ``end`` (seconds; without them the row spans the whole file), ``split``,
 ``lang``, ``corpus``, ``style`` and ``tgt_text_<lang>`` are optional. Unmapped columns are kept
 as extra columns (``orig_<name>`` when the name clashes with a table column). ``.csv`` is
-comma-separated with standard quoting; ``.tsv``/``.txt`` are tab-separated, no quoting.
+comma-separated with standard quoting (an unbalanced quote is an error naming the line where
+it opens, see ``corpora.readers.delimited``); ``.tsv``/``.txt`` are tab-separated, no quoting.
 Relative audio paths are relative to the file's directory (or ``audio_root``).
 
 Files with no path column (VoxPopuli's ``asr_train.tsv``: id, raw_text, normalized_text,

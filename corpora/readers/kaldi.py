@@ -163,7 +163,8 @@ def read_kaldi(root, *, split: str | None = None, lang: str = "", corpus: str = 
         log.warning("%s: %d piped recording(s) name no rate (e.g. %s): assumed %d Hz, the rate --sample-rates "
                     "accepts", wav_scp, len(set(assumed_rate)), assumed_rate[0], check.sample_rates[0])
     if n_pipes:
-        log.info("%s: %d row(s) read from piped commands, kept as given in the audio column (%s)", wav_scp,
+        log.info("%s: %d row(s) read from piped commands, kept as given in the audio column (%s); commands "
+                 "that read audio for a model refuse them: dump them to files first (format_wav_scp.sh)", wav_scp,
                  n_pipes, f"{len(set(ran))} command(s) run (--allow-pipes)" if ran else "none run")
     return df
 

@@ -8,7 +8,9 @@
 ``gender`` in en.txt is the gender of the *entity* (male/female/neutral), not the speaker's:
 it goes in ``entity_gender`` (with ``entity_index`` and ``entity``) for the WinoMT scorer.
 The speaker is one person, female per the WinoST paper (``speaker_gender`` to override).
-The recordings are 48 kHz: resample them or accept it with ``--sample-rates 48000``.
+The recordings are 48 kHz: ``gendergap corpus index --kind winost`` accepts any rate by default
+and records it in ``sample_rate`` (the reader's own ``check`` default is 16 kHz only, as for
+every reader: pass ``AudioCheck(sample_rates=None)``).
 
 As downloaded, the archive was zipped on a Mac: ``__MACOSX/`` and ``._0001.wav`` resource-fork
 files are ignored (they carry the audio files' names but are not audio). The wavs come
