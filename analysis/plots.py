@@ -15,6 +15,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from analysis.tables import UNUSABLE_WER, checkpoint_order, is_reference, label
 from corpora.atomic import atomic_open
 
 GENDER_COLOURS = {"F": "tab:orange", "M": "tab:blue"}
@@ -31,35 +32,48 @@ def plot_delta_rel(gap_tables: list[tuple[str, pd.DataFrame]], path: str | os.Pa
     """One panel per (table, task, language pair): Δrel per checkpoint with its 95% CI; None if empty.
 
     ``gap_tables`` are (metric name, analysis.tables.gap_table output) pairs, e.g. ("WER", asr_table).
-    A point without a CI (Δrel computed from F and M) is drawn hollow.
+    A point without a CI (Δrel computed from F and M) is drawn hollow; a reference row (FBANK, no
+    pretraining) is a square with a dotted vertical line at its Δrel, the gap to read the others
+    against; a recogniser too poor for its gap to mean anything (WER All >= UNUSABLE_WER) is grey.
     """
     panels = []
     for metric, t in gap_tables:
         if t is None or t.empty:
             continue
         for (task, lang_pair), g in t.groupby(["task", "lang_pair"], sort=False):
-            panels.append((f"{metric} — {task}" + (f" {lang_pair}" if lang_pair else ""), g))
+            rank = {c: i for i, c in enumerate(checkpoint_order(g["checkpoint"]))}
+            g = g.assign(_r=g["checkpoint"].map(rank)).sort_values("_r", kind="stable")
+            unusable = (g["all"].to_numpy(float) >= UNUSABLE_WER) if metric == "WER" else np.zeros(len(g), bool)
+            panels.append((f"{metric} — {task}" + (f" {lang_pair}" if lang_pair else ""), g, unusable))
     if not panels:
         return None
     ncols = min(3, len(panels))
     nrows = math.ceil(len(panels) / ncols)
-    height = max(2.2, 0.45 * max(len(g) for _, g in panels) + 1.2)
+    height = max(2.2, 0.45 * max(len(g) for _, g, _ in panels) + 1.2)
     fig = Figure(figsize=(4.2 * ncols, height * nrows), layout="constrained")
-    for i, (title, g) in enumerate(panels):
+    for i, (title, g, unusable) in enumerate(panels):
         ax = fig.add_subplot(nrows, ncols, i + 1)
         y = np.arange(len(g))[::-1]
         x = g["delta_rel"].to_numpy(float)
         low, high = g["delta_rel_low"].to_numpy(float), g["delta_rel_high"].to_numpy(float)
         has_ci = ~(np.isnan(low) | np.isnan(high))
-        if has_ci.any():
-            err = np.vstack([x - low, high - x])[:, has_ci]
-            ax.errorbar(x[has_ci], y[has_ci], xerr=err, fmt="o", color="k", capsize=3)
-        if (~has_ci).any():
-            ax.plot(x[~has_ci], y[~has_ci], "o", mfc="none", color="k", label="no CI")
-            ax.legend(loc="best", fontsize=7)
+        ref = g["checkpoint"].map(is_reference).to_numpy(bool)
+        for j in range(len(g)):
+            colour = "0.65" if unusable[j] else "k"
+            marker = "s" if ref[j] else "o"
+            if has_ci[j]:
+                ax.errorbar(x[j], y[j], xerr=[[x[j] - low[j]], [high[j] - x[j]]], fmt=marker, color=colour, capsize=3)
+            else:
+                ax.plot(x[j], y[j], marker, mfc="none", color=colour)
+            if ref[j] and np.isfinite(x[j]):
+                ax.axvline(x[j], color="C3", lw=0.8, ls=":")
+        notes = (["hollow: no CI"] if (~has_ci).any() else []) + (["grey: not a working recogniser"]
+                                                                  if unusable.any() else [])
+        if notes:
+            ax.text(0.01, 0.01, "; ".join(notes), transform=ax.transAxes, fontsize=6, color="0.4")
         ax.axvline(0.0, color="grey", lw=0.8, ls="--")
         ax.margins(x=0.15, y=0.25)
-        ax.set_yticks(y, g["checkpoint"].astype(str).tolist())
+        ax.set_yticks(y, [label(c).replace(" (reference: no pretraining)", " (ref.)") for c in g["checkpoint"]])
         ax.set_xlabel("Δrel, % (F vs M)")
         ax.set_title(title, fontsize=9)
     fig.suptitle("Relative gender gap per pre-trained model (95% CI)", fontsize=10)
@@ -113,7 +127,8 @@ def plot_probes_by_layer(grid: pd.DataFrame, path: str | os.PathLike) -> Path | 
     ``grid``: columns checkpoint, layer and one per probe type (the report's probes.csv). The
     attention probe is solid and mean pooling dashed; other probe types are drawn only when
     neither is present (the table has them all). ``NAME+random-init`` twins are grey with their
-    trained model's marker; ``<probe>+shuffled`` controls are dotted and should sit near 50.
+    trained model's marker; ``<probe>+shuffled`` controls are dotted and should sit near 50. A
+    reference row with one layer (FBANK) is a red horizontal line.
     """
     if grid is None or grid.empty:
         return None
@@ -129,6 +144,13 @@ def plot_probes_by_layer(grid: pd.DataFrame, path: str | os.PathLike) -> Path | 
         g = g.sort_values("layer")
         base = str(ckpt).removesuffix(RANDOM_INIT_SUFFIX)
         i = bases.index(base)
+        if is_reference(ckpt) and g["layer"].nunique() == 1:
+            # filterbanks have one "layer": a horizontal line to read every layer against
+            for probe in probes:
+                if probe in g and g[probe].notna().any():
+                    ax.axhline(float(g[probe].iloc[0]), color="C3", lw=1.2, ls=PROBE_STYLES.get(probe, "-."),
+                               label=f"{label(ckpt).replace(' (reference: no pretraining)', ' (ref.)')} · {probe}")
+            continue
         colour = "0.6" if str(ckpt).endswith(RANDOM_INIT_SUFFIX) else f"C{i % 10}"
         for probe in probes:
             for col, ls in ((probe, PROBE_STYLES.get(probe, "-.")), (probe + SHUFFLED_SUFFIX, ":")):

@@ -101,7 +101,10 @@ def write_report(db_path: str | os.PathLike, out_dir: str | os.PathLike, subset:
           "Δrel = 100 (F − M) / (0.5 (F + M)) (reference study, Eq. 1): for WER a negative Δrel means "
           "women are recognised better; for BLEU a positive Δrel means women's speech is translated better. "
           "Numbers in parentheses are 95% confidence intervals; a Δrel whose CI contains 0 is not "
-          "significant.\n"]
+          "significant. A task trained with several seeds shows mean ± sd over seeds, and its CI "
+          "resamples speakers within each seed's output and pools the seeds (analysis/seeds.py); its gap is "
+          "called only when that CI excludes 0 and |Δrel| exceeds the seed sd. FBANK (80-d log-mel "
+          "filterbanks, no pretraining) is the reference row: the gap the downstream model has on its own.\n"]
 
     if entries is not None:
         md += _pretraining_section(entries, df, out_dir, written, registry)
@@ -154,9 +157,11 @@ def write_report(db_path: str | os.PathLike, out_dir: str | os.PathLike, subset:
         # checkpoint x layer rows, one column per probe type: what each layer encodes about gender,
         # with the random-init twins and the shuffled-label controls next to the real probes
         grid = probes.pivot_table(index=["checkpoint", "layer"], columns="probe", values="value").reset_index()
+        rank = {c: i for i, c in enumerate(tables.checkpoint_order(probes["checkpoint"]))}
+        grid = grid.iloc[grid["checkpoint"].map(rank).argsort(kind="stable")].reset_index(drop=True)
         written["probes.csv"] = _write_csv(grid, out_dir / "probes.csv")
         header = ["checkpoint", "layer"] + [str(c) for c in grid.columns[2:]]
-        rows = [[str(r["checkpoint"]), str(int(r["layer"]))] + [f"{r[c]:.1f}" if pd.notna(r[c]) else "-"
+        rows = [[tables.label(r["checkpoint"]), str(int(r["layer"]))] + [f"{r[c]:.1f}" if pd.notna(r[c]) else "-"
                                                                 for c in grid.columns[2:]] for _, r in grid.iterrows()]
         md += ["## Gender probes — test macro F1 (%) by layer\n",
                "Layer 0 is the transformer's input. `+random-init` rows are the same architecture with random "
@@ -168,8 +173,9 @@ def write_report(db_path: str | os.PathLike, out_dir: str | os.PathLike, subset:
             md += [f"![Gender probe macro F1 by layer]({p.name})\n"]
 
     # Everything no table above shows (CER, MuST-SHE by speaker gender...) goes to a CSV.
-    shown = ((df["task"].isin(set(asr.get("task", []))) & df["metric"].isin(["wer", "delta_rel"]))
-             | (df["task"].isin(set(st.get("task", []))) & df["metric"].isin(["bleu", "delta_rel"]))
+    seeds = ["wer:seed_sd", "wer:n_seeds", "bleu:seed_sd", "bleu:n_seeds"]  # shown as ± sd in the tables
+    shown = ((df["task"].isin(set(asr.get("task", []))) & df["metric"].isin(["wer", "delta_rel", *seeds]))
+             | (df["task"].isin(set(st.get("task", []))) & df["metric"].isin(["bleu", "delta_rel", *seeds]))
              | df["task"].isin(["mustshe", "winomt"])
              | ((df["task"] == "probe") & df["metric"].str.startswith("f1_macro:") & (df["gender"] == "all")))
     other = df[~shown]
@@ -214,8 +220,9 @@ def _pretraining_section(entries: list[dict], df: pd.DataFrame, out_dir: Path, w
         md += [body, ""]
     else:
         md.append("The registry lists no checkpoints.\n")
-    # random-init twins are the same architecture with no pre-training: nothing to describe
-    scored = [c for c in tables._order(df["checkpoint"]) if not str(c).endswith("+random-init")]
+    # random-init twins and reference rows (FBANK) have no pre-training: nothing to describe
+    scored = [c for c in tables._order(df["checkpoint"])
+              if not str(c).endswith("+random-init") and not tables.is_reference(c)]
     known = set(t["model"])
     missing = [c for c in scored if c not in known]
     if missing:

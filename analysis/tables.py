@@ -8,6 +8,13 @@ or LaTeX. Row conventions read from the store (analysis.store.ResultsStore.score
 * Δrel: a row with gender ``delta_rel`` (metric ``wer``/``bleu`` or ``delta_rel``) of the same
   checkpoint/task/lang_pair/subset, with its CI; when absent it is computed from F and M
   (Eq. 1 of the reference study: 100 (F - M) / (0.5 (F + M))) and has no CI.
+* Seeds: a task trained with several seeds stores the mean over seeds as its value, the pooled
+  seed-and-speaker CI (analysis/seeds.py), the sd over seeds as metric ``<metric>:seed_sd`` and
+  the seed count as ``<metric>:n_seeds``; the tables show ``mean ± sd (CI)``.
+* A gap is called ("significant") only when the Δrel CI excludes 0 and, with seeds, the mean
+  Δrel also exceeds the seed sd in size.
+* Reference rows: ``FBANK`` (filterbanks, no pretraining) is listed after the pretrained models
+  and marked, as SUPERB lists its FBANK row.
 * MuST-SHE: task ``mustshe`` (see analysis.mustshe.score_rows_for_store); WinoMT: ``winomt``.
 * Table 3 (pre-training data) is built from checkpoint-registry entries (dicts with name,
   updates, hours, male_pct, female_pct, unknown_pct), not from score rows.
@@ -31,6 +38,17 @@ ASR_TASK_TITLES = {
 }
 KEY = ["checkpoint", "task", "lang_pair", "subset", "gender", "metric"]
 CATEGORIES = ("1F", "1M", "2F", "2M")
+REFERENCE_ROWS = ("FBANK",)   # baselines without pretraining: listed last, marked
+REFERENCE_MARK = " (reference: no pretraining)"
+
+
+def is_reference(checkpoint) -> bool:
+    return str(checkpoint) in REFERENCE_ROWS
+
+
+def label(checkpoint) -> str:
+    """How a checkpoint is named in a table: a reference row says it is one."""
+    return f"{checkpoint}{REFERENCE_MARK}" if is_reference(checkpoint) else str(checkpoint)
 
 
 # --- cleaning -----------------------------------------------------------------------------
@@ -73,6 +91,12 @@ def _order(values: pd.Series) -> list:
     return list(dict.fromkeys(values))
 
 
+def checkpoint_order(values: pd.Series) -> list:
+    """Checkpoints in run order, reference rows (FBANK) last."""
+    seen = _order(values)
+    return [c for c in seen if not is_reference(c)] + [c for c in seen if is_reference(c)]
+
+
 # --- building ------------------------------------------------------------------------------
 def gap_table(df: pd.DataFrame, tasks: list[str], metric: str) -> pd.DataFrame:
     """One row per (task, lang_pair, checkpoint): metric for M, F, all with CIs, and Δrel."""
@@ -83,12 +107,17 @@ def gap_table(df: pd.DataFrame, tasks: list[str], metric: str) -> pd.DataFrame:
         if own.empty:
             continue
         row = {"task": task, "lang_pair": lang_pair, "checkpoint": checkpoint}
+        sds = g[g["metric"] == f"{metric}:seed_sd"]
+        n_seeds = g[g["metric"] == f"{metric}:n_seeds"]
+        row["n_seeds"] = int(n_seeds["value"].iloc[0]) if len(n_seeds) else 1
         for gender, name in (("M", "M"), ("F", "F"), ("all", "all")):
             r = own[own["gender"] == gender]
             row[name] = r["value"].iloc[0] if len(r) else np.nan
             row[f"{name}_low"] = r["ci_low"].iloc[0] if len(r) else np.nan
             row[f"{name}_high"] = r["ci_high"].iloc[0] if len(r) else np.nan
             row[f"{name}_n_utts"] = r["n_utts"].iloc[0] if len(r) else np.nan
+            sd = sds[sds["gender"] == gender]
+            row[f"{name}_sd"] = sd["value"].iloc[0] if len(sd) else np.nan
         d = g[(g["gender"] == "delta_rel") & g["metric"].isin([metric, "delta_rel"])]
         if len(d):
             row.update(delta_rel=d["value"].iloc[-1], delta_rel_low=d["ci_low"].iloc[-1],
@@ -99,13 +128,18 @@ def gap_table(df: pd.DataFrame, tasks: list[str], metric: str) -> pd.DataFrame:
                        delta_rel_source="computed from F and M (no CI)")
         else:
             row.update(delta_rel=np.nan, delta_rel_low=np.nan, delta_rel_high=np.nan, delta_rel_source="")
+        sd = sds[sds["gender"] == "delta_rel"]
+        row["delta_rel_sd"] = sd["value"].iloc[0] if len(sd) else np.nan
         nz = ci_contains_zero(row["delta_rel_low"], row["delta_rel_high"])
         row["delta_rel_ci_contains_0"] = "" if nz is None else ("yes" if nz else "no")
+        within_seeds = not _nan(row["delta_rel_sd"]) and abs(row["delta_rel"]) <= row["delta_rel_sd"]
+        row["gap_called"] = "" if nz is None else ("yes" if not nz and not within_seeds else "no")
+        row["reference"] = is_reference(checkpoint)
         rows.append(row)
     out = pd.DataFrame(rows)
     if len(out):
         task_rank = {t: i for i, t in enumerate(tasks)}
-        ck_rank = {c: i for i, c in enumerate(_order(df["checkpoint"]))}
+        ck_rank = {c: i for i, c in enumerate(checkpoint_order(df["checkpoint"]))}
         out["_t"], out["_c"] = out["task"].map(task_rank), out["checkpoint"].map(ck_rank)
         out = out.sort_values(["_t", "lang_pair", "_c"], kind="stable").drop(columns=["_t", "_c"])
         out = out.reset_index(drop=True)
@@ -177,12 +211,19 @@ def fmt(x, digits: int = 2, sign: bool = False) -> str:
     return f"{x:+.{digits}f}" if sign else f"{x:.{digits}f}"
 
 
-def fmt_ci(value, low, high, digits: int = 2, sign: bool = False) -> str:
-    """``12.34 (11.02, 13.80)``; just the value without a CI."""
+def fmt_ci(value, low, high, digits: int = 2, sign: bool = False, sd=None) -> str:
+    """``12.34 (11.02, 13.80)``; ``12.34 ± 0.85 (10.90, 14.02)`` over seeds; just the value without a CI."""
     s = fmt(value, digits, sign)
+    if s != "–" and not _nan(sd):
+        s += f" ± {fmt(sd, digits)}"
     if _nan(low) or _nan(high) or s == "–":
         return s
     return f"{s} ({fmt(low, digits, sign)}, {fmt(high, digits, sign)})"
+
+
+def _cell(r, name: str, sign: bool = False) -> str:
+    """A gap-table cell: value (± seed sd) (CI)."""
+    return fmt_ci(r.get(name), r.get(f"{name}_low"), r.get(f"{name}_high"), sign=sign, sd=r.get(f"{name}_sd", np.nan))
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:
@@ -230,10 +271,8 @@ def asr_blocks(t: pd.DataFrame) -> list[tuple[str, list[list[str]]]]:
     blocks = []
     for (task, lang_pair), g in t.groupby(["task", "lang_pair"], sort=False):
         title = ASR_TASK_TITLES.get(task, task) + (f" [{lang_pair}]" if lang_pair else "") + f" — {task}"
-        blocks.append((title, [[r.checkpoint, fmt_ci(r.M, r.M_low, r.M_high), fmt_ci(r.F, r.F_low, r.F_high),
-                                fmt_ci(r.all, r.all_low, r.all_high),
-                                fmt_ci(r.delta_rel, r.delta_rel_low, r.delta_rel_high, sign=True)]
-                               for r in g.itertuples()]))
+        blocks.append((title, [[label(r["checkpoint"]), _cell(r, "M"), _cell(r, "F"), _cell(r, "all"),
+                                _cell(r, "delta_rel", sign=True)] for r in g.to_dict("records")]))
     return blocks
 
 
@@ -244,16 +283,16 @@ def st_layout(t: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     for p in pairs:
         header += [f"{p or 'st'} All [M, F]", f"{p or 'st'} Δrel, %"]
     rows = []
-    for checkpoint in _order(t["checkpoint"]):
-        row = [checkpoint]
+    for checkpoint in checkpoint_order(t["checkpoint"]):
+        row = [label(checkpoint)]
         for p in pairs:
             r = t[(t["checkpoint"] == checkpoint) & (t["lang_pair"] == p)]
             if r.empty:
                 row += ["–", "–"]
                 continue
-            r = r.iloc[0]
-            row.append(f"{fmt_ci(r['all'], r['all_low'], r['all_high'])} [{fmt(r['M'])}, {fmt(r['F'])}]")
-            row.append(fmt_ci(r["delta_rel"], r["delta_rel_low"], r["delta_rel_high"], sign=True))
+            r = r.iloc[0].to_dict()
+            row.append(f"{_cell(r, 'all')} [{fmt(r['M'])}, {fmt(r['F'])}]")
+            row.append(_cell(r, "delta_rel", sign=True))
         rows.append(row)
     return header, rows
 
@@ -304,23 +343,30 @@ UNUSABLE_WER = 90.0
 
 
 def _label(r: dict) -> str:
-    return f"{r['checkpoint']} / {r['task']}" + (f" / {r['lang_pair']}" if r["lang_pair"] else "")
+    return f"{label(r['checkpoint'])} / {r['task']}" + (f" / {r['lang_pair']}" if r["lang_pair"] else "")
 
 
 def significance_lines(t: pd.DataFrame, what: str) -> list[str]:
     """Plain sentences saying which Δrel CIs contain 0 (not significant) and which do not."""
     if t.empty:
         return []
-    values = lambda r: fmt_ci(r["delta_rel"], r["delta_rel_low"], r["delta_rel_high"], sign=True)  # noqa
+    values = lambda r: _cell(r, "delta_rel", sign=True)  # noqa: E731
     recs = t.to_dict("records")
     not_sig = [f"{_label(r)} ({values(r)})" for r in recs if r["delta_rel_ci_contains_0"] == "yes"]
-    sig = [f"{_label(r)} ({values(r)})" for r in recs if r["delta_rel_ci_contains_0"] == "no"]
+    seedy = [f"{_label(r)} ({values(r)})" for r in recs
+             if r["delta_rel_ci_contains_0"] == "no" and r.get("gap_called") == "no"]
+    sig = [f"{_label(r)} ({values(r)})" for r in recs if r.get("gap_called", "") == "yes"]
     no_ci = [_label(r) for r in recs if r["delta_rel_ci_contains_0"] == ""]
     out = []
     if not_sig:
         out.append(f"- **Not significant** ({what} Δrel 95% CI contains 0): " + "; ".join(not_sig) + ".")
+    if seedy:
+        out.append(f"- **Not called: within the seed spread** ({what} Δrel CI excludes 0, but |Δrel| is not "
+                   "larger than its sd over training seeds): " + "; ".join(seedy) + ".")
     if sig:
-        out.append(f"- **Significant** ({what} Δrel 95% CI excludes 0): " + "; ".join(sig) + ".")
+        out.append(f"- **Significant** ({what} Δrel 95% CI excludes 0" + (
+            " and |Δrel| exceeds its seed sd" if any(r.get("n_seeds", 1) > 1 for r in recs) else "") + "): "
+            + "; ".join(sig) + ".")
     if no_ci:
         out.append(f"- No CI for the {what} Δrel of: " + "; ".join(no_ci) + " (significance unknown).")
     return out

@@ -267,8 +267,8 @@ def train_frozen(ref, layer, train_csv, valid_csv, out_dir, *, feature_store=Non
         # extract into the same feature store and write the same run directory
         raise UserError("`asr frozen` runs in one process, not under torchrun",
                         fix="launch it without torchrun (use --grad-accum for a larger batch)")
-    from ssl_pretrain.feature_store import SSLExtractor
-    extractor = SSLExtractor(ref, device, precision)
+    from ssl_pretrain.feature_store import extractor_for
+    extractor = extractor_for(ref, device, precision)
     layer = _layer_arg(layer)
     num_layers = extractor.n_outputs - 1
     if layer not in ("all", "last") and not 0 <= layer <= num_layers:
@@ -324,7 +324,7 @@ def decode_frozen(out_dir, test_csv, name: str = "test", data_root: str | None =
     """Greedy-decode ``test_csv`` with the best checkpoint of ``out_dir``; writes hyp/ref TSVs.
     Features come from the run's feature store, on the run's device and precision."""
     from ssl_pretrain.checkpoints import CheckpointRef
-    from ssl_pretrain.feature_store import SSLExtractor
+    from ssl_pretrain.feature_store import extractor_for
     out_dir = Path(out_dir)
     run, vocab, test, oov = open_for_decoding(out_dir, test_csv, data_root)
     rt = run["runtime"]
@@ -337,7 +337,7 @@ def decode_frozen(out_dir, test_csv, name: str = "test", data_root: str | None =
     if ref.content_hash != ssl["sha256"]:
         raise UserError(f"the SSL checkpoint {ssl['path']} changed since this model was trained",
                         path=out_dir / "run.json", fix="decode with the checkpoint it was trained on, or train anew")
-    view = feature_view(_open_store(run), SSLExtractor(ref, opts["device"], opts["precision"]), run["layer"], test,
+    view = feature_view(_open_store(run), extractor_for(ref, opts["device"], opts["precision"]), run["layer"], test,
                         hparams["extract_batch_seconds"], run.get("progress", True))
     ds = feature_dataset(test, view, vocab)
     sampler = length_batch_sampler(ds, batch_seconds or hparams["valid_batch_seconds"], shuffle=False, seed=0)

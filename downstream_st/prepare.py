@@ -51,10 +51,10 @@ class FeatureSource:
         if not self.store:
             raise UserError("no feature store", fix="pass --feature-store DIR")
         from ssl_pretrain.checkpoints import CheckpointRef
-        from ssl_pretrain.feature_store import FeatureStore, SSLExtractor
+        from ssl_pretrain.feature_store import FeatureStore, extractor_for
 
         layer = self.layer if self.layer in ("last",) else int(self.layer)
-        extractor = SSLExtractor(CheckpointRef.resolve(self.ckpt, self.registry, trust=self.trust), self.device,
+        extractor = extractor_for(CheckpointRef.resolve(self.ckpt, self.registry, trust=self.trust), self.device,
                                  self.precision)
         segments = rows.assign(audio=resolve_audio(rows, table_path).to_numpy())
         view = FeatureStore(self.store).view(extractor, segments, layer, progress=progress)

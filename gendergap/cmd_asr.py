@@ -147,6 +147,9 @@ def _score_options(q, with_test: bool = True) -> None:
     q.add_argument("--table", default=None,
                    help="utterance table giving speaker and gender per test id (default: the CSV's spk_id/gender)")
     q.add_argument("--db", default=None, help="store the per-gender WER rows in this results DB")
+    q.add_argument("--subset", default=None,
+                   help="subset label of the stored rows (default: the test CSV's stem, e.g. test; the sweep "
+                        "files one training seed's rows as test@seed<N>)")
     q.add_argument("--bootstrap", type=int, default=1000, help="speaker-level bootstrap resamples (0: no CI)")
     q.add_argument("--seed", type=int, default=12345, help="bootstrap seed")
 
@@ -215,7 +218,7 @@ def run_finetune(args) -> int:
     _record_ckpt_name(out, ref.name)
     if args.test:
         meta = decode_finetuned(out, args.test, Path(args.test).stem, args.data_root)
-        score_and_store(meta, speakers, args, checkpoint=ref.name, task="asr-e2e", subset=Path(args.test).stem,
+        score_and_store(meta, speakers, args, checkpoint=ref.name, task="asr-e2e", subset=args.subset or Path(args.test).stem,
                         config={"recipe": "finetune", "model": str(out.resolve()), "overrides": overrides,
                                 "optimizer_step": summary["optimizer_step"], "ssl": ref.describe(),
                                 "runtime": meta["runtime"], **_batching(summary)})
@@ -244,7 +247,7 @@ def run_frozen(args) -> int:
     _record_ckpt_name(out, ref.name)
     if args.test:
         meta = decode_frozen(out, args.test, Path(args.test).stem, args.data_root)
-        score_and_store(meta, speakers, args, checkpoint=ref.name, task="asr-frozen", subset=Path(args.test).stem,
+        score_and_store(meta, speakers, args, checkpoint=ref.name, task="asr-frozen", subset=args.subset or Path(args.test).stem,
                         config={"recipe": "frozen", "layer": args.layer, "model": str(out.resolve()),
                                 "overrides": overrides, "optimizer_step": summary["optimizer_step"],
                                 "ssl": ref.describe(), "runtime": meta["runtime"], **_batching(summary)})
@@ -284,7 +287,7 @@ def run_decode(args) -> int:
     meta = decode(args.model, args.test, name, args.data_root, run_opts=run_opts)
     print(f"wrote {meta['hyps']} and {meta['refs']}")
     score_and_store(meta, speakers, args, checkpoint=args.ckpt_name or run.get("ckpt_name") or run["ssl"]["name"],
-                    task=task, subset=name, config={"recipe": run["kind"], "model": str(Path(args.model).resolve()),
+                    task=task, subset=args.subset or name, config={"recipe": run["kind"], "model": str(Path(args.model).resolve()),
                                                     "overrides": run.get("overrides", {}), "ssl": run["ssl"],
                                                     "runtime": meta["runtime"]})
     return 0
@@ -294,7 +297,7 @@ def run_kaldi_export(args) -> int:
     from corpora.table import read_table, resolve_audio
     from downstream_asr.kaldi import kaldi_export
     from ssl_pretrain.checkpoints import CheckpointRef
-    from ssl_pretrain.feature_store import FeatureStore, SSLExtractor
+    from ssl_pretrain.feature_store import FeatureStore, extractor_for
 
     device, precision = runtime(args)
     table = read_table(args.table)
@@ -305,7 +308,7 @@ def run_kaldi_export(args) -> int:
     table = table.reset_index(drop=True)
     audio = resolve_audio(table, args.table).tolist()
     layer = args.layer if args.layer == "last" else _int_layer(args.layer)
-    extractor = SSLExtractor(CheckpointRef.resolve(args.ckpt, args.registry, trust=args.trust_checkpoint), device,
+    extractor = extractor_for(CheckpointRef.resolve(args.ckpt, args.registry, trust=args.trust_checkpoint), device,
                              precision)
     view = FeatureStore(feature_store(args)).view(extractor, table.assign(audio=audio), layer,
                                                   batch_seconds=args.batch_seconds)

@@ -73,7 +73,7 @@ def run_eval(args) -> int:
     if args.table:
         from corpora.table import read_table, resolve_audio
         from ssl_pretrain.evaluate import retrieval_by_layer
-        from ssl_pretrain.feature_store import FeatureStore, SSLExtractor
+        from ssl_pretrain.feature_store import FeatureStore, extractor_for
         table = read_table(args.table)
         if args.split_rows:
             table = table[table["split"] == args.split_rows].reset_index(drop=True)
@@ -82,7 +82,7 @@ def run_eval(args) -> int:
         print(f"cross-speaker sentence retrieval by layer ({len(table)} utterances, "
               f"{table['speaker'].nunique()} speakers; chance ~1/{table.groupby('speaker').size().min()})")
         for name, r in ((ref.name, ref), ("random-init twin", ref.twin(args.seed))):
-            scores = retrieval_by_layer(store.view(SSLExtractor(r, device, precision), rows, "all"), table)
+            scores = retrieval_by_layer(store.view(extractor_for(r, device, precision), rows, "all"), table)
             print(f"  {name:30s} " + "  ".join(f"L{i} {s:.2f}" for i, s in enumerate(scores)))
     return 0
 
@@ -97,14 +97,14 @@ def run_pack(args) -> int:
 
 def run_features(args) -> int:
     from corpora.table import read_table, resolve_audio
-    from ssl_pretrain.feature_store import FeatureStore, SSLExtractor, export_view
+    from ssl_pretrain.feature_store import FeatureStore, export_view, extractor_for
     device, precision = runtime(args)
     table = read_table(args.table)
     if args.split:
         table = table[table["split"] == args.split].reset_index(drop=True)
     rows = table.assign(audio=resolve_audio(table, args.table).to_numpy())
     layer = args.layer if args.layer in ("last", "all") else _int(args.layer)
-    view = FeatureStore(feature_store(args)).view(SSLExtractor(_ref(args), device, precision), rows, layer,
+    view = FeatureStore(feature_store(args)).view(extractor_for(_ref(args), device, precision), rows, layer,
                                                   batch_seconds=args.batch_seconds,
                                                   shard_bytes=int(args.shard_mb * 1e6))
     print(f"features of {len(rows)} utterances, layers {view.layers}, in {view.dir}")

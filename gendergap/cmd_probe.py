@@ -66,7 +66,7 @@ def run_probe(args) -> int:
     from corpora.table import read_table, resolve_audio
     from ssl_pretrain.checkpoints import CheckpointRef
     from ssl_pretrain.device import runtime_info
-    from ssl_pretrain.feature_store import FeatureStore, SSLExtractor
+    from ssl_pretrain.feature_store import FeatureStore, extractor_for
 
     device, precision = runtime(args)
     probes = parse_probes(args.probes)
@@ -88,7 +88,7 @@ def run_probe(args) -> int:
     for ckpt in ckpts:
         ref = CheckpointRef.resolve(ckpt, args.registry, name=args.name, trust=args.trust_checkpoint)
         models.append(ref)
-        if args.random_init:
+        if args.random_init and not ref.is_fbank:  # filterbanks have no weights to randomise
             models.append(ref.twin(args.seed))
     features = FeatureStore(feature_store(args))
     store = None
@@ -100,7 +100,7 @@ def run_probe(args) -> int:
         for ref in models:
             label = ref.name
             print(f"\n== {label}")
-            feats = features.view(SSLExtractor(ref, device, precision), rows, "all", progress=not args.quiet)
+            feats = features.view(extractor_for(ref, device, precision), rows, "all", progress=not args.quiet)
             layers = parse_layers(args.layers, feats.n_layers)
             config = {"kind": "probe", "checkpoint": label, "ssl": ref.describe(),
                       "runtime": runtime_info(device, precision), "features": feats.describe()["entry"],

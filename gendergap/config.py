@@ -50,18 +50,22 @@ COMMON_TASK = {
                    "fp16 needs a GPU, fairseq (st) takes fp32 or fp16", ("fp32", "fp16", "bf16")),
     "resources": RESOURCES,
 }
+SEEDS = F(LIST, None, "training seeds: train once per seed; the task's rows report mean ± sd over seeds and a CI "
+          "pooled over seeds and speakers (default: one run, the study's seed)")
 TASK_KEYS = {
     "asr-e2e": {**COMMON_TASK,
                 "corpus": F(STR, REQUIRED, "table corpus whose rows train/test the ASR"),
                 "splits": F(DICT, {"train": "train", "valid": "valid", "test": "test"}, "split names to use"),
                 "hparams": F(STR, None, "SpeechBrain hyperparameter yaml (default: the recipe's)"),
-                "overrides": F(LIST, [], "KEY=VALUE hyperparameter overrides")},
+                "overrides": F(LIST, [], "KEY=VALUE hyperparameter overrides"),
+                "seeds": SEEDS},
     "asr-frozen": {**COMMON_TASK,
                    "corpus": F(STR, REQUIRED, "table corpus whose rows train/test the ASR"),
                    "splits": F(DICT, {"train": "train", "valid": "valid", "test": "test"}, "split names to use"),
                    "layer": F(STR + INT, "all", "SSL layer feeding the ASR: a number, last, or all (weighted sum)"),
                    "hparams": F(STR, None, "SpeechBrain hyperparameter yaml (default: the recipe's)"),
-                   "overrides": F(LIST, [], "KEY=VALUE hyperparameter overrides")},
+                   "overrides": F(LIST, [], "KEY=VALUE hyperparameter overrides"),
+                   "seeds": SEEDS},
     "st": {**COMMON_TASK,
            "corpus": F(STR, REQUIRED, "table corpus with source speech and tgt_text_<lang> columns"),
            "pairs": F(LIST, REQUIRED, "language pairs, e.g. [fr-en, fr-es]"),
@@ -69,7 +73,9 @@ TASK_KEYS = {
            "layer": F(STR + INT, "last", "SSL layer whose features feed the ST model"),
            "preset": F(STR, "tiny", "ST preset: xs (the study's), tiny, or a preset yaml"),
            "overrides": F(LIST, [], "fairseq-train overrides, key=value"),
-           "mustshe": F(STR, None, "MuST-SHE TSV to score the test hypotheses with (gender-st)")},
+           "mustshe": F(STR, None, "MuST-SHE TSV to score the test hypotheses with (gender-st; with seeds, "
+                        "the first seed's hypotheses)"),
+           "seeds": SEEDS},
     "probes": {**COMMON_TASK,
                "corpus": F(STR, None, "table corpus whose utterances are probed (default: all)"),
                "layers": F(STR, "all", "layers to probe: all, or a comma list"),
@@ -80,6 +86,9 @@ TASK_KEYS = {
 TASK_KEYS["gender-st"] = TASK_KEYS["st"]
 
 CHECKPOINT = {
+    "baseline": F(STR, None, "a reference row without pretraining: `fbank` (80-d log-mel filterbanks stacked to "
+                  "20 ms; the checkpoint must be named FBANK). Runs the frozen-feature tasks, not asr-e2e",
+                  ("fbank",)),
     "shipped": F(STR, None, "a checkpoint shipped with gendergap (tiny-female, tiny-male, tiny-balanced)"),
     "path": F(STR, None, "a fairseq .pt or a transformers folder"),
     "pretrain": F(STR, None, "pretrain it in this study on this pretraining set (see pretraining.sets)"),
@@ -248,10 +257,13 @@ def _checkpoints(node, path, lines) -> dict:
     out = {}
     for name, knode, vnode in _named_map(node, path, "checkpoints"):
         entry = _section(CHECKPOINT, vnode, path, f"checkpoints.{name}")
-        sources = [k for k in ("shipped", "path", "pretrain") if entry[k]]
+        sources = [k for k in ("shipped", "path", "pretrain", "baseline") if entry[k]]
         if len(sources) != 1:
-            raise UserError(f"checkpoint '{name}' needs exactly one of shipped, path, pretrain (has "
+            raise UserError(f"checkpoint '{name}' needs exactly one of shipped, path, pretrain, baseline (has "
                             f"{', '.join(sources) or 'none'})", path=path, line=_where(knode))
+        if (name == "FBANK") != (entry["baseline"] == "fbank"):
+            raise UserError("the filterbank baseline is the checkpoint named FBANK, and only it", path=path,
+                            line=_where(knode), fix="write `FBANK: {baseline: fbank}`")
         lines[f"checkpoints.{name}"] = _where(knode)
         out[name] = entry
     return out
@@ -295,6 +307,14 @@ def _cross_checks(cfg: StudyConfig, root) -> None:
             if ck not in cfg.checkpoints:
                 raise UserError(f"task '{name}' refers to unknown checkpoint '{ck}'", path=path, line=line,
                                 fix=f"use one of: {', '.join(cfg.checkpoints)}")
+            if t["type"] == "asr-e2e" and cfg.checkpoints[ck]["baseline"]:
+                raise UserError(f"task '{name}' fine-tunes '{ck}', a baseline without a model", path=path, line=line,
+                                fix="list only pretrained checkpoints for asr-e2e (FBANK runs the frozen tasks)")
+        seeds = t.get("seeds")
+        if seeds is not None and (not seeds or not all(isinstance(x, int) and not isinstance(x, bool) for x in seeds)
+                                  or len(set(seeds)) != len(seeds)):
+            raise UserError(f"task '{name}': seeds must be a list of distinct integers, got {seeds!r}", path=path,
+                            line=line, fix="e.g. `seeds: [1, 2, 3]`")
         for other in t["after"]:
             if other not in cfg.tasks:
                 raise UserError(f"task '{name}' runs after unknown task '{other}'", path=path, line=line,

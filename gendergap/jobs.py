@@ -175,6 +175,31 @@ def pretrain_tiny(manifest: str, out: str, seed: int, updates: int, preset: str 
                     fix="use a shipped or imported checkpoint, or another seed")
 
 
+def pool_seeds(results: list[str], seeds: list[int], key: str | None, db: str, checkpoint: str, task: str,
+               lang_pair: str, subset: str, bootstrap: int, seed: int) -> None:
+    """Pool one task's per-seed scoring results (their JSON files; ``key``: where the scoring
+    result sits in it, e.g. ``bleu``) into mean ± sd and the seed-and-speaker CI, and store them
+    as one run (analysis/seeds.py)."""
+    from analysis.seeds import pool_seed_results, pooled_rows
+    from analysis.store import ResultsStore
+    from corpora.provenance import file_fingerprint
+
+    loaded = [json.loads(Path(r).read_text(encoding="utf-8")) for r in results]
+    loaded = [r[key] if key else r for r in loaded]
+    pooled = pool_seed_results(loaded, seeds, bootstrap=bootstrap, seed=seed, source=results[0])
+    config = {"kind": "seeds", "checkpoint": checkpoint, "task": task, "lang_pair": lang_pair, "subset": subset,
+              "signature": pooled["signature"], "results": results}
+    with ResultsStore(db) as store:
+        run_id = store.find_done(config, kind="seeds")
+        if run_id is None:
+            run_id = store.start_run("seeds", config, name=checkpoint, seed=seed,
+                                     inputs=[file_fingerprint(r) for r in results])
+        store.add_scores(run_id, pooled_rows(pooled, checkpoint, task, lang_pair, subset), finish=True)
+    print(f"{checkpoint} {task} {lang_pair} over seeds {seeds}: " + ", ".join(
+        f"{k} {pooled['mean'][k]:.2f} ± {pooled['sd'][k] or 0:.2f}" for k in ("all", "delta_rel")
+        if pooled["mean"][k] is not None) + f" (Δrel CI {pooled['ci']['delta_rel']})", flush=True)
+
+
 def register_checkpoints(registry: str, entries: list[dict], trust: bool = False) -> None:
     """Register every checkpoint of the study (path, or a pretrain run's accepted checkpoint)."""
     from ssl_pretrain.checkpoints import register_checkpoint
@@ -227,11 +252,11 @@ def extract_features(table: str, ckpt: str, registry: str, store: str, requests:
     from corpora.table import read_table, resolve_audio
     from ssl_pretrain.checkpoints import CheckpointRef
     from ssl_pretrain.device import device_and_precision
-    from ssl_pretrain.feature_store import FeatureStore, SSLExtractor
+    from ssl_pretrain.feature_store import FeatureStore, extractor_for
 
     device, precision = device_and_precision(device, precision)
     df = read_table(table)
-    extractor = SSLExtractor(CheckpointRef.resolve(ckpt, registry, trust=trust), device, precision)
+    extractor = extractor_for(CheckpointRef.resolve(ckpt, registry, trust=trust), device, precision)
     wanted = []
     for req in requests:
         rows = df[df["split"].isin(req["splits"]) & ((df["corpus"] == req["corpus"]) if req["corpus"] else True)]
@@ -282,5 +307,5 @@ def score_mustshe(tsv: str, hyps: str, db: str, checkpoint: str, lang_pair: str,
                                                                "hyps": str(Path(hyps).resolve())}, [tsv, hyps])
 
 
-CALLS = {f.__name__: f for f in (build_pretraining_manifest, pretrain_tiny, register_checkpoints, export_asr_data,
+CALLS = {f.__name__: f for f in (build_pretraining_manifest, pretrain_tiny, register_checkpoints, pool_seeds, export_asr_data,
                                  extract_features, score_mustshe)}

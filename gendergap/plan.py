@@ -61,6 +61,8 @@ def plan_jobs(cfg: StudyConfig, out: str | Path, only: list[str] | None = None) 
 
     entries, ckpt_deps = [], []
     for name, c in cfg.checkpoints.items():
+        if c["baseline"]:
+            continue  # FBANK: no model, nothing to register (CheckpointRef resolves the name itself)
         used = c["pretrain"] or c["pretrained_on"]
         entry = {"name": name, "path": None, "pretrain_dir": None, "note": c["note"],
                  "table3": {k: c[k] for k in ("hours", "male_pct", "female_pct", "unknown_pct") if c[k] is not None},
@@ -107,20 +109,32 @@ def plan_jobs(cfg: StudyConfig, out: str | Path, only: list[str] | None = None) 
                     "table": table, "corpus": t["corpus"], "splits": t["splits"], "out": str(data_dir)}}],
                     deps=table_deps, outputs=[data_dir]))
             for ck in ckpts:
+                if kind == "asr-e2e" and _baseline(cfg, ck):
+                    continue  # nothing to fine-tune
                 run = out / tname / ck
-                cli = ["-q", "asr", "finetune" if kind == "asr-e2e" else "frozen", "--ckpt", ck, "--registry", registry,
-                       "--train", str(data_dir / "train.csv"), "--valid", str(data_dir / "valid.csv"),
-                       "--test", str(data_dir / "test.csv"), "--table", table, "--out", str(run), "--db", db,
-                       "--bootstrap", str(d["report"]["bootstrap"]), "--seed", str(seed), "--no-progress"]
-                cli += _runtime_args(t, trust)
                 deps = ["checkpoints", data_job]
+                extra = _runtime_args(t, trust)
                 if kind == "asr-frozen":
-                    cli += ["--layer", str(t["layer"]), "--feature-store", store]
+                    extra += ["--layer", _layer(cfg, ck, t["layer"]), "--feature-store", store]
                     deps.append(features[(ck, t["precision"])]["name"])
                 if t["hparams"]:
-                    cli += ["--hparams", _path(cfg, t["hparams"])]
-                jobs.append(_job(f"{tname}:{ck}", kind, [{"cli": cli + list(t["overrides"])}],
-                                 deps=deps, resources=res, task=tname, checkpoint=ck, outputs=[run]))
+                    extra += ["--hparams", _path(cfg, t["hparams"])]
+
+                def asr_cli(run_dir, overrides, subset=None):
+                    return (["-q", "asr", "finetune" if kind == "asr-e2e" else "frozen", "--ckpt", ck,
+                             "--registry", registry, "--train", str(data_dir / "train.csv"),
+                             "--valid", str(data_dir / "valid.csv"), "--test", str(data_dir / "test.csv"),
+                             "--table", table, "--out", str(run_dir), "--db", db,
+                             "--bootstrap", str(d["report"]["bootstrap"]), "--seed", str(seed), "--no-progress"]
+                            + (["--subset", subset] if subset else []) + extra + overrides)
+                if not t["seeds"]:
+                    jobs.append(_job(f"{tname}:{ck}", kind, [{"cli": asr_cli(run, list(t["overrides"]))}],
+                                     deps=deps, resources=res, task=tname, checkpoint=ck, outputs=[run]))
+                else:
+                    jobs += _seeded(tname, kind, ck, None, res, deps, d, db, [
+                        (s_, [{"cli": asr_cli(run / f"seed{s_}", [*t["overrides"], f"seed={s_}"],
+                                              f"{SUBSET}@seed{s_}")}], run / f"seed{s_}" / f"{SUBSET}.wer.json")
+                        for s_ in t["seeds"]])
                 task_jobs[tname].append(jobs[-1]["name"])
         elif kind in ("st", "gender-st"):
             sp = t["splits"]
@@ -129,34 +143,48 @@ def plan_jobs(cfg: StudyConfig, out: str | Path, only: list[str] | None = None) 
                 for pair in t["pairs"]:
                     src, tgt = pair.split("-")
                     model = out / tname / f"{ck}.{pair}"
-                    hyp = model / "test.hyp"
-                    train = ["-q", "st", "train", "--ckpt", ck, "--layer", str(t["layer"]), "--registry", registry,
-                             "--feature-store", store, *_runtime_args(t, trust), "--corpus", t["corpus"], "--train", table,
-                             "--train-split", sp["train"], "--valid", table, "--valid-split", sp["valid"],
-                             "--src", src, "--tgt", tgt, "--out", str(model), "--preset", _preset(cfg, t["preset"]),
-                             "--seed", str(seed + 1)] + list(t["overrides"])
-                    decode = ["-q", "st", "decode", "--model", str(model), "--test", table, "--test-split", sp["test"],
-                              "--corpus", t["corpus"], "--out", str(hyp), "--db", db, "--name", ck,
-                              "--bootstrap", str(d["report"]["bootstrap"]), "--seed", str(seed), "--task", kind]
+
+                    def st_steps(model_dir, train_seed, subset=None):
+                        train = ["-q", "st", "train", "--ckpt", ck, "--layer", _layer(cfg, ck, t["layer"]),
+                                 "--registry", registry, "--feature-store", store, *_runtime_args(t, trust),
+                                 "--corpus", t["corpus"], "--train", table, "--train-split", sp["train"],
+                                 "--valid", table, "--valid-split", sp["valid"], "--src", src, "--tgt", tgt,
+                                 "--out", str(model_dir), "--preset", _preset(cfg, t["preset"]),
+                                 "--seed", str(train_seed)] + list(t["overrides"])
+                        decode = ["-q", "st", "decode", "--model", str(model_dir), "--test", table,
+                                  "--test-split", sp["test"], "--corpus", t["corpus"], "--out", str(model_dir / "test.hyp"),
+                                  "--db", db, "--name", ck, "--bootstrap", str(d["report"]["bootstrap"]),
+                                  "--seed", str(seed), "--task", kind] + (["--subset", subset] if subset else [])
+                        return [{"cli": train}, {"cli": decode}]
                     name = f"{tname}:{ck}:{pair}"
-                    jobs.append(_job(name, kind, [{"cli": train}, {"cli": decode}], deps=[fname], resources=res,
-                                     task=tname, checkpoint=ck, pair=pair, outputs=[model]))
-                    task_jobs[tname].append(name)
+                    if not t["seeds"]:
+                        hyp = model / "test.hyp"
+                        jobs.append(_job(name, kind, st_steps(model, seed + 1), deps=[fname], resources=res,
+                                         task=tname, checkpoint=ck, pair=pair, outputs=[model]))
+                        scored = name
+                    else:
+                        hyp = model / f"seed{t['seeds'][0]}" / "test.hyp"  # MuST-SHE: the first seed's output
+                        jobs += _seeded(tname, kind, ck, pair, res, [fname], d, db, [
+                            (s_, st_steps(model / f"seed{s_}", s_, f"{SUBSET}@seed{s_}"),
+                             model / f"seed{s_}" / "test.hyp.json") for s_ in t["seeds"]])
+                        scored = f"{name}:seed{t['seeds'][0]}"
+                    task_jobs[tname].append(jobs[-1]["name"])
                     if t["mustshe"]:
                         tsv = _path(cfg, t["mustshe"], base=Path(table).parent)
                         jobs.append(_job(f"mustshe:{ck}:{pair}", "mustshe", [{"call": "score_mustshe", "kwargs": {
                             "tsv": tsv, "hyps": str(hyp), "db": db, "checkpoint": ck, "lang_pair": pair}}],
-                            deps=[name], task=tname, checkpoint=ck, pair=pair))
+                            deps=[scored], task=tname, checkpoint=ck, pair=pair))
                         task_jobs[tname].append(jobs[-1]["name"])
         elif kind == "probes":
-            for i, ck in enumerate(ckpts):
+            twin_of = next((ck for ck in ckpts if not _baseline(cfg, ck)), None)
+            for ck in ckpts:
                 cli = ["-q", "probe", "run", "--ckpt", ck, "--registry", registry, "--table", table,
-                       "--layers", t["layers"], "--probes", ",".join(t["probes"]), "--db", db, "--seed", str(seed),
+                       "--layers", t["layers"] if not _baseline(cfg, ck) else "all", "--probes", ",".join(t["probes"]), "--db", db, "--seed", str(seed),
                        "--out", str(out / tname / ck), "--feature-store", store, *_runtime_args(t, trust)]
                 cli += ["--corpus", t["corpus"]] if t["corpus"] else []
                 cli += ["--control"] if t["control"] else []
-                # one random-init twin (same architecture) is the control for the first checkpoint
-                cli += [] if (t["random_init"] and i == 0) else ["--no-random-init"]
+                # one random-init twin (same architecture) is the control for the first pretrained checkpoint
+                cli += [] if (t["random_init"] and ck == twin_of) else ["--no-random-init"]
                 jobs.append(_job(f"{tname}:{ck}", "probes", [{"cli": cli}],
                                  deps=["checkpoints", features[(ck, t["precision"])]["name"]] + table_deps,
                                  resources=res, task=tname, checkpoint=ck, outputs=[out / tname / ck]))
@@ -179,6 +207,32 @@ def plan_jobs(cfg: StudyConfig, out: str | Path, only: list[str] | None = None) 
 
 
 FROZEN_TASKS = ("asr-frozen", "st", "gender-st", "probes")
+SUBSET = "test"   # the score subset of the tasks' test split; a seed's own rows are test@seed<N>
+
+
+def _baseline(cfg: StudyConfig, ck: str) -> bool:
+    return bool(cfg.checkpoints[ck]["baseline"])
+
+
+def _layer(cfg: StudyConfig, ck: str, layer) -> str:
+    """The layer a task reads; filterbanks have one output (0), so any layer but `all` means it."""
+    return str(layer) if not _baseline(cfg, ck) or str(layer) == "all" else "0"
+
+
+def _seeded(tname: str, kind: str, ck: str, pair: str | None, res: dict, deps: list[str], d: dict, db: str,
+            per_seed: list[tuple]) -> list[dict]:
+    """One job per training seed (``per_seed``: (seed, steps, result JSON)), each storing its own
+    rows under test@seed<N>, then the pooling job, named as the single-seed job would be, that
+    stores mean ± sd and the seed-and-speaker CI under ``test`` (analysis/seeds.py)."""
+    base = f"{tname}:{ck}" + (f":{pair}" if pair else "")
+    jobs = [_job(f"{base}:seed{s_}", kind, steps, deps=deps, resources=res, task=tname, checkpoint=ck, pair=pair,
+                 outputs=[Path(result).parent]) for s_, steps, result in per_seed]
+    jobs.append(_job(base, "seeds", [{"call": "pool_seeds", "kwargs": {
+        "results": [str(r) for _, _, r in per_seed], "seeds": [s_ for s_, _, _ in per_seed],
+        "key": "bleu" if kind in ("st", "gender-st") else None, "db": db, "checkpoint": ck, "task": kind,
+        "lang_pair": pair or "", "subset": SUBSET, "bootstrap": d["report"]["bootstrap"], "seed": d["seed"]}}],
+        deps=[j["name"] for j in jobs], task=tname, checkpoint=ck, pair=pair))
+    return jobs
 
 
 def _runtime_args(t: dict, trust: bool = False) -> list[str]:
@@ -207,7 +261,8 @@ def _feature_jobs(cfg: StudyConfig, table: str, registry: str, store: str, table
         for t in tasks:
             probe = t["type"] == "probes"
             splits = ["train", "valid", "dev", "test"] if probe else sorted(set(t["splits"].values()))
-            requests.append({"corpus": t["corpus"], "splits": splits, "layers": str(t["layers" if probe else "layer"]),
+            layers = "all" if probe and _baseline(cfg, ck) else _layer(cfg, ck, t["layers" if probe else "layer"])
+            requests.append({"corpus": t["corpus"], "splits": splits, "layers": layers,
                              "probe_seed": cfg.data["seed"] if probe else None})
         gpus = max(t["resources"]["gpus"] for t in tasks)
         res = max((t["resources"] for t in tasks), key=lambda r: (r["gpus"], r["cpus"]))

@@ -7,6 +7,7 @@
     ref.name, ref.kind, ref.content_hash      # "F", "fairseq", sha256 of the weights' files
     twin = ref.twin(seed=0)                   # "F+random-init": same architecture, fresh weights
     ssl = ref.load(device="cuda:0", precision="bf16")   # a frozen feature extractor
+    ref = CheckpointRef.resolve("FBANK")      # the no-pretraining baseline: 80-d log-mel, no model
 
 The rules live here once:
 - **name**: a registered name as is; for a path, the run folder of a fairseq ``checkpoint*.pt``
@@ -15,6 +16,10 @@ The rules live here once:
   (ssl_pretrain/safe_load.py); ``trusted`` (``--trust-checkpoint``) unpickles it fully.
 - **content hash**: sha256 over the checkpoint's files (a .pt, or a folder's config and weights),
   so a retrained checkpoint at the same path is a different checkpoint to every cache.
+- **FBANK**: a reserved name (not a file, never in a registry) for the baseline every frozen-feature
+  task can run in a checkpoint's place: 80-d Kaldi log-mel filterbanks stacked to the SSL frame
+  rate (ssl_pretrain.feature_store.FbankExtractor). It has no weights, so no twin, no
+  fine-tuning and no contrastive evaluation; it is how SUPERB reports the "no pretraining" row.
 - **random-init twin**: the same architecture built afresh by its library under
   ``torch.manual_seed(seed)`` (transformers' own initialisation for the encoder; fairseq's for
   the contrastive evaluation, which needs the quantiser). What a probe or a score finds on the
@@ -34,6 +39,11 @@ from ssl_pretrain.registry import Registry
 
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json")
 HF_FILES = ("config.json", "preprocessor_config.json") + HF_WEIGHTS
+FBANK = "FBANK"   # the reserved name of the filterbank baseline (see the module doc)
+
+
+def is_fbank(name) -> bool:
+    return str(name) == FBANK
 
 
 def check_hf_folder(path: Path) -> dict:
@@ -95,7 +105,10 @@ class CheckpointRef:
     @classmethod
     def resolve(cls, spec: str | os.PathLike, registry: str | os.PathLike | None = None,
                 name: str | None = None, trust: bool = False) -> "CheckpointRef":
-        """A registered name, a fairseq .pt, a packed .safetensors release or a transformers folder."""
+        """A registered name, a fairseq .pt, a packed .safetensors release, a transformers folder,
+        or FBANK (the filterbank baseline)."""
+        if is_fbank(spec):
+            return cls(FBANK, Path(FBANK), "fbank")
         path = Path(spec)
         label = name
         if not path.exists():
@@ -119,14 +132,26 @@ class CheckpointRef:
 
     def twin(self, seed: int = 0) -> "CheckpointRef":
         """The random-init twin: same architecture, weights drawn under ``torch.manual_seed(seed)``."""
+        self._needs_model("has no random-init twin")
         return replace(self, name=f"{self.name}+random-init", random_init_seed=int(seed))
 
     @property
     def is_twin(self) -> bool:
         return self.random_init_seed is not None
 
+    @property
+    def is_fbank(self) -> bool:
+        return self.kind == "fbank"
+
+    def _needs_model(self, what: str) -> None:
+        if self.is_fbank:
+            raise UserError(f"FBANK (filterbanks, no pretrained model) {what}",
+                            fix="use FBANK only as a frozen-feature baseline (asr frozen, st, probe run, ckpt features)")
+
     # ---- identity ------------------------------------------------------------------------
     def files(self) -> list[Path]:
+        if self.is_fbank:
+            return []
         if self.kind == "hf":
             return [self.path / n for n in HF_FILES if (self.path / n).is_file()]
         return [self.path]
@@ -135,6 +160,9 @@ class CheckpointRef:
     def content_hash(self) -> str:
         """sha256 over the files' bytes (and the twin seed for a twin)."""
         h = hashlib.sha256()
+        if self.is_fbank:
+            from ssl_pretrain.feature_store import FbankExtractor
+            h.update(FbankExtractor().key.encode())
         for f in self.files():
             h.update(f"{f.name}\0{file_sha256(f)}\n".encode())
         if self.is_twin:
@@ -149,6 +177,7 @@ class CheckpointRef:
     # ---- loading -------------------------------------------------------------------------
     def fairseq_path(self) -> Path:
         """The .pt or packed file (a transformers folder is refused: this needs fairseq's config)."""
+        self._needs_model("has no fairseq checkpoint")
         if self.kind == "hf":
             raise UserError("this needs a fairseq checkpoint (.pt), not a transformers folder", path=self.path,
                             fix="give the fairseq .pt the folder was converted from")
@@ -163,6 +192,8 @@ class CheckpointRef:
 
     def inspect(self) -> dict:
         """kind and update count (a fine-tuned or non-wav2vec2 checkpoint is a UserError)."""
+        if self.is_fbank:
+            return {"kind": "fbank", "updates": 0}
         if self.kind == "hf":
             src = self.path / "gendergap_source.json"
             return {"kind": "hf", "updates": json.loads(src.read_text())["num_updates"] if src.is_file() else None}
@@ -171,6 +202,7 @@ class CheckpointRef:
 
     def load(self, device: str = "cpu", precision: str = "fp32"):
         """The encoder as a frozen feature extractor (ssl_pretrain.features.FrozenSSL)."""
+        self._needs_model("has no encoder to load (read it through the feature store)")
         import torch
         from ssl_pretrain.features import FrozenSSL
         if self.kind == "hf":
@@ -192,6 +224,7 @@ class CheckpointRef:
         """A transformers folder for fine-tuning (SpeechBrain reads one): the folder itself, or a
         fairseq checkpoint converted once into ``cache_root/<name>-<hash>`` (reused while the
         .pt's content is unchanged)."""
+        self._needs_model("cannot be fine-tuned")
         if self.is_twin:
             raise UserError(f"{self.name} is a random-init twin: fine-tuning starts from real weights",
                             fix="fine-tune the checkpoint itself")

@@ -2,6 +2,7 @@
 
     store = FeatureStore("runs/features")
     view = store.view(SSLExtractor(ref, device="cuda:0", precision="bf16"), rows, layers="all")
+    view = store.view(extractor_for(ref), rows)   # FbankExtractor for FBANK, else SSLExtractor
     view.get("utt1")              # [layers, T, D] float16, memory-mapped from a shard
     view.layer(["utt1"], 3)       # probes: one layer per utterance, float32
     view.pointer("utt1", 3)       # fairseq s2t reads "shard-00000.zip:OFFSET:LENGTH" directly
@@ -163,6 +164,12 @@ class FbankExtractor:
             f = f.reshape(-1, self.dim)
             out.append(f[None].numpy().astype(dtype))
         return out
+
+
+def extractor_for(ref, device: str = "cpu", precision: str = "fp32"):
+    """The extractor a checkpoint reference stands for: FBANK's filterbanks (computed on the CPU
+    in fp32 whatever the task's device: there is no model to accelerate) or the SSL model."""
+    return FbankExtractor() if getattr(ref, "is_fbank", False) else SSLExtractor(ref, device, precision)
 
 
 # --------------------------------------------------------------------------- rows

@@ -54,13 +54,31 @@ def test_builtin_configs_validate_and_plan():
     # one extraction per checkpoint feeds every frozen-feature task: every layer of both corpora
     assert by["st:F-tiny:fr-en"]["deps"] == ["features:F-tiny"]
     assert "features:F-tiny" in by["asr-frozen:F-tiny"]["deps"] and "features:F-tiny" in by["probes:F-tiny"]["deps"]
-    assert sum(j["kind"] == "features" for j in jobs) == 3
+    assert sum(j["kind"] == "features" for j in jobs) == 4  # the three checkpoints and FBANK
+    # the FBANK reference row: frozen ASR, fr-en ST and probes on its one output, nothing to fine-tune
+    assert {"asr-frozen:FBANK", "st:FBANK:fr-en", "probes:FBANK", "features:FBANK"} <= set(names)
+    assert not any(n.startswith(("asr-e2e:FBANK", "gender-st:FBANK")) for n in names)
+    st_fbank = by["st:FBANK:fr-en"]["steps"][0]["cli"]
+    assert st_fbank[st_fbank.index("--layer") + 1] == "0"
+    assert "--no-random-init" in by["probes:FBANK"]["steps"][0]["cli"]
+    assert "--no-random-init" not in by["probes:F-tiny"]["steps"][0]["cli"]
+    assert "FBANK" not in str(by["checkpoints"]["steps"])   # never registered
     requests = by["features:F-tiny"]["steps"][0]["kwargs"]["requests"]
     assert sorted((r["corpus"], r["layers"], str(r["probe_seed"])) for r in requests) == [
         ("synth-fr", "1", "None"), ("synth-fr", "all", "0"), ("synth-fr", "all", "None"), ("synth-gender", "1", "None")]
     assert all("--device" in j["steps"][0]["cli"] for j in jobs if j["kind"] in ("asr-e2e", "asr-frozen", "st"))
     assert set(by["report"]["deps"]) >= {n for n in names if n.startswith(("asr-", "st:", "probes:", "mustshe:"))
                                          and not n.startswith("asr-data")}
+    full = {j["name"]: j for j in plan_jobs(load_config(CONFIG_DIR / "mini-full.yaml"), "/tmp/never-written")}
+    for ck in ("F-tiny", "FBANK"):  # three seeds, then one pooling job under the single-seed name
+        for base in (f"asr-frozen:{ck}", f"st:{ck}:fr-en"):
+            assert full[base]["kind"] == "seeds"
+            assert full[base]["deps"] == [f"{base}:seed{s}" for s in (1, 2, 3)]
+            assert full[base]["steps"][0]["kwargs"]["seeds"] == [1, 2, 3]
+    assert "seed=2" in full["asr-frozen:B-tiny:seed2"]["steps"][0]["cli"]
+    st2 = full["st:B-tiny:fr-en:seed2"]["steps"]
+    assert st2[0]["cli"][st2[0]["cli"].index("--seed") + 1] == "2" and "test@seed2" in st2[1]["cli"]
+    assert full["mustshe:F-tiny:en-fr"]["deps"] == ["gender-st:F-tiny:en-fr"]  # gender-st keeps one seed
     boito = load_config(CONFIG_DIR / "boito2022.yaml")
     bj = plan_jobs(boito, "/tmp/never-written")
     assert sum(j["kind"] == "st" for j in bj) == 4 * 3  # 4 feature extractors x fr-en/es/pt, as the study
@@ -97,6 +115,17 @@ def test_dry_run_prints_plan_and_writes_nothing(tmp_path):
     # a second asr-frozen task would silently replace the first (YAML keeps the last key)
     (lambda t: t + "  asr-frozen: {corpus: synth-fr}\n", 10, ["key 'asr-frozen' appears twice", "first on line 8"]),
     (lambda t: t.replace("name: t", "name: t\nname: u"), 2, ["key 'name' appears twice", "first on line 1"]),
+    # the filterbank baseline is FBANK, has no model to fine-tune, and seeds are distinct integers
+    (lambda t: t.replace("  M-tiny: {shipped: tiny-male, pretrained_on: male}", "  FB: {baseline: fbank}"), 6,
+     ["the checkpoint named FBANK", "FBANK: {baseline: fbank}"]),
+    (lambda t: t.replace("  M-tiny: {shipped: tiny-male, pretrained_on: male}", "  FBANK: {shipped: tiny-male}"), 6,
+     ["the checkpoint named FBANK"]),
+    (lambda t: t.replace("  M-tiny: {shipped: tiny-male, pretrained_on: male}", "  FBANK: {baseline: mfcc}"), 6,
+     ["'checkpoints.FBANK.baseline' is 'mfcc'", "fbank"]),
+    (lambda t: t.replace("M-tiny: {shipped: tiny-male, pretrained_on: male}", "FBANK: {baseline: fbank}")
+     + "  asr-e2e: {corpus: synth-fr, checkpoints: [FBANK]}\n", 10, ["fine-tunes 'FBANK'"]),
+    (lambda t: t.replace("overrides: [max_steps=2]}", "overrides: [max_steps=2], seeds: [1, 1]}"), 8,
+     ["seeds must be a list of distinct integers"]),
 ])
 def test_bad_configs_fail_before_anything_runs(tmp_path, edit, line, words):
     path = write(tmp_path, edit(GOOD))
