@@ -95,9 +95,14 @@ def oov_report(df: pd.DataFrame, enc) -> dict:
 
 
 def audio_dataset(df: pd.DataFrame, enc, sample_rate: int = 16000):
-    """A DynamicItemDataset yielding ``id, sig, tokens, text`` (sig read with soundfile through SpeechBrain)."""
+    """A DynamicItemDataset yielding ``id, sig, tokens, text`` (sig read with soundfile through
+    SpeechBrain, mono, at ``sample_rate``). ``start``/``stop`` are sample indices at the file's own
+    rate (manifests.export_speechbrain writes them so); a file at another rate than the model's is
+    resampled after the cut (ssl_pretrain.features.to_model_rate), one at the model's rate is not touched."""
     import speechbrain as sb
     import torch
+
+    from ssl_pretrain.features import to_model_rate
 
     data = {}
     for r in df.itertuples(index=False):
@@ -106,24 +111,20 @@ def audio_dataset(df: pd.DataFrame, enc, sample_rate: int = 16000):
         item["stop"] = int(r.stop) if "stop" in df.columns else -1
         data[r.ID] = item
     ds = sb.dataio.dataset.DynamicItemDataset(data)
-    checked: set[str] = set()
+    rates: dict[str, int] = {}  # native rate per file: one header read per file, not per epoch
 
     @sb.utils.data_pipeline.takes("wav", "start", "stop")
     @sb.utils.data_pipeline.provides("sig")
     def audio_pipeline(wav, start, stop):
         try:
-            if wav not in checked:
-                info = sb.dataio.dataio.read_audio_info(wav)
-                if info.sample_rate != sample_rate:
-                    raise UserError(f"sampled at {info.sample_rate} Hz, the model expects {sample_rate} Hz", path=wav,
-                                    fix=f"resample the audio to {sample_rate} Hz")
-                checked.add(wav)
+            if wav not in rates:
+                rates[wav] = int(sb.dataio.dataio.read_audio_info(wav).sample_rate)
             spec = {"file": wav, "start": start} | ({"stop": stop} if stop >= 0 else {})
             sig = sb.dataio.dataio.read_audio(spec)
         except (RuntimeError, OSError, ValueError) as e:  # libsndfile's errors for a corrupt or cut file
             raise UserError(f"cannot read the audio ({str(e).splitlines()[0][:120]})", path=wav,
                             fix="replace the file, or leave its row out of the CSV") from None
-        return sig.mean(-1) if sig.dim() > 1 else sig
+        return to_model_rate(sig.mean(-1) if sig.dim() > 1 else sig, rates[wav], sample_rate)
 
     @sb.utils.data_pipeline.takes("text")
     @sb.utils.data_pipeline.provides("tokens")

@@ -25,6 +25,7 @@ import soundfile as sf
 from corpora.atomic import atomic_open, write_text
 from corpora.errors import UserError
 from corpora.provenance import config_hash, file_fingerprint
+from ssl_pretrain.features import to_model_rate
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +80,8 @@ def speed_perturbed(df: pd.DataFrame, csv_path, factor: float, cache_root: Path,
             start = int(getattr(r, "start", 0) or 0) if "start" in df.columns else 0
             stop = int(r.stop) if "stop" in df.columns else None
             wav, sr = sf.read(r.wav, start=start, stop=stop, dtype="float32", always_2d=True)
-            if sr != sample_rate:
-                raise UserError(f"sampled at {sr} Hz, the model expects {sample_rate} Hz", path=r.wav,
-                                fix=f"resample the audio to {sample_rate} Hz")
-            y = change_speed(wav.mean(axis=1), factor, sample_rate)
+            # audio at another rate is resampled first, as everywhere audio is read for a model
+            y = change_speed(to_model_rate(wav.mean(axis=1), sr, sample_rate), factor, sample_rate)
             with atomic_open(dst, "wb") as f:
                 sf.write(f, y, sample_rate, format="WAV", subtype="FLOAT")
             durations.append(len(y) / sample_rate)

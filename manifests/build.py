@@ -57,15 +57,20 @@ def staged_output(out: str | os.PathLike, overwrite: bool = False) -> Iterator[P
         os.replace(stage, out)
 
 
-def read_id_list(path: str | os.PathLike, column: str = "speaker") -> list[str]:
-    """Ids from a file: one per line ('#' comments allowed), or an utterance table (its ``column``)."""
+def read_id_list(path: str | os.PathLike, column: str = "speaker") -> list:
+    """Ids from a file: one per line ('#' comments allowed), or an utterance table (its ``column``).
+    Speakers from a table are (corpus, speaker) pairs: an id names a speaker within its corpus only;
+    bare ids from a plain list are matched in every corpus (manifests.select.of_speakers)."""
     path = Path(path)
     if not path.is_file():
         raise UserError("no such file", path=path, fix="give a file with one id per line, or an utterance table")
     text = path.read_text(encoding="utf-8")
     first = text.splitlines()[0] if text.strip() else ""
     if "\t" in first and column in first.split("\t"):
-        return sorted(set(read_table(path, validate=False)[column]))
+        table = read_table(path, validate=False)
+        if column == "speaker" and "corpus" in table.columns:
+            return sorted(set(zip(table["corpus"].astype(str), table["speaker"].astype(str))))
+        return sorted(set(table[column]))
     return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
 
 

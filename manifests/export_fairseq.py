@@ -80,9 +80,14 @@ def export_wav2vec(splits: dict[str, pd.DataFrame], out_dir: str | os.PathLike, 
     info = _headers(all_rows["audio"])
     rates = sorted({int(i.samplerate) for i in info.values()})
     if len(rates) > 1 or (sample_rate and rates != [sample_rate]):
-        raise UserError(f"the audio has sample rate(s) {rates}; fairseq's audio_pretraining reads one rate "
-                        f"(task.sample_rate{'=' + str(sample_rate) if sample_rate else ''}) and refuses others",
-                        fix="resample the corpus to one rate (16 kHz for wav2vec 2.0) and re-index it")
+        # Refused, not resampled: fairseq's audio_pretraining opens the files itself and raises on
+        # any rate but task.sample_rate (the feature store and SpeechBrain pipelines resample).
+        want = sample_rate or (16000 if 16000 in rates else rates[-1])
+        odd = next(p for p, i in sorted(info.items()) if int(i.samplerate) != want)
+        raise UserError(f"{odd} has sample rate {int(info[odd].samplerate)} Hz (rates here: {rates}); fairseq's "
+                        f"audio_pretraining reads {want} Hz files only (task.sample_rate) and does not resample",
+                        fix=f"resample the corpus to {want} Hz (e.g. `sox in.wav -r {want} out.wav`) "
+                            "and index it again")
     # plan: for each row, (final absolute path, num_samples, source to cut or None)
     plan = {}
     names: dict[str, str] = {}

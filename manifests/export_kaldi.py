@@ -31,9 +31,24 @@ def _kaldi_id(x: str) -> str:
     return _WS.sub("_", str(x).strip())
 
 
-def kaldi_utt_ids(df: pd.DataFrame) -> pd.Series:
-    """Utterance ids prefixed by their speaker (unless they already are)."""
+def shared_speaker_ids(df: pd.DataFrame) -> bool:
+    """True when one speaker id occurs in two corpora (both numbering speakers from 1, say)."""
+    return bool((df.groupby(df["speaker"].map(_kaldi_id))["corpus"].nunique() > 1).any())
+
+
+def kaldi_speakers(df: pd.DataFrame, qualify: bool | None = None) -> pd.Series:
+    """Kaldi speaker ids: the table's, or ``<corpus>-<speaker>`` for every row when ``qualify``
+    (default: when ids are shared across corpora). Otherwise speaker 1 of two corpora would be
+    one Kaldi speaker: one spk2utt entry, one CMVN, and spk2gender keeping either gender."""
+    if qualify is None:
+        qualify = shared_speaker_ids(df)
     spk = df["speaker"].map(_kaldi_id)
+    return df["corpus"].map(_kaldi_id) + "-" + spk if qualify else spk
+
+
+def kaldi_utt_ids(df: pd.DataFrame, qualify: bool | None = None) -> pd.Series:
+    """Utterance ids prefixed by their speaker (unless they already are)."""
+    spk = kaldi_speakers(df, qualify)
     utt = df["id"].map(_kaldi_id)
     return pd.Series([u if u.startswith(s + "-") or u.startswith(s + "_") else f"{s}-{u}" for s, u in zip(spk, utt)],
                      index=df.index)
@@ -60,16 +75,18 @@ def _wav_entry(path: str, sample_rate: int) -> str:
     return f"sox {path} -t wav -r {sample_rate} -c 1 - |"
 
 
-def export_kaldi_dir(df: pd.DataFrame, out_dir: str | os.PathLike, text_column: str = "text") -> dict:
-    """Write one Kaldi data dir for the rows (absolute audio paths); validate it; return a summary."""
+def export_kaldi_dir(df: pd.DataFrame, out_dir: str | os.PathLike, text_column: str = "text",
+                     qualify: bool | None = None) -> dict:
+    """Write one Kaldi data dir for the rows (absolute audio paths); validate it; return a summary.
+    ``qualify``: speaker ids as ``<corpus>-<speaker>`` (kaldi_speakers)."""
     out_dir = Path(out_dir)
     if text_column not in df.columns:
         raise UserError(f"no column {text_column!r} for text", fix="pick the transcript column with --text-column")
-    utt = kaldi_utt_ids(df)
+    utt = kaldi_utt_ids(df, qualify)
     if utt.duplicated().any():
         raise UserError(f"two rows map to the Kaldi utterance id {utt[utt.duplicated()].iloc[0]!r}",
                         fix="make ids unique after replacing whitespace with '_'")
-    spk = df["speaker"].map(_kaldi_id)
+    spk = kaldi_speakers(df, qualify)
     rec = _recording_ids(df["audio"])
     rows = pd.DataFrame({"utt": utt, "spk": spk, "rec": df["audio"].map(rec), "audio": df["audio"],
                          "sr": df["sample_rate"].astype(int), "start": df["offset"].astype(float),
@@ -104,8 +121,13 @@ def export_kaldi_dir(df: pd.DataFrame, out_dir: str | os.PathLike, text_column: 
 
 
 def export_kaldi(splits: dict[str, pd.DataFrame], out_dir: str | os.PathLike, text_column: str = "text") -> dict:
-    """One validated data dir per split: ``<out>/<split>/``."""
-    return {split: export_kaldi_dir(df, Path(out_dir) / split, text_column) for split, df in splits.items()}
+    """One validated data dir per split: ``<out>/<split>/``. Speaker ids are corpus-qualified in
+    every split when any split's speaker ids are shared across corpora, so train and valid name
+    the same speakers alike."""
+    qualify = shared_speaker_ids(pd.concat(list(splits.values()))) if splits else False
+    if qualify:
+        log.info("%s: speaker ids shared across corpora: Kaldi speakers are written <corpus>-<speaker>", out_dir)
+    return {split: export_kaldi_dir(df, Path(out_dir) / split, text_column, qualify) for split, df in splits.items()}
 
 
 # --------------------------------------------------------------------------- validation

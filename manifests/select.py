@@ -25,6 +25,27 @@ from corpora.table import COLUMNS
 
 # Seconds. Durations are floats from headers: compare with a tolerance well under a sample.
 EPS = 1e-6
+_SEP = "\x1f"   # joins corpus and speaker in speaker_keys (a control character no id holds)
+
+
+def speaker_keys(df: pd.DataFrame) -> pd.Series:
+    """Each row's speaker as one (corpus, speaker) value. Speaker ids are unique within a corpus
+    only (two corpora both number speakers from 1), so every speaker count, speaker set and
+    disjointness check in manifests/ goes through this, as corpora.stats does."""
+    return df["corpus"].astype(str) + _SEP + df["speaker"].astype(str)
+
+
+def speaker_pair(key: str) -> tuple[str, str]:
+    """A speaker_keys value back to (corpus, speaker)."""
+    corpus, speaker = key.split(_SEP, 1)
+    return corpus, speaker
+
+
+def of_speakers(df: pd.DataFrame, speakers) -> pd.Series:
+    """Rows of these speakers: (corpus, speaker) pairs, or bare ids, which name that id in every corpus."""
+    pairs = {_SEP.join(map(str, s)) for s in speakers if isinstance(s, tuple)}
+    bare = {str(s) for s in speakers if not isinstance(s, tuple)}
+    return speaker_keys(df).isin(pairs) | df["speaker"].astype(str).isin(bare)
 
 
 @dataclass(frozen=True)
@@ -80,7 +101,7 @@ class Dropped:
 
     @classmethod
     def of(cls, reason: str, rows: pd.DataFrame) -> "Dropped":
-        return cls(reason, int(len(rows)), round(float(rows["duration"].sum()), 3), int(rows["speaker"].nunique()),
+        return cls(reason, int(len(rows)), round(float(rows["duration"].sum()), 3), int(speaker_keys(rows).nunique()),
                    {g: round(float(s), 3) for g, s in rows.groupby("gender")["duration"].sum().items()})
 
     def as_dict(self) -> dict:
@@ -100,11 +121,12 @@ def check_columns(df: pd.DataFrame, source) -> None:
                         fix="an utterance table needs: " + ", ".join(COLUMNS))
 
 
-def mixed_gender_speakers(df: pd.DataFrame) -> list[str]:
-    """Speakers with both F and M rows (the study's 'B' column: e.g. a talk given by two people)."""
+def mixed_gender_speakers(df: pd.DataFrame) -> list[tuple[str, str]]:
+    """(corpus, speaker) pairs with both F and M rows (the study's 'B' column: e.g. a talk given by
+    two people). Speaker 1 F in one corpus and 1 M in another are two speakers, not one mixed."""
     known = df[df["gender"].isin(("F", "M"))]
-    n = known.groupby("speaker")["gender"].nunique()
-    return sorted(n[n > 1].index)
+    n = known.groupby(speaker_keys(known))["gender"].nunique()
+    return sorted(speaker_pair(k) for k in n[n > 1].index)
 
 
 def _take(df: pd.DataFrame, mask, reason: str, dropped: list[Dropped]) -> pd.DataFrame:
@@ -123,7 +145,8 @@ def apply_exclusions(df: pd.DataFrame, spec: GenderSpec, *, source="<table>",
 
     - ``holdout_splits``: rows of these splits AND every row of their speakers (keeps test
       speakers out of train and valid even where a corpus reuses a speaker across splits);
-    - ``exclude_ids`` / ``exclude_speakers``: explicit lists;
+    - ``exclude_ids`` / ``exclude_speakers``: explicit lists; a speaker is a (corpus, speaker)
+      pair, or a bare id, which is left out in every corpus (the list does not say which);
     - ``exclude_unknown``: drop gender U (default: yes, unless the spec is 'any');
     - ``mixed_speakers``: 'error' (default; a speaker with F and M rows is a metadata problem)
       or 'drop' (leave them out, as the study's balanced set left out its 'B' speakers);
@@ -135,26 +158,27 @@ def apply_exclusions(df: pd.DataFrame, spec: GenderSpec, *, source="<table>",
         df = _take(df, ~df["corpus"].isin(set(corpora)), f"corpus not in {sorted(corpora)}", dropped)
     if holdout_splits:
         held = df["split"].isin(set(holdout_splits))
-        held_spk = set(df.loc[held, "speaker"])
+        held_spk = set(speaker_keys(df[held]))
         df = _take(df, held, f"held-out split {sorted(holdout_splits)}", dropped)
-        df = _take(df, df["speaker"].isin(held_spk), "speaker of a held-out split", dropped)
+        df = _take(df, speaker_keys(df).isin(held_spk), "speaker of a held-out split", dropped)
     if len(exclude_ids):
         df = _take(df, df["id"].isin(set(exclude_ids)), "excluded id", dropped)
     if len(exclude_speakers):
-        df = _take(df, df["speaker"].isin(set(exclude_speakers)), "excluded speaker", dropped)
+        df = _take(df, of_speakers(df, exclude_speakers), "excluded speaker", dropped)
     mixed = mixed_gender_speakers(df)
     if mixed:
         if mixed_speakers != "drop":
-            spk = mixed[0]
-            pos = int((df["speaker"] == spk).to_numpy().nonzero()[0][0])
+            corpus, spk = mixed[0]
+            rows = (of_speakers(df, [mixed[0]])).to_numpy()
+            pos = int(rows.nonzero()[0][0])
             # read_table's index is the row number, so it survives the filters above.
             line = int(df.index[pos]) + 2 if pd.api.types.is_integer_dtype(df.index) else None
-            genders = sorted(set(df.loc[df["speaker"] == spk, "gender"]) & {"F", "M"})
-            raise UserError(f"speaker {spk!r} has genders {genders} on different rows"
+            genders = sorted(set(df.loc[rows, "gender"]) & {"F", "M"})
+            raise UserError(f"speaker {spk!r} has genders {genders} on different rows of corpus {corpus!r}"
                             + (f" ({len(mixed)} such speakers)" if len(mixed) > 1 else ""),
                             path=source, line=line,
                             fix="fix the metadata, or leave such speakers out with --drop-mixed-speakers")
-        df = _take(df, df["speaker"].isin(set(mixed)), "speaker with both F and M rows", dropped)
+        df = _take(df, of_speakers(df, mixed), "speaker with both F and M rows", dropped)
     if exclude_unknown is None:
         exclude_unknown = spec.female_share is not None
     if exclude_unknown:

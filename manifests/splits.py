@@ -19,7 +19,8 @@ import pandas as pd
 from corpora.errors import UserError
 from corpora.provenance import config_hash
 from manifests.select import (Dropped, GenderSpec, _GENDER_STREAM, _rng, apply_exclusions, cap_corpora, check_columns,
-                              hhmm, parse_gender_spec, sample_to_duration, select_by_gender)
+                              hhmm, parse_gender_spec, sample_to_duration, select_by_gender, speaker_keys,
+                              speaker_pair)
 
 VALID_SPLITS = ("valid", "dev")
 TEST_SPLITS = ("test",)
@@ -37,9 +38,9 @@ def split_summary(df: pd.DataFrame) -> dict:
     out = {}
     for g, grp in df.groupby("gender", sort=True):
         out[g] = {"rows": int(len(grp)), "seconds": round(float(grp["duration"].sum()), 3),
-                  "hours": hhmm(grp["duration"].sum()), "speakers": int(grp["speaker"].nunique())}
+                  "hours": hhmm(grp["duration"].sum()), "speakers": int(speaker_keys(grp).nunique())}
     out["all"] = {"rows": int(len(df)), "seconds": round(float(df["duration"].sum()), 3),
-                  "hours": hhmm(df["duration"].sum()), "speakers": int(df["speaker"].nunique())}
+                  "hours": hhmm(df["duration"].sum()), "speakers": int(speaker_keys(df).nunique())}
     return out
 
 
@@ -62,7 +63,7 @@ def _valid_selection(pool: pd.DataFrame, spec: GenderSpec, valid_hours: float | 
         if have + 1e-3 < target:
             # Move whole training speakers (random order for the seed) until valid can reach its target.
             train_rows = pool[in_g & ~labelled]
-            spk_dur = train_rows.groupby("speaker")["duration"].sum().sort_index()
+            spk_dur = train_rows.groupby(speaker_keys(train_rows))["duration"].sum().sort_index()
             order = _rng(seed, 30, _GENDER_STREAM.get(key, 0)).permutation(len(spk_dur))
             moved = []
             for i in order:
@@ -74,8 +75,9 @@ def _valid_selection(pool: pd.DataFrame, spec: GenderSpec, valid_hours: float | 
                 raise UserError(f"valid: asked for {hhmm(target)} of {key if key != '*' else 'speech'}, "
                                 f"valid rows and all training speakers together hold {hhmm(have)}",
                                 path=source, fix="ask for fewer --valid-hours, or add data")
-            cand |= in_g & pool["speaker"].isin(set(moved)).to_numpy()
-            notes.append({"gender": key, "upsampled_speakers": sorted(map(str, moved)),
+            cand |= in_g & speaker_keys(pool).isin(set(moved)).to_numpy()
+            # [corpus, speaker] pairs: a bare id would not say which corpus's speaker moved
+            notes.append({"gender": key, "upsampled_speakers": sorted(list(speaker_pair(k)) for k in moved),
                           "seconds": round(float(spk_dur[moved].sum()), 3)})
         idx = np.flatnonzero(cand)
         mask = sample_to_duration(durations[idx], target, _rng(seed, 31, _GENDER_STREAM.get(key, 0)))
@@ -141,7 +143,7 @@ def build_selection(df: pd.DataFrame, gender: str | GenderSpec = "balanced", *,
         dropped.append(Dropped.of("valid-labelled row left out: valid down-sampled to its target", train_pool[leftover]))
         train_pool = train_pool[~leftover]
     # Speaker-disjointness: no valid speaker may keep rows in train.
-    overlap = train_pool["speaker"].isin(set(valid["speaker"])).to_numpy()
+    overlap = speaker_keys(train_pool).isin(set(speaker_keys(valid))).to_numpy()
     if overlap.any():
         dropped.append(Dropped.of("speaker in valid (splits are speaker-disjoint)", train_pool[overlap]))
     train_pool = train_pool[~overlap]
@@ -157,9 +159,10 @@ def build_selection(df: pd.DataFrame, gender: str | GenderSpec = "balanced", *,
     splits = {"train": train}
     if len(valid):
         splits["valid"] = valid.sort_index()
+    excluded_spk = sorted("/".join(s) if isinstance(s, tuple) else str(s) for s in exclude_speakers)
     request = {"gender": spec.label, "female_share": spec.female_share, "hours": hours,
                "hours_per_gender": hours_per_gender, "valid_hours": valid_hours, "seed": seed,
-               "exclude_ids": len(exclude_ids), "exclude_speakers": sorted(map(str, exclude_speakers)),
+               "exclude_ids": len(exclude_ids), "exclude_speakers": excluded_spk,
                "holdout_splits": list(holdout_splits or ()), "exclude_unknown": exclude_unknown,
                "train_splits": sorted(train_splits) if train_splits is not None else None,
                "valid_splits": list(valid_splits),

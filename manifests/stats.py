@@ -17,25 +17,26 @@ import pandas as pd
 
 from corpora.errors import UserError
 from corpora.table import read_table
-from manifests.select import hhmm, mixed_gender_speakers
+from manifests.select import hhmm, mixed_gender_speakers, of_speakers, speaker_keys
 
 
 def gender_counts(splits: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """Tidy counts: split, corpus, group (M, F, U or B), rows, seconds, speakers.
 
-    B collects every row of a speaker with both F and M rows (the study's 'B' column).
+    B collects every row of a speaker with both F and M rows (the study's 'B' column). Speakers
+    are (corpus, speaker) pairs: equal ids in two corpora are two speakers.
     """
     parts = []
     for split, df in splits.items():
         if not len(df):
             continue
-        group = df["gender"].where(~df["speaker"].isin(set(mixed_gender_speakers(df))), "B")
-        parts.append(df.assign(_split=split, _group=group))
+        group = df["gender"].where(~of_speakers(df, mixed_gender_speakers(df)), "B")
+        parts.append(df.assign(_split=split, _group=group, _spk=speaker_keys(df)))
     if not parts:
         return pd.DataFrame(columns=["split", "corpus", "group", "rows", "seconds", "speakers"])
     all_rows = pd.concat(parts, ignore_index=True)
     out = (all_rows.groupby(["_split", "corpus", "_group"], sort=False)
-           .agg(rows=("id", "size"), seconds=("duration", "sum"), speakers=("speaker", "nunique"))
+           .agg(rows=("id", "size"), seconds=("duration", "sum"), speakers=("_spk", "nunique"))
            .reset_index().rename(columns={"_split": "split", "_group": "group"}))
     return out
 
@@ -47,7 +48,8 @@ def _groups(counts: pd.DataFrame) -> list[str]:
 
 def _cell(counts: pd.DataFrame, group: str | None) -> tuple[float, int]:
     sel = counts if group is None else counts[counts["group"] == group]
-    # Speakers are counted per split and group; a speaker in two corpora is one speaker.
+    # Speakers are counted per (split, corpus, group) and are (corpus, speaker) pairs, so the
+    # per-corpus counts add up: no speaker is in two corpora.
     return float(sel["seconds"].sum()), int(sel["speakers"].sum())
 
 
@@ -69,15 +71,15 @@ def table2(counts: pd.DataFrame, speakers_from: dict[str, pd.DataFrame] | None =
 
 
 def _speakers(frames, split, group, c) -> int:
-    """Distinct speakers (across corpora) when the rows are at hand, else the per-corpus sum."""
+    """Distinct (corpus, speaker) pairs when the rows are at hand, else the per-corpus sum."""
     if frames is not None and split in frames:
         df = frames[split]
         if group is None:
-            return int(df["speaker"].nunique())
-        mixed = set(mixed_gender_speakers(df))
+            return int(speaker_keys(df).nunique())
+        mixed = mixed_gender_speakers(df)
         if group == "B":
             return len(mixed)
-        return int(df.loc[(df["gender"] == group) & ~df["speaker"].isin(mixed), "speaker"].nunique())
+        return int(speaker_keys(df[(df["gender"] == group) & ~of_speakers(df, mixed)]).nunique())
     return _cell(c, group)[1]
 
 
@@ -92,8 +94,8 @@ def table1(counts: pd.DataFrame, with_seconds: bool = False,
         (m_s, m_n), (f_s, f_n) = _cell(c, "M"), _cell(c, "F")
         if pooled is not None and not corpus.startswith("TOTAL"):
             rows_c = pooled[pooled["corpus"] == corpus]
-            mixed = set(mixed_gender_speakers(rows_c))
-            m_n, f_n = (int(rows_c.loc[(rows_c["gender"] == g) & ~rows_c["speaker"].isin(mixed), "speaker"].nunique())
+            mixed = mixed_gender_speakers(rows_c)
+            m_n, f_n = (int(speaker_keys(rows_c[(rows_c["gender"] == g) & ~of_speakers(rows_c, mixed)]).nunique())
                         for g in ("M", "F"))
         rows.append({"Dataset": corpus, "Duration": f"{hhmm(m_s, with_seconds)} / {hhmm(f_s, with_seconds)}",
                      "# speakers": "-" if corpus.startswith("TOTAL") else f"{m_n} / {f_n}"})

@@ -401,9 +401,11 @@ def _plan_shards(keys: list[str], extractor, n_layers: int, itemsize: int, shard
     count = [int(p[2]) for p in parts]
     durations = []
     for a, n in zip(audio, count):
-        if n < 0:  # "to the end of the file": read the header once
-            n = sf.info(a).frames
-        durations.append(n / sr)
+        if n < 0:  # "to the end of the file": read the header once (at the file's own rate)
+            info = sf.info(a)
+            durations.append(info.frames / info.samplerate)
+        else:
+            durations.append(n / sr)
     per_second = n_layers * extractor.dim * itemsize / extractor.frame_shift_s
     order = sorted(range(len(keys)), key=lambda i: (durations[i], keys[i]))
     shard, used, shards = 0, 0.0, []

@@ -113,20 +113,37 @@ class FrozenSSL:
     __call__ = hidden_states
 
 
+def to_model_rate(wave, native_rate: int, sample_rate: int):
+    """``wave`` (1-D, numpy or torch) at the model's ``sample_rate``. The same object comes back
+    when the rates agree, so 16 kHz audio keeps its exact samples and code path. Otherwise
+    torchaudio's windowed-sinc resampler (its defaults, as downstream_asr.perturb uses it): the
+    utterance table accepts any rate and records it, and the model's rate is applied only here."""
+    if int(native_rate) == int(sample_rate):
+        return wave
+    import torch
+    from torchaudio.functional import resample  # imported here: only non-model-rate audio needs it
+    as_numpy = isinstance(wave, np.ndarray)
+    x = torch.from_numpy(np.ascontiguousarray(wave, dtype=np.float32)) if as_numpy else wave.float()
+    y = resample(x, orig_freq=int(native_rate), new_freq=int(sample_rate))
+    return y.numpy() if as_numpy else y
+
+
 def read_segment(path: str, offset: float, duration: float, sample_rate: int) -> np.ndarray:
-    """One utterance (mono float32) from a file, by offset/duration in seconds."""
+    """One utterance (mono float32, at ``sample_rate``) from a file, by offset/duration in seconds.
+
+    The segment is cut at the file's own rate (seconds x native rate), channels are averaged,
+    then it is resampled to ``sample_rate`` if the file has another rate (to_model_rate)."""
     try:
         info = sf.info(path)
     except (RuntimeError, OSError) as e:  # libsndfile's errors for a corrupt or cut file
         raise UserError(f"cannot read the audio ({str(e).splitlines()[0][:120]})", path=path,
                         fix="replace the file, or leave its row out of the table") from None
-    if info.samplerate != sample_rate:
-        raise UserError(f"{path} is sampled at {info.samplerate} Hz, the model expects {sample_rate} Hz",
-                        path=path, fix=f"resample the audio to {sample_rate} Hz")
-    start = int(round(offset * sample_rate))
-    frames = int(round(duration * sample_rate)) if duration and duration > 0 else -1
+    native = int(info.samplerate)
+    start = int(round(offset * native))
+    frames = int(round(duration * native)) if duration and duration > 0 else -1
     wav, _ = sf.read(path, start=start, frames=frames, dtype="float32", always_2d=True)
-    return wav.mean(axis=1) if wav.shape[1] > 1 else wav[:, 0]
+    mono = wav.mean(axis=1) if wav.shape[1] > 1 else wav[:, 0]
+    return to_model_rate(mono, native, sample_rate)
 
 
 def length_buckets(durations: list[float], max_batch_seconds: float, max_batch_size: int = 64) -> list[list[int]]:

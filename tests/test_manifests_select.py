@@ -145,7 +145,7 @@ def test_valid_is_upsampled_with_whole_training_speakers():
     tr, va = sel.splits["train"], sel.splits["valid"]
     up = sel.report["valid_upsampled_from_train"]
     assert [u["gender"] for u in up] == ["M"] and up[0]["upsampled_speakers"]
-    moved = set(up[0]["upsampled_speakers"])
+    moved = {s for _, s in up[0]["upsampled_speakers"]}   # [corpus, speaker] pairs; one corpus here
     assert moved <= set(va["speaker"]) and not moved & set(tr["speaker"])
     assert dur(va, "M") == pytest.approx(180, abs=12)
     with pytest.raises(UserError, match="valid: asked for"):
