@@ -165,7 +165,9 @@ def pretrain_tiny(manifest: str, out: str, seed: int, updates: int, preset: str 
                     run_pretraining(preset, manifest, more, seed=seed + 1, threads=1,
                                     overrides=[f"optimization.max_update={continue_updates}",
                                                *warm_start(CheckpointRef.resolve(best).fairseq_state(), more)])
-                best = more / "checkpoints" / "checkpoint_best.pt"
+                # the last checkpoint: the continuation's learning rate has decayed to 0 by its end, so
+                # it is the trained model (its valid loss differs from the lowest by noise)
+                best = more / "checkpoints" / "checkpoint_last.pt"
                 total += num_updates(CheckpointRef.resolve(best).fairseq_state())  # counted from 0 again
             (out / "updates.txt").write_text(f"{total}\n")
             (out / "checkpoint.txt").write_text(str(best) + "\n")
