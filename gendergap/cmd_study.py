@@ -17,7 +17,8 @@ skips finished jobs (a no-op when all are done); a killed study resumes where it
 examples:
   gendergap study                        # everything, into ./study
   gendergap study --out /tmp/s --seed 1
-  gendergap study --pretrain             # pretrain the three tiny checkpoints too (~+30 min)
+  gendergap study --pretrain             # pretrain the three tiny checkpoints too (~+35 min, 6,000 updates each)
+  gendergap study --config configs/mini-full.yaml --out study-full   # 3 seeds for frozen ASR and ST (~60 min)
   gendergap study --config my_study.yaml # another study config (see `gendergap sweep --schema`)
 """
 
