@@ -73,7 +73,7 @@ def plot_delta_rel(gap_tables: list[tuple[str, pd.DataFrame]], path: str | os.Pa
             ax.text(0.01, 0.01, "; ".join(notes), transform=ax.transAxes, fontsize=6, color="0.4")
         ax.axvline(0.0, color="grey", lw=0.8, ls="--")
         ax.margins(x=0.15, y=0.25)
-        ax.set_yticks(y, [label(c).replace(" (reference: no pretraining)", " (ref.)") for c in g["checkpoint"]])
+        ax.set_yticks(y, [label(c, short=True) for c in g["checkpoint"]])
         ax.set_xlabel("Δrel, % (F vs M)")
         ax.set_title(title, fontsize=9)
     fig.suptitle("Relative gender gap per pre-trained model (95% CI)", fontsize=10)
@@ -149,7 +149,7 @@ def plot_probes_by_layer(grid: pd.DataFrame, path: str | os.PathLike) -> Path | 
             for probe in probes:
                 if probe in g and g[probe].notna().any():
                     ax.axhline(float(g[probe].iloc[0]), color="C3", lw=1.2, ls=PROBE_STYLES.get(probe, "-."),
-                               label=f"{label(ckpt).replace(' (reference: no pretraining)', ' (ref.)')} · {probe}")
+                               label=f"{label(ckpt, short=True)} · {probe}")
             continue
         colour = "0.6" if str(ckpt).endswith(RANDOM_INIT_SUFFIX) else f"C{i % 10}"
         for probe in probes:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import numpy as np
 
 from analysis.bootstrap import GENDERS, draw_counts, percentile_ci, resample_scores
-from analysis.delta import delta_rel
 from analysis.metrics import get_metric
 from corpora.errors import UserError
 
@@ -87,13 +86,11 @@ def pool_seed_results(results: list[dict], seeds: list[int], *, bootstrap: int =
         if k in undefined:
             interval = None
         ci[k] = list(interval) if interval else None
-    # Δrel of the mean scores, for readers who compare with Eq. 1 on the table's F and M columns
-    mean_of_means = delta_rel(mean["F"], mean["M"]) if mean["F"] is not None and mean["M"] is not None else None
     base = first["signature"].split("|ci:")[0]
     signature = base + f"|seeds:{','.join(str(int(s)) for s in seeds)}|agg:mean" + (
         f"|ci:speaker-bootstrap-per-seed-pooled:{bootstrap}|level:{level:g}|seed:{seed}" if bootstrap else "|ci:none")
     return {"metric": first["metric"], "seeds": [int(s) for s in seeds], "per_seed": per_seed, "mean": mean,
-            "sd": sd, "ci": ci, "ci_level": level, "delta_rel_of_means": mean_of_means,
+            "sd": sd, "ci": ci, "ci_level": level,
             "n_utts": first["n_utts"], "n_speakers": first["n_speakers"], "signature": signature}
 
 

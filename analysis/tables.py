@@ -30,6 +30,7 @@ import pandas as pd
 
 from analysis.delta import delta_rel
 from corpora.errors import UserError
+from ssl_pretrain.checkpoints import FBANK
 
 ASR_TASK_TITLES = {
     "asr-hybrid": "Hybrid ASR (SSL model as feature extractor, Kaldi)",
@@ -38,17 +39,18 @@ ASR_TASK_TITLES = {
 }
 KEY = ["checkpoint", "task", "lang_pair", "subset", "gender", "metric"]
 CATEGORIES = ("1F", "1M", "2F", "2M")
-REFERENCE_ROWS = ("FBANK",)   # baselines without pretraining: listed last, marked
-REFERENCE_MARK = " (reference: no pretraining)"
+REFERENCE_ROWS = (FBANK,)   # baselines without pretraining: listed last, marked
 
 
 def is_reference(checkpoint) -> bool:
     return str(checkpoint) in REFERENCE_ROWS
 
 
-def label(checkpoint) -> str:
-    """How a checkpoint is named in a table: a reference row says it is one."""
-    return f"{checkpoint}{REFERENCE_MARK}" if is_reference(checkpoint) else str(checkpoint)
+def label(checkpoint, short: bool = False) -> str:
+    """How a checkpoint is named in a table (``short``: in a plot): a reference row says it is one."""
+    if not is_reference(checkpoint):
+        return str(checkpoint)
+    return f"{checkpoint} (ref.)" if short else f"{checkpoint} (reference: no pretraining)"
 
 
 # --- cleaning -----------------------------------------------------------------------------

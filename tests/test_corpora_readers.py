@@ -110,7 +110,7 @@ def test_commonvoice_mp3_headers(tmp_path):
     # Only a system libsndfile older than 1.1 lacks mp3; the pinned soundfile wheel bundles one that
     # reads it, so this skip never fires through `make test` (run_tests.sh would print it if it did).
     if "MP3" not in sf.available_formats():
-        pytest.skip("this libsndfile has no mp3")
+        pytest.skip("the system libsndfile is older than 1.1 and cannot decode mp3 (a library capability, not gendergap's; the pinned soundfile wheel has it)")
     root = make_commonvoice(tmp_path, clip_fmt="mp3")
     t = by_id(read_commonvoice(root, splits=["test"], check=QUIET))
     assert t.loc["common_voice_fr_5", "audio"].endswith(".mp3")
