@@ -28,7 +28,7 @@ import numpy as np
 from analysis.bootstrap import GENDERS, draw_counts, percentile_ci, resample_scores
 from analysis.delta import delta_rel, delta_rel_array
 from analysis.metrics import get_metric
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 
 log = logging.getLogger(__name__)
 

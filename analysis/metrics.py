@@ -26,7 +26,7 @@ from sacrebleu.metrics import BLEU as SacreBLEU
 from sacrebleu.metrics import CHRF as SacreCHRF
 
 from analysis.normalize import get_normalisation
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 
 METRICS = ("wer", "bleu", "chrf")
 

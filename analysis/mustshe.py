@@ -23,8 +23,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from corpora.errors import UserError
-from corpora.textfile import read_utf8
+from corpora.base.errors import UserError
+from corpora.base.textfile import read_utf8
 from corpora.table import normalise_gender
 
 

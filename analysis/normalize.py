@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import jiwer
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 
 _WHITESPACE_AND_SPLIT = [jiwer.RemoveMultipleSpaces(), jiwer.Strip(), jiwer.ReduceToListOfListOfWords()]
 

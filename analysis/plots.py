@@ -16,7 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from analysis.tables import UNUSABLE_WER, checkpoint_order, is_reference, label
-from corpora.atomic import atomic_open
+from corpora.base.atomic import atomic_open
 
 GENDER_COLOURS = {"F": "tab:orange", "M": "tab:blue"}
 

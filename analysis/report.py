@@ -25,8 +25,8 @@ import pandas as pd
 from analysis import plots, tables
 from analysis.probing.run import probe_table
 from analysis.store import ResultsStore
-from corpora.atomic import atomic_open, write_text
-from corpora.errors import UserError
+from corpora.base.atomic import atomic_open, write_text
+from corpora.base.errors import UserError
 
 log = logging.getLogger(__name__)
 SPEAKER_PREFIX = "speaker:"

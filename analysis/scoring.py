@@ -21,9 +21,9 @@ import pandas as pd
 from analysis.bootstrap import GENDERS, draw_counts, percentile_ci, resample_scores, speaker_sums
 from analysis.delta import delta_rel
 from analysis.metrics import get_metric
-from corpora.errors import UserError
-from corpora.textfile import read_utf8
-from corpora.provenance import file_fingerprint
+from corpora.base.errors import UserError
+from corpora.base.textfile import read_utf8
+from corpora.base.provenance import file_fingerprint
 from corpora.table import normalise_genders, read_table
 
 log = logging.getLogger(__name__)

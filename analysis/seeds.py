@@ -25,7 +25,7 @@ import numpy as np
 
 from analysis.bootstrap import GENDERS, draw_counts, percentile_ci, resample_scores
 from analysis.metrics import get_metric
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 
 KEYS = ("F", "M", "all", "delta_rel")
 

@@ -28,8 +28,8 @@ from typing import Iterable, Iterator
 
 import pandas as pd
 
-from corpora.errors import UserError
-from corpora.provenance import canonical_json, config_hash, engine_versions, git_sha
+from corpora.base.errors import UserError
+from corpora.base.provenance import canonical_json, config_hash, engine_versions, git_sha
 
 DEFAULT_DB = Path("runs") / "results.db"
 

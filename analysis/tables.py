@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.delta import delta_rel
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from ssl_pretrain.checkpoints import FBANK
 
 ASR_TASK_TITLES = {

@@ -24,7 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from analysis.mustshe import read_utf8_lines
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 
 log = logging.getLogger(__name__)
 

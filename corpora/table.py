@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from corpora.atomic import atomic_open
-from corpora.errors import UserError
-from corpora.textfile import read_utf8
+from corpora.base.atomic import atomic_open
+from corpora.base.errors import UserError
+from corpora.base.textfile import read_utf8
 
 log = logging.getLogger(__name__)
 

@@ -165,7 +165,7 @@ def finish_distributed() -> None:
 def check_run_options(hparams: dict, run_opts: dict) -> None:
     """Gradient accumulation and checkpoint intervals, checked before SpeechBrain sees them
     (it calls sys.exit on two intervals at once)."""
-    from corpora.errors import UserError
+    from corpora.base.errors import UserError
 
     def value(key, default=0):
         found = run_opts.get(key, hparams.get(key))
@@ -397,7 +397,7 @@ class CTCBrain(sb.Brain):
         100%, while any wrong word also costs insertions), CER does not."""
         key = str(getattr(self.hparams, "select_by", "CER") or "CER")
         if key not in ("CER", "WER", "loss"):
-            from corpora.errors import UserError
+            from corpora.base.errors import UserError
             raise UserError(f"select_by={key!r}", fix="use select_by=CER, WER or loss")
         return key
 
@@ -413,7 +413,7 @@ class CTCBrain(sb.Brain):
 def fit_by_length(brain, hparams: dict, train_ds, valid_ds, out_dir, progress: bool, **extra) -> dict:
     """Both recipes' training: batches of similar length (a fresh order each epoch), then
     ``train_summary.json`` with the steps, epochs, budget stop and ``extra`` fields."""
-    from corpora.atomic import write_json
+    from corpora.base.atomic import write_json
     from downstream_asr.data import length_batch_sampler, loader_kwargs
 
     sampler = length_batch_sampler(train_ds, hparams["batch_seconds"], shuffle=True, seed=hparams["seed"])

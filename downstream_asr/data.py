@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from downstream_asr.text import TextNorm, encode, normalise_text
 
 log = logging.getLogger(__name__)

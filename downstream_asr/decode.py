@@ -15,8 +15,8 @@ from pathlib import Path
 
 import yaml
 
-from corpora.atomic import write_json, write_text
-from corpora.errors import UserError
+from corpora.base.atomic import write_json, write_text
+from corpora.base.errors import UserError
 
 log = logging.getLogger(__name__)
 

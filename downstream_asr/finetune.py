@@ -23,7 +23,7 @@ from pathlib import Path
 
 import speechbrain as sb
 
-from corpora.atomic import write_json
+from corpora.base.atomic import write_json
 from downstream_asr.common import CTCBrain, check_run_options, distributed_run_opts, fit_by_length, main_first
 from downstream_asr.data import audio_dataset, length_batch_sampler, oov_report, read_csv
 from downstream_asr.decode import merge, open_for_decoding, recover_best, write_transcripts

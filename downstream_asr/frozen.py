@@ -25,8 +25,8 @@ import speechbrain as sb
 import torch
 from torch import nn
 
-from corpora.atomic import write_json
-from corpora.errors import UserError
+from corpora.base.atomic import write_json
+from corpora.base.errors import UserError
 from downstream_asr.common import CTCBrain, check_run_options, fit_by_length, launched_by_torchrun
 from downstream_asr.data import length_batch_sampler, read_csv
 from downstream_asr.decode import merge, open_for_decoding, recover_best, write_transcripts

@@ -22,9 +22,9 @@ import numpy as np
 import pandas as pd
 import soundfile as sf
 
-from corpora.atomic import atomic_open, write_text
-from corpora.errors import UserError
-from corpora.provenance import config_hash, file_fingerprint
+from corpora.base.atomic import atomic_open, write_text
+from corpora.base.errors import UserError
+from corpora.base.provenance import config_hash, file_fingerprint
 from ssl_pretrain.features import to_model_rate
 
 log = logging.getLogger(__name__)

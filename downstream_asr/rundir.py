@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 from hyperpyyaml import load_hyperpyyaml
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from downstream_asr.data import read_csv
 from downstream_asr.decode import merge
 from downstream_asr.text import TextNorm, build_vocab, load_vocab, save_vocab

@@ -44,7 +44,7 @@ class TextNorm:
         d = dict(d or {})
         unknown = set(d) - set(cls.__dataclass_fields__)
         if unknown:
-            from corpora.errors import UserError
+            from corpora.base.errors import UserError
             raise UserError(f"unknown text normalisation option(s) {sorted(unknown)}",
                             fix=f"use {', '.join(cls.__dataclass_fields__)}")
         return cls(**d)
@@ -102,7 +102,7 @@ def build_vocab(texts, min_count: int = 1):
 
 def save_vocab(enc, path: str | os.PathLike) -> None:
     """Write the encoder (SpeechBrain's own text format) atomically."""
-    from corpora.atomic import atomic_open
+    from corpora.base.atomic import atomic_open
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
     enc.save(str(tmp))

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 
 log = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from corpora.atomic import atomic_open, write_text
-from corpora.errors import UserError
+from corpora.base.atomic import atomic_open, write_text
+from corpora.base.errors import UserError
 from manifests.export_s2t import export_s2t
 
 log = logging.getLogger(__name__)

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from corpora.atomic import atomic_open
-from corpora.errors import UserError
+from corpora.base.atomic import atomic_open
+from corpora.base.errors import UserError
 from downstream_st.data import target_column, write_eval_dir
 from downstream_st.presets import as_flags
 from downstream_st.train import run_fairseq

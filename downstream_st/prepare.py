@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from corpora.table import read_table, resolve_audio
 from downstream_st.data import attach_features, read_feature_index, require_target, select_rows
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
 DATA_KEYS = ("vocab_type", "vocab_size", "max_frames", "min_frames")

@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from corpora.atomic import write_json
-from corpora.errors import UserError
-from corpora.provenance import config_hash, engine_versions, git_sha
+from corpora.base.atomic import write_json
+from corpora.base.errors import UserError
+from corpora.base.provenance import config_hash, engine_versions, git_sha
 from downstream_st.average import average_checkpoints, last_checkpoints
 from downstream_st.data import build_s2t_dir, filter_frames, target_column
 from downstream_st.presets import as_flags

@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 
 # group -> one-line help; the order is the order of a study.
 GROUPS = {
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     setup_logging(args.quiet)
     if args.version:
-        from corpora.provenance import engine_versions, git_sha
+        from corpora.base.provenance import engine_versions, git_sha
         for name, version in engine_versions().items():
             print(f"{name:16s} {version}")
         print(f"{'git sha':16s} {git_sha()}")

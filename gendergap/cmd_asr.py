@@ -11,7 +11,7 @@ import json
 import logging
 from pathlib import Path
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from gendergap.options import add_model_options, feature_store, runtime
 
 log = logging.getLogger("gendergap.asr")
@@ -177,7 +177,7 @@ def speakers_of(test_csv: str, table: str | None):
 
 def score_and_store(meta: dict, speakers, args, *, checkpoint: str, task: str, subset: str, config: dict) -> dict:
     from analysis.scoring import score_files, store_result
-    from corpora.atomic import write_json
+    from corpora.base.atomic import write_json
     from gendergap.cmd_score import print_result
 
     result = score_files("wer", meta["refs"], meta["hyps"], speakers, bootstrap=args.bootstrap, seed=args.seed,
@@ -260,7 +260,7 @@ def _batching(summary: dict) -> dict:
 
 
 def _record_ckpt_name(out: Path, name: str) -> None:
-    from corpora.atomic import write_json
+    from corpora.base.atomic import write_json
     run = json.loads((out / "run.json").read_text())
     run["ckpt_name"] = name
     write_json(out / "run.json", run)

@@ -115,7 +115,7 @@ def run_features(args) -> int:
 
 
 def _int(text: str) -> int:
-    from corpora.errors import UserError
+    from corpora.base.errors import UserError
     try:
         return int(text)
     except ValueError:

@@ -9,7 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +244,7 @@ def run_index(args) -> int:
 def run_stats(args) -> int:
     import pandas as pd
 
-    from corpora.atomic import write_text
+    from corpora.base.atomic import write_text
     from corpora.stats import gender_summary, render
     from corpora.table import read_table
 

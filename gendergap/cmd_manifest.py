@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 
 log = logging.getLogger(__name__)
 

@@ -100,7 +100,7 @@ def run_local(args) -> int:
 def run_launch(args) -> int:
     from ssl_pretrain.hardware import plan_batch
     from ssl_pretrain.launch import SlurmOptions, launch, parse_time_minutes
-    from corpora.errors import UserError
+    from corpora.base.errors import UserError
     plan = None
     if args.executor == "slurm" and not args.hardware:
         # the profile sets max_tokens, precision and update_freq: guessing a GPU type would

@@ -60,9 +60,9 @@ def run_probe(args) -> int:
     from analysis.probing import (ProbeResult, Recipe, parse_layers, parse_probes, probe_layers, probe_splits,
                                   rows_for_store)
     from analysis.probing.figures import plot_attention_profiles, plot_f1_by_layer
-    from corpora.atomic import write_json
-    from corpora.errors import UserError
-    from corpora.provenance import config_hash, file_fingerprint
+    from corpora.base.atomic import write_json
+    from corpora.base.errors import UserError
+    from corpora.base.provenance import config_hash, file_fingerprint
     from corpora.table import read_table, resolve_audio
     from ssl_pretrain.checkpoints import CheckpointRef
     from ssl_pretrain.device import runtime_info
@@ -135,7 +135,7 @@ def run_probe(args) -> int:
             store.close()
     write_json(out / "probe_results.json", summary)
     f1 = pd.DataFrame(f1_rows)
-    from corpora.atomic import atomic_open
+    from corpora.base.atomic import atomic_open
     with atomic_open(out / "probe_f1.tsv") as f:
         f1.to_csv(f, sep="\t", index=False, float_format="%.4f")
     plots = [p for p in (plot_f1_by_layer(f1, out / "f1_by_layer.png"),
@@ -147,8 +147,8 @@ def run_probe(args) -> int:
 def run_correlate(args) -> int:
     from analysis.probing.figures import correlate, correlation_points, plot_correlation
     from analysis.store import ResultsStore
-    from corpora.atomic import write_json
-    from corpora.errors import UserError
+    from corpora.base.atomic import write_json
+    from corpora.base.errors import UserError
     layer = args.layer.strip().lower()
     if layer not in ("last", "best"):
         if not layer.isdigit():

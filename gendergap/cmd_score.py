@@ -11,7 +11,7 @@ import logging
 import sys
 from pathlib import Path
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 
 log = logging.getLogger("gendergap.score")
 
@@ -143,7 +143,7 @@ def print_result(r: dict, out=None) -> None:
 
 def run_score(args) -> int:
     from analysis.scoring import score_files, store_result
-    from corpora.atomic import write_json
+    from corpora.base.atomic import write_json
 
     if args.db and not args.checkpoint:
         raise UserError("--db needs --checkpoint", fix="name the model the hypotheses come from")
@@ -229,7 +229,7 @@ def _from_db(db: str, run_id: int) -> dict:
 
 def run_compare(args) -> int:
     from analysis.compare import compare_results, sacrebleu_utterance_tests
-    from corpora.atomic import write_json
+    from corpora.base.atomic import write_json
 
     if args.db:
         if args.run_a is None or args.run_b is None:
@@ -270,7 +270,7 @@ def run_compare(args) -> int:
 def _unchanged_texts(a: dict, b: dict):
     """(refs, hyps_a, hyps_b) when both runs' input files are still as they were scored, else None."""
     from analysis.scoring import align_texts, read_texts
-    from corpora.provenance import file_fingerprint
+    from corpora.base.provenance import file_fingerprint
 
     ia, ib = a.get("inputs") or {}, b.get("inputs") or {}
     try:

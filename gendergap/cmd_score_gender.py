@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from corpora.atomic import write_json
+from corpora.base.atomic import write_json
 
 MUSTSHE_EPILOG = """\
 protocol (the official MuST-SHE script's counting):
@@ -83,8 +83,8 @@ def _store(args, kind: str, rows: list[dict], inputs: list[str]) -> None:
     if not args.db:
         return
     from analysis.store import ResultsStore
-    from corpora.errors import UserError
-    from corpora.provenance import file_fingerprint
+    from corpora.base.errors import UserError
+    from corpora.base.provenance import file_fingerprint
     if not args.checkpoint:
         raise UserError("--db needs --checkpoint", fix="name the model the translations come from")
     config = {k: v for k, v in vars(args).items() if k not in ("func", "db", "debug", "quiet", "version")}

@@ -10,7 +10,7 @@ import logging
 import time
 from pathlib import Path
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from gendergap.options import add_model_options, feature_store, runtime
 
 log = logging.getLogger("gendergap.st")
@@ -195,7 +195,7 @@ def _fmt(x) -> str:
 
 
 def run_decode(args) -> int:
-    from corpora.atomic import write_json
+    from corpora.base.atomic import write_json
     from downstream_st.decode import decode_st, write_references
     from downstream_st.prepare import FeatureSource, prepare_rows
     from downstream_st.train import read_model_meta
@@ -258,7 +258,7 @@ def run_decode(args) -> int:
 def store_mustshe(db, result: dict, name: str, lang_pair: str, subset: str, config: dict, inputs) -> None:
     from analysis.mustshe import score_rows_for_store
     from analysis.store import ResultsStore
-    from corpora.provenance import file_fingerprint
+    from corpora.base.provenance import file_fingerprint
 
     with ResultsStore(db) as store:
         run_id = store.find_done(config, kind="score-mustshe")

@@ -5,7 +5,7 @@ import argparse
 import shutil
 from pathlib import Path
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 
 DESCRIPTION = """\
 Expand a study config (checkpoints x tasks x language pairs) into jobs with dependencies and

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 TASK_TYPES = ("asr-e2e", "asr-frozen", "st", "gender-st", "probes")

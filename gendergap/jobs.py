@@ -25,8 +25,8 @@ from pathlib import Path
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
-from corpora.atomic import write_json
-from corpora.errors import UserError
+from corpora.base.atomic import write_json
+from corpora.base.errors import UserError
 
 SHIPPED = Path(__file__).resolve().parent.parent / "ssl_pretrain" / "shipped"
 PRETRAIN_SEEDS = 4  # a tiny run still at chance is redone with the next seed, up to this many tries
@@ -184,7 +184,7 @@ def pool_seeds(results: list[str], seeds: list[int], key: str | None, db: str, c
     as one run (analysis/seeds.py)."""
     from analysis.seeds import pool_seed_results, pooled_rows
     from analysis.store import ResultsStore
-    from corpora.provenance import file_fingerprint
+    from corpora.base.provenance import file_fingerprint
 
     loaded = [json.loads(Path(r).read_text(encoding="utf-8")) for r in results]
     loaded = [r[key] if key else r for r in loaded]

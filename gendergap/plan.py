@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from corpora.provenance import config_hash
+from corpora.base.provenance import config_hash
 from gendergap.config import StudyConfig
 from gendergap.jobs import SHIPPED
 
@@ -280,7 +280,7 @@ def _preset(cfg: StudyConfig, preset: str) -> str:
 
 
 def _only(jobs: list[dict], only: list[str], cfg: StudyConfig) -> list[dict]:
-    from corpora.errors import UserError
+    from corpora.base.errors import UserError
 
     unknown = [t for t in only if t not in cfg.tasks and t != "report"]
     if unknown:

@@ -10,7 +10,7 @@ import copy
 import time
 from pathlib import Path
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from gendergap.config import CONFIG_DIR, StudyConfig, load_config
 
 DEFAULT_CONFIG = CONFIG_DIR / "mini.yaml"

@@ -22,8 +22,8 @@ import subprocess
 import time
 from pathlib import Path
 
-from corpora.atomic import write_json
-from corpora.errors import UserError
+from corpora.base.atomic import write_json
+from corpora.base.errors import UserError
 from gendergap.config import TASK_TYPES
 from gendergap.jobs import SweepJob, read_json
 

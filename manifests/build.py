@@ -16,9 +16,9 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from corpora.atomic import write_json
-from corpora.errors import UserError
-from corpora.provenance import engine_versions, file_fingerprint, git_sha
+from corpora.base.atomic import write_json
+from corpora.base.errors import UserError
+from corpora.base.provenance import engine_versions, file_fingerprint, git_sha
 from corpora.table import read_table, resolve_audio, write_table
 from manifests.export_fairseq import export_wav2vec
 from manifests.export_kaldi import export_kaldi

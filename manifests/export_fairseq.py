@@ -21,8 +21,8 @@ import pandas as pd
 import soundfile as sf
 from tqdm.auto import tqdm
 
-from corpora.atomic import atomic_open
-from corpora.errors import UserError
+from corpora.base.atomic import atomic_open
+from corpora.base.errors import UserError
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from corpora.atomic import write_text
-from corpora.errors import UserError
+from corpora.base.atomic import write_text
+from corpora.base.errors import UserError
 
 log = logging.getLogger(__name__)
 _WS = re.compile(r"\s+")

@@ -25,8 +25,8 @@ from typing import Callable
 import pandas as pd
 import yaml
 
-from corpora.atomic import atomic_open, write_text
-from corpora.errors import UserError
+from corpora.base.atomic import atomic_open, write_text
+from corpora.base.errors import UserError
 from manifests.export_fairseq import safe_name
 
 

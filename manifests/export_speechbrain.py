@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from corpora.atomic import atomic_open
-from corpora.errors import UserError
+from corpora.base.atomic import atomic_open
+from corpora.base.errors import UserError
 
 
 def speechbrain_frame(df: pd.DataFrame, text_column: str = "text", data_root: str | None = None) -> pd.DataFrame:

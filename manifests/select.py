@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import pandas as pd
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from corpora.table import COLUMNS
 
 # Seconds. Durations are floats from headers: compare with a tolerance well under a sample.

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from corpora.errors import UserError
-from corpora.provenance import config_hash
+from corpora.base.errors import UserError
+from corpora.base.provenance import config_hash
 from manifests.select import (Dropped, GenderSpec, _GENDER_STREAM, _rng, apply_exclusions, cap_corpora, check_columns,
                               hhmm, parse_gender_spec, sample_to_duration, select_by_gender, speaker_keys,
                               speaker_pair)

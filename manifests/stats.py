@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from corpora.table import read_table
 from manifests.select import hhmm, mixed_gender_speakers, of_speakers, speaker_keys
 

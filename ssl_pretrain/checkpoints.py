@@ -34,7 +34,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from ssl_pretrain.registry import Registry
 
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json")

@@ -14,8 +14,8 @@ import shutil
 from pathlib import Path
 
 
-from corpora.atomic import write_json
-from corpora.errors import UserError
+from corpora.base.atomic import write_json
+from corpora.base.errors import UserError
 
 # fairseq model names that are fine-tuned wrappers, not pretraining checkpoints
 FINETUNED_MODELS = {"wav2vec_ctc": "a CTC fine-tuned model", "wav2vec_seq2seq": "a seq2seq fine-tuned model",
@@ -191,7 +191,7 @@ def convert_checkpoint(path: str | os.PathLike, out_dir: str | os.PathLike, trus
     """Write a transformers folder (config.json, model.safetensors, preprocessor_config.json)
     plus gendergap_source.json saying where it came from. Returns ``out_dir``."""
     from transformers import Wav2Vec2FeatureExtractor
-    from corpora.provenance import file_fingerprint
+    from corpora.base.provenance import file_fingerprint
     ckpt = load_fairseq_checkpoint(path, trust=trust)
     model, info = fairseq_to_transformers(ckpt, path)
     out_dir = Path(out_dir)

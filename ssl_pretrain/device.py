@@ -19,7 +19,7 @@ import platform
 
 import torch
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 
 DEVICES = "auto|cpu|cuda|cuda:N"
 PRECISIONS = ("fp32", "fp16", "bf16")

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from ssl_pretrain.manifest_check import check_manifest_dir
 
 

@@ -47,9 +47,9 @@ import pandas as pd
 import soundfile as sf
 from tqdm import tqdm
 
-from corpora.atomic import atomic_open, write_json
-from corpora.errors import UserError
-from corpora.provenance import canonical_json
+from corpora.base.atomic import atomic_open, write_json
+from corpora.base.errors import UserError
+from corpora.base.provenance import canonical_json
 from ssl_pretrain.device import runtime_info
 from ssl_pretrain.features import length_buckets, read_segment
 

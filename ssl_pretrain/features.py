@@ -18,7 +18,7 @@ import numpy as np
 import soundfile as sf
 import torch
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from ssl_pretrain.device import autocast
 
 log = logging.getLogger(__name__)

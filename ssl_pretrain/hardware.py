@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 
 log = logging.getLogger(__name__)
 

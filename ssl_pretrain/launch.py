@@ -21,8 +21,8 @@ from pathlib import Path
 
 import submitit
 
-from corpora.atomic import write_text
-from corpora.errors import UserError
+from corpora.base.atomic import write_text
+from corpora.base.errors import UserError
 from ssl_pretrain import watchdog as wd
 from ssl_pretrain.hardware import BF16_CAVEAT, BatchPlan
 from ssl_pretrain.run import (base_lr, build_command, check_overrides, fairseq_env, read_log_from, recover,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import soundfile as sf
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 
 FIX_REBUILD = "rebuild the manifest with `gendergap manifest build ... --format fairseq`"
 

@@ -13,8 +13,8 @@ import os
 import time
 from pathlib import Path
 
-from corpora.atomic import write_json
-from corpora.errors import UserError
+from corpora.base.atomic import write_json
+from corpora.base.errors import UserError
 
 DEFAULT_PATH = Path("runs") / "checkpoints.json"
 

@@ -18,9 +18,9 @@ import sys
 import time
 from pathlib import Path
 
-from corpora.atomic import write_json
-from corpora.errors import UserError
-from corpora.provenance import engine_versions, git_sha
+from corpora.base.atomic import write_json
+from corpora.base.errors import UserError
+from corpora.base.provenance import engine_versions, git_sha
 from ssl_pretrain.hardware import load_preset, preset_path
 from ssl_pretrain.manifest_check import check_manifest_dir
 from ssl_pretrain import watchdog as wd
@@ -159,7 +159,7 @@ def warm_start(state: dict, out_dir) -> list[str]:
                                        "num_updates": history.get("num_updates") or 0}],
                 "extra_state": {}, "last_optimizer_state": None}
         out_dir.mkdir(parents=True, exist_ok=True)
-        from corpora.atomic import atomic_open
+        from corpora.base.atomic import atomic_open
         with atomic_open(init, "wb") as f:
             torch.save(full, f)
     return [f"checkpoint.finetune_from_model={init.resolve()}"]

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 
 SAFE_GLOBALS = [argparse.Namespace]
 PACKED_FORMAT = "gendergap-packed-wav2vec2/1"

@@ -19,7 +19,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from corpora.atomic import atomic_open
+from corpora.base.atomic import atomic_open
 
 _SIMPLE_KV = re.compile(r"(\w+)=([^,\s|]+)")
 _SAVED = re.compile(r"Saved checkpoint (\S+) \(epoch \d+ @ (\d+) updates")

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from asr_helpers import edit_csv, one_thread, tiny_wav2vec2, write_corpus  # noqa: F401 (fixture)
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from downstream_asr.finetune import decode_finetuned, train_finetune
 from ssl_pretrain.checkpoints import CheckpointRef
 

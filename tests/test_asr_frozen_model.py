@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from asr_helpers import one_thread, tiny_wav2vec2, write_corpus  # noqa: F401 (fixture)
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from downstream_asr.frozen import FrozenCTCModel, LayerWeightedSum, feature_stats
 
 pytestmark = pytest.mark.usefixtures("one_thread")

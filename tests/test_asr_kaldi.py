@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from asr_helpers import one_thread, tiny_wav2vec2, write_corpus  # noqa: F401 (fixture)
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from corpora.table import read_table, resolve_audio
 from downstream_asr.kaldi import kaldi_export, kaldi_import
 from manifests.export_kaldi import validate_kaldi_dir

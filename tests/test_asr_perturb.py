@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from asr_helpers import one_thread, tiny_wav2vec2, write_corpus  # noqa: F401 (fixture)
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from downstream_asr.perturb import change_speed, check_factors
 
 pytestmark = pytest.mark.usefixtures("one_thread")

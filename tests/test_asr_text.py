@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from downstream_asr.decode import parse_overrides
 from downstream_asr.text import TextNorm, build_vocab, decode, encode, load_vocab, normalise_text, save_vocab, unknown_chars
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from corpora.table import read_table, resolve_audio
 from fixtures_corpora import make_generic, make_kaldi, make_winost, write_audio
 from gendergap import cli
@@ -200,7 +200,7 @@ def test_a_writer_killed_mid_write_leaves_the_old_table(tmp_path):
     started = tmp_path / "started"
     child = textwrap.dedent(f"""
         import time
-        from corpora.atomic import atomic_open
+        from corpora.base.atomic import atomic_open
         with atomic_open({str(out)!r}) as f:
             f.write("half a new table\\n")
             f.flush()

@@ -7,7 +7,7 @@ from analysis.bootstrap import draw_counts, percentile_ci, resample_scores, spea
 from analysis.compare import compare_results
 from analysis.metrics import WER
 from analysis.scoring import score_utterances
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from scoring_data import make_corpus
 
 

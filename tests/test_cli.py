@@ -35,7 +35,7 @@ def test_unbuilt_group_exits_2_with_one_line(monkeypatch, capsys):
 
 
 def test_user_error_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
-    from corpora.errors import UserError
+    from corpora.base.errors import UserError
 
     def boom(args):
         raise UserError("bad thing", path=tmp_path / "x.tsv", line=3, fix="do the other thing")

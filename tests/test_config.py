@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from gendergap.config import CONFIG_DIR, load_config
 from gendergap.plan import plan_jobs
 

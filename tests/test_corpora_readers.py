@@ -9,7 +9,7 @@ import soundfile as sf
 
 from corpora import audio_info
 from corpora.audio_info import AudioInfo, HeaderError, probe_headers
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from corpora.readers import READERS, AudioCheck, read_speaker_genders
 from corpora.readers import (read_commonvoice, read_generic, read_kaldi, read_lebenchmark, read_mls,
                              read_mtedx, read_mustc, read_mustshe, read_winost)

@@ -10,7 +10,7 @@ import logging
 import pytest
 import soundfile as sf
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from corpora.readers import AudioCheck, read_lebenchmark, read_mtedx, read_speaker_genders, read_winost
 from corpora.table import read_table
 from fixtures_corpora import (CV_HEADER, MUSTSHE_HEADER, make_kaldi, make_mtedx, make_mustc, make_mustshe,

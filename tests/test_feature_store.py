@@ -203,7 +203,7 @@ def test_device_and_precision_options(corpus, tmp_path, capsys):
 
 
 def test_checkpoint_reference_rules(corpus, tmp_path):
-    from corpora.errors import UserError
+    from corpora.base.errors import UserError
     from ssl_pretrain.checkpoints import register_checkpoint
     from ssl_pretrain.registry import Registry
     shipped = CheckpointRef.resolve(SHIPPED / "tiny-male.safetensors")

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import soundfile as sf
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from corpora.table import new_table, read_table, write_table
 from gendergap import cli
 from manifest_fixtures import SR, write_corpus

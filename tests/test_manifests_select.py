@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from corpora.table import new_table
 from manifests.select import hhmm, parse_gender_spec, sample_to_duration
 from manifests.splits import build_selection

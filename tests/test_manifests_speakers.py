@@ -10,7 +10,7 @@ import json
 import pandas as pd
 import pytest
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from corpora.table import new_table, write_table
 from manifests.build import build_manifests, read_id_list
 from manifests.export_kaldi import export_kaldi

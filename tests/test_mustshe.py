@@ -7,7 +7,7 @@ import sacrebleu
 
 from analysis.mustshe import MustSheRow, count_terms, parse_genderterms, score_mustshe, score_rows
 from analysis.store import ResultsStore
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from gendergap.cmd_score_gender import add_gender_commands
 
 HEADER = "ID\tLANG\tTALK\tSRC\tREF\tWRONG-REF\tSPEAKER\tGENDER\tCATEGORY\tTEXT-CATEGORY\tGENDERTERMS"

@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pytest
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from gendergap.cli import main
 from ssl_pretrain.hardware import load_preset, measure_batches, plan_batch
 

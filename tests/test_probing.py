@@ -14,7 +14,7 @@ import torch
 from analysis.probing import (Plateau, Recipe, attention_profile, parse_layers, probe_splits, probe_table,
                               rows_for_store, run_baseline, score, standardise, train_attention_probe)
 from analysis.probing.run import ProbeResult
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,7 @@ import pytest
 
 from analysis.report import write_report
 from analysis.store import ResultsStore
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from gendergap.cli import main
 
 

@@ -20,7 +20,7 @@ import soundfile as sf
 import torch
 
 from asr_helpers import one_thread  # noqa: F401 (fixture)
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 SHIPPED = Path(__file__).resolve().parent.parent / "ssl_pretrain" / "shipped"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from gendergap.cli import main
 from ssl_pretrain.checkpoints import CheckpointRef
 from ssl_pretrain.safe_load import load_torch_file

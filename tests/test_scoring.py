@@ -11,7 +11,7 @@ from analysis.metrics import BLEU, CHRF, WER, get_metric
 from analysis.normalize import NORMALISATIONS, normalise_words
 from analysis.scoring import read_speakers, read_texts, score_files, score_rows, store_result
 from analysis.store import ResultsStore
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from scoring_data import make_corpus, write_inputs
 
 @pytest.fixture()

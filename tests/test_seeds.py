@@ -4,7 +4,7 @@ import pytest
 
 from analysis.scoring import score_utterances
 from analysis.seeds import pool_seed_results, pooled_rows
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 
 SPEAKERS = [f"{g}{i}" for g in "FM" for i in range(4)]
 REFS = [f"le chat {w} dort sur le tapis rouge" for w in ("noir", "blanc", "gris", "roux", "petit")]

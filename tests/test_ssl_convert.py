@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from gendergap.cli import main
 from ssl_helpers import write_manifest, write_wavs
 from ssl_pretrain.convert import convert_checkpoint, load_fairseq_checkpoint

@@ -8,7 +8,7 @@ import pytest
 
 from pathlib import Path
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from gendergap.cli import main
 from ssl_helpers import write_manifest, write_wavs
 from ssl_pretrain.hardware import load_preset, plan_batch

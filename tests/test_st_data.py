@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from corpora.table import read_table
 from downstream_st.average import average_checkpoints, epoch_checkpoints, last_checkpoints
 from downstream_st.data import (attach_features, build_s2t_dir, filter_frames, read_feature_index,
@@ -212,7 +212,7 @@ def test_generate_output_maps_rows_to_ids(tmp_path):
 
 
 def test_model_dir_refuses_other_data_under_existing_checkpoints(toy, tmp_path):
-    from corpora.atomic import write_json
+    from corpora.base.atomic import write_json
     from downstream_st.train import prepare_data
 
     root, table, index, rows = toy

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from analysis.store import ResultsStore
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 
 
 def _row(i, gender="F", metric="wer", value=10.0):

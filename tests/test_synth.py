@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 import soundfile as sf
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from corpora.synth import synthesize
 from corpora.synth import gender_set, lexicon, sentences
 from corpora.table import read_table, resolve_audio

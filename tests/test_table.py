@@ -2,7 +2,7 @@
 import pandas as pd
 import pytest
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from corpora.table import COLUMNS, new_table, normalise_gender, read_table, speaker_genders, write_table
 
 
@@ -75,7 +75,7 @@ def test_tab_in_text_is_refused(tmp_path):
 
 def test_atomic_writes_get_normal_permissions(tmp_path):
     import os
-    from corpora.atomic import write_text
+    from corpora.base.atomic import write_text
     old = os.umask(0o022)
     try:
         write_text(tmp_path / "a.txt", "x")

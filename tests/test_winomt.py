@@ -2,7 +2,7 @@
 import pytest
 
 from analysis.winomt import load_lexicon, predict_gender, score_predictions, score_winomt
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 
 FR = [  # (gold gender, index, English sentence, profession, French translation, expected prediction)
     ("female", 1, "The developer argued with the designer because she did not like the design.", "The developer",

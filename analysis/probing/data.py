@@ -10,7 +10,7 @@ from typing import Protocol
 import numpy as np
 import pandas as pd
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from corpora.table import speaker_genders
 
 CLASSES = ("F", "M")            # label 0 = F (the paper's She), 1 = M (He)

@@ -17,7 +17,7 @@ from scipy import stats
 from analysis.plots import save_png
 from analysis.probing.run import CONTROL_SUFFIX, probe_table
 from analysis.tables import clean_scores
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 
 
 def _collapse_positions(t: pd.DataFrame) -> pd.DataFrame:

@@ -27,7 +27,7 @@ from analysis.probing.attention import attention_profile, train_attention_probe
 from analysis.probing.baselines import BASELINES, POSITIONS, run_baseline
 from analysis.probing.data import CLASSES, Features, labels_of, standardise
 from analysis.probing.recipe import Recipe
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 
 PROBE_GROUPS = {"attention": ("attention",), "mean": ("mean",), "max": ("max",),
                 "positions": tuple(f"pos{p}" for p in POSITIONS)}

@@ -2,7 +2,7 @@
 
 Each reader parses its corpus's metadata as distributed, reads durations and sample rates
 from audio headers (in parallel, never decoding), normalises gender to F/M/U (raw label in
-``gender_raw``) and validates the table. Bad input is a ``corpora.errors.UserError`` naming
+``gender_raw``) and validates the table. Bad input is a ``corpora.base.errors.UserError`` naming
 the metadata file and line. ``check=AudioCheck(sample_rates=..., max_channels=...)`` says
 what audio is accepted (16 kHz mono by default; any rate for Common Voice, whose releases are
 48 kHz) and ``strict=True`` refuses what readers would otherwise skip, trim or set to U with a

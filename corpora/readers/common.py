@@ -19,9 +19,9 @@ from typing import Iterable, Sequence
 import pandas as pd
 
 from corpora.audio_info import AudioInfo, HeaderError, probe_headers
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from corpora.readers.delimited import read_delimited  # noqa: F401  -- the readers import it from here
-from corpora.textfile import read_utf8
+from corpora.base.textfile import read_utf8
 from corpora.table import GENDERS, new_table, normalise_genders, validate_table
 
 log = logging.getLogger(__name__)

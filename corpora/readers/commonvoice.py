@@ -35,7 +35,7 @@ import soundfile as sf
 
 import logging
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from corpora.readers.common import AudioCheck, find_audio_by_stem, finish_table, read_delimited
 from corpora.table import normalise_gender
 

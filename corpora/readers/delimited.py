@@ -19,8 +19,8 @@ import csv
 import io
 from pathlib import Path
 
-from corpora.errors import UserError
-from corpora.textfile import read_utf8
+from corpora.base.errors import UserError
+from corpora.base.textfile import read_utf8
 
 _NO_LIMIT = 2**31 - 1   # a C long on every platform csv is built for
 QUOTE_FIX = 'close the quote; inside a quoted field write a quote twice ("")'

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from corpora.readers.common import AudioCheck, finish_table, read_delimited, resolve_under
 from corpora.table import COLUMNS
 

@@ -34,7 +34,7 @@ import soundfile as sf
 
 import pandas as pd
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from corpora.readers.common import AudioCheck, finish_table, read_lines, require_file, resolve_under
 
 log = logging.getLogger(__name__)

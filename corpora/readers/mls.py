@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from corpora.readers.common import AudioCheck, finish_table, read_lines, require_file
 
 log = logging.getLogger(__name__)

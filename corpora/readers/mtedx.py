@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from corpora.readers.common import (AudioCheck, finish_table, lookup_gender, read_lines,
                                     read_speaker_genders, read_utf8, split_lines, ted_number)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from corpora.readers.common import AudioCheck, find_audio_by_stem, finish_table, read_delimited
 
 REQUIRED = ("ID", "LANG", "TALK", "SRC", "REF", "WRONG-REF", "SPEAKER", "GENDER", "CATEGORY")

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 from corpora.readers.common import (AudioCheck, find_audio_by_stem, finish_table, first_int, read_lines,
                                     refuse_gzipped_audio)
 

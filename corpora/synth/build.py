@@ -29,9 +29,9 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from corpora.atomic import atomic_open, write_json
-from corpora.errors import UserError
-from corpora.provenance import engine_versions
+from corpora.base.atomic import atomic_open, write_json
+from corpora.base.errors import UserError
+from corpora.base.provenance import engine_versions
 from corpora.synth import gender_set, sentences
 from corpora.synth.voices import Speaker, make_speakers
 from corpora.synth.worker import SAMPLE_RATE, speak_speaker
@@ -208,7 +208,7 @@ def synthesize(out_dir, size: str = "mini", seed: int = 0, workers: int = WORKER
     started = time.time()
     # A run in progress must never look finished: the checksums go first and come back last.
     (out_dir / "checksums.sha256").unlink(missing_ok=True)
-    # Temp files a killed run left behind (corpora.atomic names them .<name>.<random>.tmp).
+    # Temp files a killed run left behind (corpora.base.atomic names them .<name>.<random>.tmp).
     if out_dir.is_dir():
         for stale in out_dir.rglob(".*.tmp"):
             stale.unlink(missing_ok=True)

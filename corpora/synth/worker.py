@@ -15,7 +15,7 @@ import numpy as np
 import soundfile as sf
 from scipy.signal import resample_poly
 
-from corpora.atomic import atomic_open
+from corpora.base.atomic import atomic_open
 from corpora.synth.espeak import Espeak
 from corpora.synth.voices import Speaker
 

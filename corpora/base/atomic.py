@@ -17,7 +17,7 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None =
     """Open a temp file next to ``path``; on success it replaces ``path``, on error it is removed."""
     path = Path(path)
     if path.is_dir():  # checked first: os.replace would fail only after the work was done
-        from corpora.errors import UserError
+        from corpora.base.errors import UserError
         raise UserError("this is a directory, not a file name", path=path,
                         fix=f"give a file name, e.g. {path / 'out.json'}")
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from corpora.errors import UserError
+from corpora.base.errors import UserError
 
 
 def read_utf8(path: str | os.PathLike, what: str = "file") -> str:

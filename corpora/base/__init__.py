@@ -1,0 +1,11 @@
+"""The base layer every gendergap package may import: nothing here knows about corpora.
+
+- `errors`: `UserError`, the one-line message with exit code 2 for bad input;
+- `atomic`: write to a temp file, then `os.replace`, so nothing is left half-written;
+- `provenance`: versions, git sha and config hashes that travel with every result row;
+- `textfile`: strict UTF-8 text reading that names the file and line on bad bytes.
+
+It lives under `corpora/` because corpora is the foot of the one-way data flow
+(corpora -> manifests -> ssl_pretrain -> downstream_* -> analysis), so any package may import
+it without importing upward.
+"""
