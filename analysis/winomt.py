@@ -6,12 +6,15 @@ compared with the gold. Metrics: accuracy, per-gender precision/recall/F1, ΔG =
 F1(female) and ΔS = acc(pro-stereotypical) - acc(anti-stereotypical), all in percent.
 An entity whose translation cannot be found or gendered is "unknown" and counts as wrong.
 
-mt_gender finds the entity with a word aligner (fast_align); we do without one: the shipped
-lexicon (analysis/lexicons/<lang>.tsv) lists each profession's masculine and feminine forms;
-the translation is searched for them, and when several occurrences are found, the one whose
-relative position is closest to the English entity's is kept. A form that is the same for both
-genders (French "secrétaire", Italian "insegnante") is gendered by spaCy morphology when a spaCy
-model for the language is installed, else by the nearest preceding determiner (la/une, la/una...).
+Two methods find the entity's gender in the translation:
+- ``aligned`` (the default; analysis/winomt_aligned.py): mt_gender's own -- word alignment, the
+  target words aligned to the entity and its article, spaCy's morphological Gender feature;
+- ``lexicon`` (here): no aligner. The shipped lexicon (analysis/lexicons/<lang>.tsv) lists each
+  profession's masculine and feminine forms; the translation is searched for them, and of several
+  occurrences the one whose relative position is closest to the English entity's is kept. A form
+  that is the same for both genders (French "secrétaire") is gendered by spaCy morphology when a
+  spaCy model for the language is installed, else by the nearest preceding determiner.
+Both write mt_gender's per-sentence prediction file, so the two can be diffed line by line.
 """
 from __future__ import annotations
 
@@ -244,37 +247,63 @@ def read_translations(path: str | os.PathLike, n: int) -> list[str]:
 
 
 # --- scoring -----------------------------------------------------------------------------
-def _prf(gold: list[str], pred: list[str], gender: str) -> dict:
+def _pct(num: int, den: int, rounded: bool) -> float:
+    value = 100.0 * num / den if den else 0.0
+    return round(value, 1) if rounded else value
+
+
+def _prf(gold: list[str], pred: list[str], gender: str, rounded: bool = False) -> dict:
+    """P/R/F1 of one gender; ``rounded``: P and R to one decimal before F1, as mt_gender reports."""
     tp = sum(g == p == gender for g, p in zip(gold, pred))
     n_pred = sum(p == gender for p in pred)
     n_gold = sum(g == gender for g in gold)
-    precision = 100.0 * tp / n_pred if n_pred else 0.0
-    recall = 100.0 * tp / n_gold if n_gold else 0.0
+    precision, recall = _pct(tp, n_pred, rounded), _pct(tp, n_gold, rounded)
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {"precision": precision, "recall": recall, "f1": f1, "n_gold": n_gold, "n_pred": n_pred}
+    return {"precision": precision, "recall": recall, "f1": round(f1, 1) if rounded else f1,
+            "n_gold": n_gold, "n_pred": n_pred}
 
 
-def _accuracy(gold: list[str], pred: list[str]) -> float:
-    return 100.0 * sum(g == p for g, p in zip(gold, pred)) / len(gold) if gold else 0.0
+def _accuracy(gold: list[str], pred: list[str], rounded: bool = False) -> float:
+    return _pct(sum(g == p for g, p in zip(gold, pred)), len(gold), rounded)
 
 
 def score_predictions(gold_genders: list[str], predicted: list[str], pro: list[int] | None = None,
-                      anti: list[int] | None = None) -> dict:
-    """Metrics from gold and predicted genders (male/female/neutral/unknown); pro/anti are indexes."""
-    out = {"n": len(gold_genders), "acc": _accuracy(gold_genders, predicted),
-           "n_unknown": sum(p == "unknown" for p in predicted)}
-    per = {g: _prf(gold_genders, predicted, g) for g in ("male", "female")}
+                      anti: list[int] | None = None, official_rounding: bool = False) -> dict:
+    """Metrics from gold and predicted genders (male/female/neutral/unknown); pro/anti are indexes.
+
+    Default: full precision throughout (round only when printing). ``official_rounding``: what
+    mt_gender's evaluate.py reports -- accuracy, P and R rounded to one decimal, F1 computed from
+    the rounded P and R and rounded again; ΔG and ΔS are differences of those rounded figures.
+    """
+    r = official_rounding
+    out = {"n": len(gold_genders), "acc": _accuracy(gold_genders, predicted, r),
+           "n_unknown": sum(p == "unknown" for p in predicted), "official_rounding": r}
+    per = {g: _prf(gold_genders, predicted, g, r) for g in ("male", "female")}
     out["f1"] = {g: per[g]["f1"] for g in per}
     out["precision"] = {g: per[g]["precision"] for g in per}
     out["recall"] = {g: per[g]["recall"] for g in per}
-    out["delta_g"] = out["f1"]["male"] - out["f1"]["female"]
+    out["delta_g"] = _diff(out["f1"]["male"], out["f1"]["female"], r)
     out["acc_pro"] = out["acc_anti"] = out["delta_s"] = None
     if pro is not None and anti is not None:
-        out["acc_pro"] = _accuracy([gold_genders[i] for i in pro], [predicted[i] for i in pro])
-        out["acc_anti"] = _accuracy([gold_genders[i] for i in anti], [predicted[i] for i in anti])
-        out["delta_s"] = out["acc_pro"] - out["acc_anti"]
+        out["acc_pro"] = _accuracy([gold_genders[i] for i in pro], [predicted[i] for i in pro], r)
+        out["acc_anti"] = _accuracy([gold_genders[i] for i in anti], [predicted[i] for i in anti], r)
+        out["delta_s"] = _diff(out["acc_pro"], out["acc_anti"], r)
         out["n_pro"], out["n_anti"] = len(pro), len(anti)
     return out
+
+
+def _diff(a: float, b: float, rounded: bool) -> float:
+    return round(a - b, 1) if rounded else a - b  # 61.3 - 58.1 is 3.1999999999999957 in floats
+
+
+def write_predictions(path: str | os.PathLike, translations: list[str], predicted: list[str]) -> None:
+    """mt_gender's per-sentence output: CSV with a header, the translation and its predicted gender."""
+    from corpora.base.atomic import atomic_open
+
+    with atomic_open(path) as f:  # newline="" inside: csv writes the line ends itself
+        writer = csv.writer(f, delimiter=",", lineterminator="\n")
+        writer.writerow(["Sentence", "Predicted gender"])
+        writer.writerows(zip(translations, predicted))
 
 
 def _subset_indexes(gold: list[GoldLine], path: str | os.PathLike, what: str) -> list[int]:
@@ -291,21 +320,50 @@ def _subset_indexes(gold: list[GoldLine], path: str | os.PathLike, what: str) ->
     return sorted(set(out))
 
 
+METHODS = ("aligned", "lexicon")
+
+
 def score_winomt(gold_path, translations_path, lang: str, pro_path=None, anti_path=None,
-                 lexicon_path=None) -> dict:
+                 lexicon_path=None, method: str = "aligned", alignments_path=None, save_alignments=None,
+                 predictions_path=None, official_rounding: bool = False) -> dict:
     """Score translations of WinoMT gold sentences into ``lang`` (fr, es, it).
 
-    Returns ``acc``, ``delta_g``, ``delta_s`` (None without pro/anti files), ``f1``/``precision``/
-    ``recall`` {male, female}, ``n_unknown``, ``n``, ``acc_pro``, ``acc_anti`` and ``how`` (how
-    many entities were gendered by the lexicon, spaCy, a determiner, or left unknown).
+    ``method``: ``aligned`` (mt_gender's: word alignment + spaCy morphology,
+    analysis/winomt_aligned.py; ``alignments_path`` reuses saved links, ``save_alignments``
+    keeps eflomal's) or ``lexicon`` (profession forms + determiners, no model).
+    ``predictions_path``: mt_gender's per-sentence CSV. Returns ``acc``, ``delta_g``, ``delta_s``
+    (None without pro/anti files), ``f1``/``precision``/``recall`` {male, female}, ``n_unknown``,
+    ``n``, ``acc_pro``, ``acc_anti`` and ``how`` (how each entity was gendered or why not).
     """
+    if method not in METHODS:
+        raise UserError(f"unknown WinoMT method {method!r}", fix=f"use one of {', '.join(METHODS)}")
     if (pro_path is None) != (anti_path is None):
         raise UserError("ΔS needs both --pro and --anti", fix="pass both files, or neither")
-    lexicon = load_lexicon(lang, lexicon_path)
     gold = read_gold(gold_path)
     translations = read_translations(translations_path, len(gold))
-    predicted, how = [], {}
-    missing = set()
+    pro = _subset_indexes(gold, pro_path, "pro-stereotypical file") if pro_path else None
+    anti = _subset_indexes(gold, anti_path, "anti-stereotypical file") if anti_path else None
+    missing: set[str] = set()
+    if method == "aligned":
+        from analysis.winomt_aligned import predict_aligned, spacy_model_version
+        predicted, how = predict_aligned(gold, translations, lang, alignments_path, save_alignments)
+        tools = {"aligner": "given links" if alignments_path else "eflomal (forward)",
+                 "morphology": spacy_model_version(lang)}
+    else:
+        predicted, how, missing = _predict_lexicon(gold, translations, lang, lexicon_path)
+        tools = {"lexicon": str(lexicon_path) if lexicon_path else f"analysis/lexicons/{lang}.tsv"}
+    if predictions_path:
+        write_predictions(predictions_path, translations, predicted)
+    out = score_predictions([g.gender for g in gold], predicted, pro, anti, official_rounding)
+    out.update(lang=lang, method=method, tools=tools, how=how, missing_professions=sorted(missing),
+               n_unaligned=how.get("unaligned", 0) if method == "aligned" else None,
+               files={"gold": str(gold_path), "translations": str(translations_path)})
+    return out
+
+
+def _predict_lexicon(gold: list[GoldLine], translations: list[str], lang: str, lexicon_path):
+    lexicon = load_lexicon(lang, lexicon_path)
+    predicted, how, missing = [], {}, set()
     for g, t in zip(gold, translations):
         p, reason = predict_gender(t, g.profession, g.index, g.sentence, lang, lexicon)
         predicted.append(p)
@@ -315,22 +373,24 @@ def score_winomt(gold_path, translations_path, lang: str, pro_path=None, anti_pa
     if missing:
         log.warning("%d profession(s) missing from the %s lexicon (counted unknown): %s -- add them with "
                     "--lexicon FILE", len(missing), lang, ", ".join(sorted(missing)[:20]))
-    pro = _subset_indexes(gold, pro_path, "pro-stereotypical file") if pro_path else None
-    anti = _subset_indexes(gold, anti_path, "anti-stereotypical file") if anti_path else None
-    out = score_predictions([g.gender for g in gold], predicted, pro, anti)
-    out["lang"] = lang
-    out["how"] = how
-    out["missing_professions"] = sorted(missing)
-    out["files"] = {"gold": str(gold_path), "translations": str(translations_path)}
-    return out
+    return predicted, how, missing
+
+
+def signature(result: dict) -> str:
+    """What produced a WinoMT number, sacrebleu-style: protocol, method, tools, rounding."""
+    tools = "|".join(f"{k}:{v}" for k, v in result.get("tools", {}).items())
+    rounding = "official" if result.get("official_rounding") else "none"
+    return f"protocol:winomt|method:{result.get('method', 'lexicon')}|{tools}|rounding:{rounding}"
 
 
 def winomt_rows_for_store(result: dict, checkpoint: str, lang_pair: str, subset: str = "test") -> list[dict]:
     """ResultsStore rows (task ``winomt``, gender ``n/a``) for a score_winomt result."""
     base = {"checkpoint": checkpoint, "task": "winomt", "lang_pair": lang_pair, "subset": subset,
-            "gender": "n/a", "n_utts": result["n"], "signature": "protocol:winomt|lexicon+determiner"}
+            "gender": "n/a", "n_utts": result["n"], "signature": signature(result)}
     values = {"acc": result["acc"], "delta_g": result["delta_g"], "f1_male": result["f1"]["male"],
               "f1_female": result["f1"]["female"], "n_unknown": result["n_unknown"]}
+    if result.get("n_unaligned") is not None:
+        values["n_unaligned"] = result["n_unaligned"]
     if result.get("delta_s") is not None:
         values.update(delta_s=result["delta_s"], acc_pro=result["acc_pro"], acc_anti=result["acc_anti"])
     return [{**base, "metric": k, "value": float(v)} for k, v in values.items()]

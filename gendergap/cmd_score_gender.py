@@ -28,16 +28,35 @@ examples:
 WINOMT_EPILOG = """\
 gold: WinoMT's en.txt (tab-separated: gender, entity index, English sentence, entity profession);
 translations: one line per gold line (or `index<TAB>text`).
-The entity's gender is read from the translation with the profession lexicon (masculine and
-feminine forms per language; extend it with --lexicon FILE, same columns as
-analysis/lexicons/<lang>.tsv), the determiner before it (le/la/un/une, el/la/un/una, il/la/un/una...)
-when the form is the same for both genders, and spaCy morphology when a spaCy model is installed.
-An entity that cannot be found or gendered counts as wrong (n_unknown says how many).
+
+methods (how the entity's gender is read from the translation):
+  aligned  (default) mt_gender's: the English sentence is word-aligned to the translation
+           (eflomal, forward links, the whole set at once; 2,700 sentences/s on one core), the target words aligned to the
+           entity and to the article before it are parsed by spaCy (fr/es/it_core_news_sm) and
+           their morphological Gender votes. Nothing aligned, or no Gender feature: unknown
+           (n_unaligned counts the first). The one difference from mt_gender is the aligner:
+           mt_gender used fast_align, which pip cannot install; eflomal samples, so its links
+           vary a little run to run -- --save-alignments keeps them, --alignments reuses them.
+  lexicon  no aligner: the profession lexicon's masculine/feminine forms (extend it with
+           --lexicon FILE, same columns as analysis/lexicons/<lang>.tsv), the determiner before
+           an epicene form, spaCy morphology when a model is installed. No aligner.
+An entity that cannot be gendered counts as wrong (n_unknown says how many).
 delta_g = F1(male) - F1(female); delta_s = acc(pro) - acc(anti) with --pro/--anti (subsets of gold).
 
-example:
+rounding: by default every figure is computed at full precision and only printed to one decimal.
+--official-rounding reproduces mt_gender's reported figures: accuracy, precision and recall
+rounded to one decimal first, F1 from the rounded P and R (rounded again), ΔG and ΔS as
+differences of rounded figures (it can move a figure by 0.1).
+
+--predictions FILE writes mt_gender's per-sentence file (CSV: Sentence, Predicted gender) for
+either method, so the two methods, or this scorer and mt_gender, can be diffed line by line.
+
+examples:
   gendergap score winomt --gold en.txt --translations hyp.fr.txt --lang fr \\
-      --pro en_pro.txt --anti en_anti.txt --json wino.json
+      --pro en_pro.txt --anti en_anti.txt --json wino.json --predictions wino.pred.csv \\
+      --save-alignments wino.fr.align
+  gendergap score winomt --gold en.txt --translations hyp.fr.txt --lang fr --alignments wino.fr.align \\
+      --official-rounding --json wino.json          # the same links again: the same figures
 """
 
 
@@ -65,8 +84,18 @@ def add_gender_commands(score_subparsers) -> None:
     p.add_argument("--lang", required=True, choices=("fr", "es", "it"), help="target language")
     p.add_argument("--pro", default=None, help="pro-stereotypical subset of the gold lines (for ΔS)")
     p.add_argument("--anti", default=None, help="anti-stereotypical subset of the gold lines (for ΔS)")
+    p.add_argument("--method", default="aligned", choices=("aligned", "lexicon"),
+                   help="aligned: mt_gender's alignment + spaCy morphology (default); lexicon: no model")
+    p.add_argument("--alignments", default=None, metavar="FILE",
+                   help="aligned: Pharaoh links (i-j, one line per gold line) instead of running eflomal")
+    p.add_argument("--save-alignments", default=None, metavar="FILE",
+                   help="aligned: keep eflomal's links here (rescore exactly with --alignments)")
     p.add_argument("--lexicon", default=None,
-                   help="extra profession lexicon TSV (profession, masculine, feminine; forms separated by |)")
+                   help="lexicon: extra profession lexicon TSV (profession, masculine, feminine; forms separated by |)")
+    p.add_argument("--official-rounding", action="store_true",
+                   help="round as mt_gender reports (P/R to 0.1 before F1); default: full precision")
+    p.add_argument("--predictions", default=None, metavar="FILE",
+                   help="write mt_gender's per-sentence predictions (CSV) here")
     p.add_argument("--json", required=True, metavar="OUT", help="write the scores here (JSON)")
     _add_store_options(p)
     p.set_defaults(func=run_winomt)
@@ -112,17 +141,26 @@ def run_mustshe(args) -> int:
 
 
 def run_winomt(args) -> int:
-    from analysis.winomt import score_winomt, winomt_rows_for_store
+    from analysis.winomt import score_winomt, signature, winomt_rows_for_store
+    if args.method == "lexicon" and (args.alignments or args.save_alignments):
+        from corpora.base.errors import UserError
+        raise UserError("--alignments/--save-alignments belong to --method aligned",
+                        fix="drop them, or use --method aligned")
     result = score_winomt(args.gold, args.translations, args.lang, pro_path=args.pro, anti_path=args.anti,
-                          lexicon_path=args.lexicon)
+                          lexicon_path=args.lexicon, method=args.method, alignments_path=args.alignments,
+                          save_alignments=args.save_alignments, predictions_path=args.predictions,
+                          official_rounding=args.official_rounding)
     if args.db:  # the DB first: a failing --db step leaves no JSON behind
-        inputs = [p for p in (args.gold, args.translations, args.pro, args.anti, args.lexicon) if p]
+        inputs = [p for p in (args.gold, args.translations, args.pro, args.anti, args.lexicon, args.alignments)
+                  if p]
         _store(args, "score-winomt", winomt_rows_for_store(result, args.checkpoint or "", args.lang_pair or
                                                            f"en-{args.lang}", args.subset), inputs)
     write_json(args.json, result)
     ds = "n/a" if result["delta_s"] is None else f"{result['delta_s']:+.1f}"
     print(f"acc {result['acc']:.1f}  F1 male {result['f1']['male']:.1f} female {result['f1']['female']:.1f}  "
-          f"ΔG {result['delta_g']:+.1f}  ΔS {ds}  unknown {result['n_unknown']}/{result['n']}")
+          f"ΔG {result['delta_g']:+.1f}  ΔS {ds}  unknown {result['n_unknown']}/{result['n']}"
+          + (f" (unaligned {result['n_unaligned']})" if result.get("n_unaligned") is not None else ""))
+    print(f"  {signature(result)}")
     return 0
 
 

@@ -38,6 +38,6 @@ if spec is not None:
         for so in glob.glob(os.path.join(os.path.dirname(spec.origin), "lib", "*.so")):
             os.remove(so)
 PY
-"$VENV/bin/python" -c "import fairseq, speechbrain, transformers, torchaudio, kaldiio, sacrebleu, jiwer" 
+"$VENV/bin/python" -c "import fairseq, speechbrain, transformers, torchaudio, kaldiio, sacrebleu, jiwer, eflomal, spacy; spacy.load('fr_core_news_sm')"
 echo "$inputs_hash" > "$STAMP"
 echo "[install] done"

@@ -69,7 +69,7 @@ def test_french_metrics_delta_g_delta_s_and_unknowns(tmp_path):
     anti = tmp_path / "anti.txt"
     pro.write_text(gold.read_text().splitlines(True)[1] + "".join(gold.read_text().splitlines(True)[3::2]))
     anti.write_text("".join(gold.read_text().splitlines(True)[0::2]))
-    r = score_winomt(gold, hyp, "fr", pro_path=pro, anti_path=anti)
+    r = score_winomt(gold, hyp, "fr", pro_path=pro, anti_path=anti, method="lexicon")
     assert r["n"] == 6 and r["n_unknown"] == 1
     assert r["acc"] == pytest.approx(50.0)
     # male: tp 2, predicted 3, gold 3 -> P = R = F1 = 66.7; female: tp 1, predicted 2, gold 3 -> F1 = 40
@@ -85,10 +85,10 @@ def test_french_metrics_delta_g_delta_s_and_unknowns(tmp_path):
 
 def test_spanish_and_italian_accuracy(tmp_path):
     gold, hyp = write(tmp_path, ES)
-    r = score_winomt(gold, hyp, "es")
+    r = score_winomt(gold, hyp, "es", method="lexicon")
     assert r["acc"] == pytest.approx(60.0) and r["delta_s"] is None and r["n_unknown"] == 0
     gold, hyp = write(tmp_path, IT)
-    r = score_winomt(gold, hyp, "it")
+    r = score_winomt(gold, hyp, "it", method="lexicon")
     assert r["acc"] == pytest.approx(80.0) and r["n_unknown"] == 1
     assert r["f1"]["female"] == pytest.approx(2 * 100 * 75 / 175)  # P 100 (3/3), R 75 (3/4)
 
@@ -103,11 +103,11 @@ def test_user_lexicon_adds_professions(tmp_path):
     cases = [("female", 1, "The zookeeper fed the lion because she was asked to.", "The zookeeper",
               "La guardiana dello zoo ha nutrito il leone.", "female")]
     gold, hyp = write(tmp_path, cases)
-    assert score_winomt(gold, hyp, "it")["n_unknown"] == 1
+    assert score_winomt(gold, hyp, "it", method="lexicon")["n_unknown"] == 1
     lex = tmp_path / "extra.tsv"
     lex.write_text("# mine\nprofession\tmasculine\tfeminine\nzookeeper\tguardiano dello zoo\tguardiana dello zoo\n",
                    encoding="utf-8")
-    r = score_winomt(gold, hyp, "it", lexicon_path=lex)
+    r = score_winomt(gold, hyp, "it", lexicon_path=lex, method="lexicon")
     assert r["acc"] == 100.0 and r["n_unknown"] == 0
 
 
@@ -115,31 +115,31 @@ def test_bad_inputs(tmp_path):
     gold, hyp = write(tmp_path, FR)
     hyp.write_text("only one line\n", encoding="utf-8")
     with pytest.raises(UserError, match="1 translation line.*6 gold"):
-        score_winomt(gold, hyp, "fr")
+        score_winomt(gold, hyp, "fr", method="lexicon")
     gold.write_text("female\t1\tNo profession column\n", encoding="utf-8")
     with pytest.raises(UserError) as e:
-        score_winomt(gold, hyp, "fr")
+        score_winomt(gold, hyp, "fr", method="lexicon")
     assert f"{gold}:1:" in str(e.value)
     gold.write_text("female\t99\tThe developer argued with the designer .\tdeveloper\n", encoding="utf-8")
     with pytest.raises(UserError, match="entity index 99 is outside the sentence's 7 words") as e:
-        score_winomt(gold, hyp, "fr")
+        score_winomt(gold, hyp, "fr", method="lexicon")
     assert f"{gold}:1:" in str(e.value)
     gold, hyp = write(tmp_path, FR)
     hyp.write_bytes(b"ok\n" + "d\xe9veloppeur\n".encode("latin-1") * 5)
     with pytest.raises(UserError) as e:
-        score_winomt(gold, hyp, "fr")
+        score_winomt(gold, hyp, "fr", method="lexicon")
     assert f"{hyp}:2:" in str(e.value) and "UTF-8" in str(e.value)
     gold, hyp = write(tmp_path, FR)
     stray = tmp_path / "pro.txt"
     stray.write_text("male\t1\tA sentence that is not in the gold file.\tThe cook\n", encoding="utf-8")
     with pytest.raises(UserError, match="not in the gold file"):
-        score_winomt(gold, hyp, "fr", pro_path=stray, anti_path=stray)
+        score_winomt(gold, hyp, "fr", pro_path=stray, anti_path=stray, method="lexicon")
     with pytest.raises(UserError, match="both --pro and --anti"):
-        score_winomt(gold, hyp, "fr", pro_path=stray)
+        score_winomt(gold, hyp, "fr", pro_path=stray, method="lexicon")
     bad_lex = tmp_path / "lex.tsv"
     bad_lex.write_text("profession\tmasculine\tfeminine\ncook only\n", encoding="utf-8")
     with pytest.raises(UserError) as e:
-        score_winomt(gold, hyp, "fr", lexicon_path=bad_lex)
+        score_winomt(gold, hyp, "fr", lexicon_path=bad_lex, method="lexicon")
     assert f"{bad_lex}:2:" in str(e.value)
 
 
@@ -155,7 +155,7 @@ def test_cli_writes_json_and_db_rows(tmp_path):
     add_gender_commands(parser.add_subparsers(dest="leaf", required=True))
     out, db = tmp_path / "w.json", tmp_path / "r.db"
     args = parser.parse_args(["winomt", "--gold", str(gold), "--translations", str(hyp), "--lang", "fr",
-                              "--json", str(out), "--db", str(db), "--checkpoint", "M-tiny"])
+                              "--method", "lexicon", "--json", str(out), "--db", str(db), "--checkpoint", "M-tiny"])
     assert args.func(args) == 0
     assert json.loads(out.read_text())["n_unknown"] == 1
     rows = ResultsStore(db).scores(task="winomt").set_index("metric")
