@@ -9,10 +9,10 @@ references and the hypotheses, and the name is part of the score's signature
   spaces, split on whitespace. Case and punctuation count. This is what ``jiwer.wer`` does,
   so ``norm:none`` numbers equal ``jiwer.wer`` exactly.
 - ``lc``: lower-case, then ``none``.
-- ``lc-nopunct``: lower-case; the typographic apostrophe (U+2019) becomes ``'``; every
-  character that is not a letter, digit, apostrophe, hyphen or whitespace becomes a space
-  (so ``fin.Début`` gives two words, not one); then ``none``. This matches the normalised,
-  lower-case character vocabulary of the reference study's end-to-end ASR. Apostrophes and
+- ``lc-nopunct``: ``corpora.text_norm.normalise_transcript``, the very function that makes the
+  CTC models' training targets: NFC, typographic apostrophes to ``'``, lower-case, every
+  character that is not a letter, digit, combining mark, apostrophe, hyphen or whitespace
+  becomes a space (so ``fin.Début`` gives two words, not one); then ``none``. Apostrophes and
   hyphens are kept because they are part of French words (``aujourd'hui``, ``peut-être``).
 
 BLEU does not use these: sacrebleu tokenises itself (``tok:13a``, ``case:mixed`` in its
@@ -23,17 +23,22 @@ from __future__ import annotations
 import jiwer
 
 from corpora.base.errors import UserError
+from corpora.text_norm import normalise_transcript
+
+
+class _Transcript(jiwer.AbstractTransform):
+    """corpora.text_norm as a jiwer transform (one normalisation for training and scoring)."""
+
+    def process_string(self, s: str) -> str:
+        return normalise_transcript(s)
+
 
 _WHITESPACE_AND_SPLIT = [jiwer.RemoveMultipleSpaces(), jiwer.Strip(), jiwer.ReduceToListOfListOfWords()]
 
 NORMALISATIONS: dict[str, jiwer.Compose] = {
     "none": jiwer.Compose(list(_WHITESPACE_AND_SPLIT)),
     "lc": jiwer.Compose([jiwer.ToLowerCase(), *_WHITESPACE_AND_SPLIT]),
-    "lc-nopunct": jiwer.Compose([
-        jiwer.ToLowerCase(),
-        jiwer.SubstituteRegexes({"\u2019": "'", r"[^\w\s'-]|_": " "}),
-        *_WHITESPACE_AND_SPLIT,
-    ]),
+    "lc-nopunct": jiwer.Compose([_Transcript(), *_WHITESPACE_AND_SPLIT]),
 }
 
 DESCRIPTIONS = {

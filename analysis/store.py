@@ -151,10 +151,6 @@ class ResultsStore:
                  json.dumps(engine_versions()), seed, json.dumps(list(inputs)), time.time(), str(log_path)))
             return int(cur.lastrowid)
 
-    def finish_run(self, run_id: int, status: str = "done") -> None:
-        with self.transaction() as c:
-            c.execute("UPDATE runs SET status = ?, ended_at = ? WHERE id = ?", (status, time.time(), run_id))
-
     def find_done(self, config: dict | str, kind: str | None = None) -> int | None:
         """The id of a finished run with this config (dict or hash), or None: the skip key of sweeps."""
         h = config if isinstance(config, str) else config_hash(config)

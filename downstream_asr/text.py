@@ -6,13 +6,8 @@ explicit and configurable (``TextNorm``), and the SAME normalisation is applied 
 training targets, to the test references written next to the hypotheses and nowhere else,
 so WER compares like with like:
 
-1. Unicode NFC (a precomposed "é" and "e" + combining acute become the same symbol);
-2. typographic apostrophes (U+2019, U+02BC, U+2018) become ``'``;
-3. lower-case (``lowercase``);
-4. every character that is not a letter, a digit, a combining mark, ``'`` (``keep_apostrophe``)
-   or ``-`` (``keep_hyphen``) becomes a space (``strip_punctuation``): "fin.Début" gives two
-   words, French accents and "aujourd'hui" survive;
-5. runs of whitespace collapse to one space; leading/trailing space is stripped.
+NFC, one apostrophe, lower-case, punctuation to spaces (keeping ' and -), whitespace collapsed:
+the steps are in corpora/text_norm.py, which WER scoring's ``lc-nopunct`` also calls.
 
 The vocabulary is SpeechBrain's ``CTCTextEncoder`` over characters (the space is a symbol),
 with ``<blank>`` at index 0 and ``<unk>`` for characters never seen in training: a test
@@ -21,14 +16,14 @@ character outside the vocabulary is mapped to ``<unk>`` and counted, never a cra
 from __future__ import annotations
 
 import os
-import unicodedata
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from corpora.text_norm import normalise_transcript
+
 BLANK = "<blank>"
 UNK = "<unk>"
-_APOSTROPHES = {"\u2019": "'", "\u02bc": "'", "\u2018": "'"}
 
 
 @dataclass(frozen=True)
@@ -62,25 +57,9 @@ class TextNorm:
         return "-".join(parts)
 
 
-def _keep(ch: str, norm: TextNorm) -> bool:
-    if ch.isspace():
-        return True
-    cat = unicodedata.category(ch)
-    if cat[0] in "LNM":  # letters (accented ones too), digits, combining marks
-        return True
-    return (ch == "'" and norm.keep_apostrophe) or (ch == "-" and norm.keep_hyphen)
-
-
 def normalise_text(text: str, norm: TextNorm = TextNorm()) -> str:
-    """One transcript after ``norm`` (see the module docstring for the steps)."""
-    s = unicodedata.normalize("NFC", str(text))
-    for a, b in _APOSTROPHES.items():
-        s = s.replace(a, b)
-    if norm.lowercase:
-        s = s.lower()
-    if norm.strip_punctuation:
-        s = "".join(ch if _keep(ch, norm) else " " for ch in s)
-    return " ".join(s.split())
+    """One transcript after ``norm`` (corpora/text_norm.py: the same function WER scoring uses)."""
+    return normalise_transcript(text, **norm.as_dict())
 
 
 def build_vocab(texts, min_count: int = 1):

@@ -1,8 +1,7 @@
 """`gendergap` command line: one subcommand group per user task.
 
 Each group lives in its own module ``gendergap/cmd_<group>.py`` exposing
-``register(subparsers)``; a group whose module is not there yet still appears in
-``--help`` and says clearly that it is not built (exit code 2).
+``register(subparsers, group, help)``.
 """
 from __future__ import annotations
 
@@ -40,13 +39,6 @@ or all of it at once on the built-in corpus:  gendergap study
 """
 
 
-def _not_built(group: str):
-    def run(args):
-        raise UserError(f"`gendergap {group}` is not built yet in this version",
-                        fix="see the README's roadmap; the other commands work")
-    return run
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gendergap", description=__doc__.splitlines()[0].rstrip(".") + ".",
@@ -56,15 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-q", "--quiet", action="store_true", help="only warnings and errors")
     sub = parser.add_subparsers(dest="group", metavar="COMMAND")
     for group, help_ in GROUPS.items():
-        try:
-            module = importlib.import_module(f"gendergap.cmd_{group}")
-        except ModuleNotFoundError as e:
-            if e.name != f"gendergap.cmd_{group}":
-                raise
-            p = sub.add_parser(group, help=help_ + " [not built yet]", description=help_)
-            p.set_defaults(func=_not_built(group))
-            continue
-        module.register(sub, group, help_)
+        importlib.import_module(f"gendergap.cmd_{group}").register(sub, group, help_)
     return parser
 
 

@@ -54,3 +54,13 @@ def test_length_batches_cover_every_utterance_even_longer_than_a_batch(tmp_path)
         assert sorted(i for b in batches for i in b) == list(range(8))
         assert all(sum(df["duration"].iloc[b].max() for _ in b) <= max(seconds, df["duration"].max()) * 1.01
                    for b in batches)
+
+
+def test_wer_scoring_normalises_exactly_as_training_targets_do():
+    # One normalisation for one purpose: WER's lc-nopunct is the function that makes the CTC
+    # targets, so decomposed accents, U+02BC apostrophes and underscores score as they were taught.
+    from analysis.normalize import normalise_words
+    samples = ["« Où est l’École ? »  C'est peut-être là-bas.", "e\u0301te\u0301 aujourd\u02bchui",
+               "snake_case fin.Début", "  Il a 3 ans!  "]
+    assert normalise_words(samples, "lc-nopunct") == [normalise_text(s).split() for s in samples]
+    assert normalise_words(["e\u0301te\u0301 aujourd\u02bchui"], "lc-nopunct") == [["\u00e9t\u00e9", "aujourd'hui"]]

@@ -26,14 +26,6 @@ def test_every_group_is_listed_in_help():
         assert group in out
 
 
-def test_unbuilt_group_exits_2_with_one_line(monkeypatch, capsys):
-    # A group whose gendergap/cmd_<group>.py does not exist yet still shows in --help and says so.
-    monkeypatch.setitem(cli.GROUPS, "frobnicate", "a task from a later release")
-    assert cli.main(["frobnicate"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "`gendergap frobnicate` is not built yet" in err[0]
-
-
 def test_user_error_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
     from corpora.base.errors import UserError
 
