@@ -12,6 +12,8 @@ all -> report.
 """
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from corpora.base.provenance import config_hash
@@ -35,44 +37,98 @@ def _path(cfg: StudyConfig, value: str | None, base: Path | None = None) -> str 
     return str(p if p.is_absolute() else ((base or cfg.path.parent) / p).resolve())
 
 
+@dataclass
+class _Plan:
+    """What every part of the plan needs: the config, the output paths and the jobs so far."""
+    cfg: StudyConfig
+    out: Path
+    jobs: list = field(default_factory=list)
+    table: str = ""
+    table_deps: list = field(default_factory=list)
+    features: dict = field(default_factory=dict)
+
+    @property
+    def d(self) -> dict:
+        return self.cfg.data
+
+    @property
+    def db(self) -> str:
+        return str(self.out / "results.db")
+
+    @property
+    def registry(self) -> str:
+        return str(self.out / "checkpoints.json")
+
+    @property
+    def store(self) -> str:
+        return str(self.out / "features")
+
+    @property
+    def trust(self) -> bool:
+        return bool(self.d["trust_checkpoints"])
+
+
 def plan_jobs(cfg: StudyConfig, out: str | Path, only: list[str] | None = None) -> list[dict]:
     """The study's jobs in dependency order (``only``: these tasks, plus what they need)."""
-    d, out = cfg.data, Path(out).resolve()
-    seed, db, registry = d["seed"], str(out / "results.db"), str(out / "checkpoints.json")
-    jobs: list[dict] = []
+    plan = _Plan(cfg, Path(out).resolve())
+    _corpus_jobs(plan)
+    _checkpoint_jobs(plan)
+    plan.features = _feature_jobs(cfg, plan.table, plan.registry, plan.store, plan.table_deps, plan.trust)
+    plan.jobs += plan.features.values()
+    task_jobs: dict[str, list[str]] = {}
+    for tname, t in cfg.tasks.items():
+        n_before = len(plan.jobs)
+        TASK_PLANNERS[t["type"]](plan, tname, t)
+        # what later tasks and the report wait for: each row's final job (a seed's own job is pooled first)
+        task_jobs[tname] = [j["name"] for j in plan.jobs[n_before:]
+                            if j["task"] == tname and not re.search(r":seed\d+$", j["name"])]
+    _order_after(plan, task_jobs)
+    report = ["-q", "report", "--db", plan.db, "--out", str(plan.out / "report"), "--registry", plan.registry,
+              "--subset", plan.d["report"]["subset"]]
+    plan.jobs.append(_job("report", "report", [{"cli": report}],
+                          deps=sorted({n for names in task_jobs.values() for n in names} | {"checkpoints"}),
+                          outputs=[plan.out / "report"]))
+    jobs = _only(plan.jobs, only, cfg) if only else plan.jobs
+    return _with_keys(jobs)
 
+
+def _corpus_jobs(plan: _Plan) -> None:
+    """The utterance table (generated, or the user's) and the pretraining manifests in use."""
+    d, out, seed = plan.d, plan.out, plan.d["seed"]
     if d["corpus"]["synth"]:
         table = out / "corpus" / "utterances.tsv"
-        jobs.append(_job("corpus", "corpus", [{"cli": ["-q", "corpus", "synth", "--out", str(out / "corpus"),
-                                                      "--size", d["corpus"]["synth"], "--seed", str(seed)]}],
-                         outputs=[table]))
-        table_deps = ["corpus"]
+        plan.jobs.append(_job("corpus", "corpus", [{"cli": ["-q", "corpus", "synth", "--out", str(out / "corpus"),
+                                                           "--size", d["corpus"]["synth"], "--seed", str(seed)]}],
+                              outputs=[table]))
+        plan.table_deps = ["corpus"]
     else:
-        table, table_deps = Path(_path(cfg, d["corpus"]["table"])), []
-    table = str(table)
-
+        table = Path(_path(plan.cfg, d["corpus"]["table"]))
+    plan.table = str(table)
     pre = d["pretraining"]
-    used_sets = {c["pretrain"] or c["pretrained_on"] for c in cfg.checkpoints.values()} - {None}
+    used_sets = {c["pretrain"] or c["pretrained_on"] for c in plan.cfg.checkpoints.values()} - {None}
     for name in [s for s in pre["sets"] if s in used_sets]:
         mdir = out / "manifests" / name
-        jobs.append(_job(f"manifest:{name}", "manifest", [{"call": "build_pretraining_manifest", "kwargs": {
-            "table": table, "out": str(mdir), "gender": str(pre["sets"][name]), "split": pre["split"],
-            "corpus": pre["corpus"], "hours": pre["hours"], "seed": seed}}], deps=table_deps, outputs=[mdir]))
+        plan.jobs.append(_job(f"manifest:{name}", "manifest", [{"call": "build_pretraining_manifest", "kwargs": {
+            "table": plan.table, "out": str(mdir), "gender": str(pre["sets"][name]), "split": pre["split"],
+            "corpus": pre["corpus"], "hours": pre["hours"], "seed": seed}}], deps=plan.table_deps, outputs=[mdir]))
 
+
+def _checkpoint_jobs(plan: _Plan) -> None:
+    """Pretraining jobs for the checkpoints the study trains, then one job registering them all."""
     entries, ckpt_deps = [], []
-    for name, c in cfg.checkpoints.items():
+    for name, c in plan.cfg.checkpoints.items():
         if c["baseline"]:
             continue  # FBANK: no model, nothing to register (CheckpointRef resolves the name itself)
         used = c["pretrain"] or c["pretrained_on"]
         entry = {"name": name, "path": None, "pretrain_dir": None, "note": c["note"],
                  "table3": {k: c[k] for k in ("hours", "male_pct", "female_pct", "unknown_pct") if c[k] is not None},
-                 "make_up": str(out / "manifests" / used / "selection_report.json") if used else None}
+                 "make_up": str(plan.out / "manifests" / used / "selection_report.json") if used else None}
         if used:
             ckpt_deps.append(f"manifest:{used}")
         if c["pretrain"]:
-            run = out / "ssl" / name
-            jobs.append(_job(f"pretrain:{name}", "pretrain", [{"call": "pretrain_tiny", "kwargs": {
-                "manifest": str(out / "manifests" / c["pretrain"]), "out": str(run), "seed": seed,
+            run = plan.out / "ssl" / name
+            plan.jobs.append(_job(f"pretrain:{name}", "pretrain", [{"call": "pretrain_tiny", "kwargs": {
+                "manifest": str(plan.out / "manifests" / c["pretrain"]), "out": str(run), "seed": plan.d["seed"],
                 "updates": c["updates"], "preset": c["preset"],
                 **({"continue_updates": c["continue_updates"]} if c["continue_updates"] else {})}}],
                 deps=[f"manifest:{c['pretrain']}"],
@@ -83,127 +139,127 @@ def plan_jobs(cfg: StudyConfig, out: str | Path, only: list[str] | None = None) 
             entry["path"] = str(SHIPPED / f"{c['shipped']}.safetensors")
             entry["note"] = entry["note"] or f"shipped with gendergap; see {SHIPPED / 'PROVENANCE.md'}"
         else:
-            entry["path"] = _path(cfg, c["path"])
+            entry["path"] = _path(plan.cfg, c["path"])
         entries.append(entry)
-    trust = bool(d["trust_checkpoints"])
-    jobs.append(_job("checkpoints", "checkpoints", [{"call": "register_checkpoints", "kwargs": {
-        "registry": registry, "entries": entries, **({"trust": True} if trust else {})}}],
-        deps=sorted(set(ckpt_deps)), outputs=[registry]))
+    plan.jobs.append(_job("checkpoints", "checkpoints", [{"call": "register_checkpoints", "kwargs": {
+        "registry": plan.registry, "entries": entries, **({"trust": True} if plan.trust else {})}}],
+        deps=sorted(set(ckpt_deps)), outputs=[plan.registry]))
 
-    store = str(out / "features")
-    features = _feature_jobs(cfg, table, registry, store, table_deps, trust)
-    jobs += features.values()
 
-    task_jobs: dict[str, list[str]] = {}
-    for tname, t in cfg.tasks.items():
-        task_jobs[tname] = []
-        ckpts = t["checkpoints"] or list(cfg.checkpoints)
-        res = t["resources"]
-        kind = t["type"]
-        if kind in ("asr-e2e", "asr-frozen"):
-            # tasks on the same rows share one export (asr-e2e and asr-frozen, as in the study)
-            tag = t["corpus"] + ("" if t["splits"] == DEFAULT_SPLITS else "." + config_hash(t["splits"])[:8])
-            data_dir, data_job = out / "data" / tag, f"asr-data:{tag}"
-            if not any(j["name"] == data_job for j in jobs):
-                jobs.append(_job(data_job, "asr-data", [{"call": "export_asr_data", "kwargs": {
-                    "table": table, "corpus": t["corpus"], "splits": t["splits"], "out": str(data_dir)}}],
-                    deps=table_deps, outputs=[data_dir]))
-            for ck in ckpts:
-                if kind == "asr-e2e" and _baseline(cfg, ck):
-                    continue  # nothing to fine-tune
-                run = out / tname / ck
-                deps = ["checkpoints", data_job]
-                extra = _runtime_args(t, trust)
-                if kind == "asr-frozen":
-                    extra += ["--layer", _layer(cfg, ck, t["layer"]), "--feature-store", store]
-                    deps.append(features[(ck, t["precision"])]["name"])
-                if t["hparams"]:
-                    extra += ["--hparams", _path(cfg, t["hparams"])]
+def _asr_data_job(plan: _Plan, t: dict) -> tuple[Path, str]:
+    """The SpeechBrain CSVs of a task's rows; tasks on the same rows share one export."""
+    tag = t["corpus"] + ("" if t["splits"] == DEFAULT_SPLITS else "." + config_hash(t["splits"])[:8])
+    data_dir, data_job = plan.out / "data" / tag, f"asr-data:{tag}"
+    if not any(j["name"] == data_job for j in plan.jobs):
+        plan.jobs.append(_job(data_job, "asr-data", [{"call": "export_asr_data", "kwargs": {
+            "table": plan.table, "corpus": t["corpus"], "splits": t["splits"], "out": str(data_dir)}}],
+            deps=plan.table_deps, outputs=[data_dir]))
+    return data_dir, data_job
 
-                def asr_cli(run_dir, overrides, subset=None):
-                    return (["-q", "asr", "finetune" if kind == "asr-e2e" else "frozen", "--ckpt", ck,
-                             "--registry", registry, "--train", str(data_dir / "train.csv"),
-                             "--valid", str(data_dir / "valid.csv"), "--test", str(data_dir / "test.csv"),
-                             "--table", table, "--out", str(run_dir), "--db", db,
-                             "--bootstrap", str(d["report"]["bootstrap"]), "--seed", str(seed), "--no-progress"]
-                            + (["--subset", subset] if subset else []) + extra + overrides)
-                if not t["seeds"]:
-                    jobs.append(_job(f"{tname}:{ck}", kind, [{"cli": asr_cli(run, list(t["overrides"]))}],
-                                     deps=deps, resources=res, task=tname, checkpoint=ck, outputs=[run]))
-                else:
-                    jobs += _seeded(tname, kind, ck, None, res, deps, d, db, [
-                        (s_, [{"cli": asr_cli(run / f"seed{s_}", [*t["overrides"], f"seed={s_}"],
-                                              f"{SUBSET}@seed{s_}")}], run / f"seed{s_}" / f"{SUBSET}.wer.json")
-                        for s_ in t["seeds"]])
-                task_jobs[tname].append(jobs[-1]["name"])
-        elif kind in ("st", "gender-st"):
-            sp = t["splits"]
-            for ck in ckpts:
-                fname = features[(ck, t["precision"])]["name"]
-                for pair in t["pairs"]:
-                    src, tgt = pair.split("-")
-                    model = out / tname / f"{ck}.{pair}"
 
-                    def st_steps(model_dir, train_seed, subset=None):
-                        train = ["-q", "st", "train", "--ckpt", ck, "--layer", _layer(cfg, ck, t["layer"]),
-                                 "--registry", registry, "--feature-store", store, *_runtime_args(t, trust),
-                                 "--corpus", t["corpus"], "--train", table, "--train-split", sp["train"],
-                                 "--valid", table, "--valid-split", sp["valid"], "--src", src, "--tgt", tgt,
-                                 "--out", str(model_dir), "--preset", _preset(cfg, t["preset"]),
-                                 "--seed", str(train_seed)] + list(t["overrides"])
-                        decode = ["-q", "st", "decode", "--model", str(model_dir), "--test", table,
-                                  "--test-split", sp["test"], "--corpus", t["corpus"], "--out", str(model_dir / "test.hyp"),
-                                  "--db", db, "--name", ck, "--bootstrap", str(d["report"]["bootstrap"]),
-                                  "--seed", str(seed), "--task", kind] + (["--subset", subset] if subset else [])
-                        return [{"cli": train}, {"cli": decode}]
-                    name = f"{tname}:{ck}:{pair}"
-                    if not t["seeds"]:
-                        hyp = model / "test.hyp"
-                        jobs.append(_job(name, kind, st_steps(model, seed + 1), deps=[fname], resources=res,
-                                         task=tname, checkpoint=ck, pair=pair, outputs=[model]))
-                        scored = name
-                    else:
-                        hyp = model / f"seed{t['seeds'][0]}" / "test.hyp"  # MuST-SHE: the first seed's output
-                        jobs += _seeded(tname, kind, ck, pair, res, [fname], d, db, [
-                            (s_, st_steps(model / f"seed{s_}", s_, f"{SUBSET}@seed{s_}"),
-                             model / f"seed{s_}" / "test.hyp.json") for s_ in t["seeds"]])
-                        scored = f"{name}:seed{t['seeds'][0]}"
-                    task_jobs[tname].append(jobs[-1]["name"])
-                    if t["mustshe"]:
-                        tsv = _path(cfg, t["mustshe"], base=Path(table).parent)
-                        jobs.append(_job(f"mustshe:{ck}:{pair}", "mustshe", [{"call": "score_mustshe", "kwargs": {
-                            "tsv": tsv, "hyps": str(hyp), "db": db, "checkpoint": ck, "lang_pair": pair}}],
-                            deps=[scored], task=tname, checkpoint=ck, pair=pair))
-                        task_jobs[tname].append(jobs[-1]["name"])
-        elif kind == "probes":
-            twin_of = next((ck for ck in ckpts if not _baseline(cfg, ck)), None)
-            for ck in ckpts:
-                cli = ["-q", "probe", "run", "--ckpt", ck, "--registry", registry, "--table", table,
-                       "--layers", t["layers"] if not _baseline(cfg, ck) else "all", "--probes", ",".join(t["probes"]), "--db", db, "--seed", str(seed),
-                       "--out", str(out / tname / ck), "--feature-store", store, *_runtime_args(t, trust)]
-                cli += ["--corpus", t["corpus"]] if t["corpus"] else []
-                cli += ["--control"] if t["control"] else []
-                # one random-init twin (same architecture) is the control for the first pretrained checkpoint
-                cli += [] if (t["random_init"] and ck == twin_of) else ["--no-random-init"]
-                jobs.append(_job(f"{tname}:{ck}", "probes", [{"cli": cli}],
-                                 deps=["checkpoints", features[(ck, t["precision"])]["name"]] + table_deps,
-                                 resources=res, task=tname, checkpoint=ck, outputs=[out / tname / ck]))
-                task_jobs[tname].append(jobs[-1]["name"])
+def _asr_jobs(plan: _Plan, tname: str, t: dict) -> None:
+    """asr-e2e / asr-frozen: one job per checkpoint (or per seed, then a pooling job)."""
+    d, cfg, kind = plan.d, plan.cfg, t["type"]
+    data_dir, data_job = _asr_data_job(plan, t)
+    for ck in t["checkpoints"] or list(cfg.checkpoints):
+        if kind == "asr-e2e" and _baseline(cfg, ck):
+            continue  # nothing to fine-tune
+        run, deps = plan.out / tname / ck, ["checkpoints", data_job]
+        extra = _runtime_args(t, plan.trust)
+        if kind == "asr-frozen":
+            extra += ["--layer", _layer(cfg, ck, t["layer"]), "--feature-store", plan.store]
+            deps.append(plan.features[(ck, t["precision"])]["name"])
+        if t["hparams"]:
+            extra += ["--hparams", _path(cfg, t["hparams"])]
 
-    for tname, t in cfg.tasks.items():  # `after`: every job of a task waits for the other tasks' jobs
+        def asr_cli(run_dir, overrides, subset=None, ck=ck, extra=extra):
+            return (["-q", "asr", "finetune" if kind == "asr-e2e" else "frozen", "--ckpt", ck,
+                     "--registry", plan.registry, "--train", str(data_dir / "train.csv"),
+                     "--valid", str(data_dir / "valid.csv"), "--test", str(data_dir / "test.csv"),
+                     "--table", plan.table, "--out", str(run_dir), "--db", plan.db,
+                     "--bootstrap", str(d["report"]["bootstrap"]), "--seed", str(d["seed"]), "--no-progress"]
+                    + (["--subset", subset] if subset else []) + extra + overrides)
+        if not t["seeds"]:
+            plan.jobs.append(_job(f"{tname}:{ck}", kind, [{"cli": asr_cli(run, list(t["overrides"]))}],
+                                  deps=deps, resources=t["resources"], task=tname, checkpoint=ck, outputs=[run]))
+        else:
+            plan.jobs += _seeded(tname, kind, ck, None, t["resources"], deps, d, plan.db, [
+                (s_, [{"cli": asr_cli(run / f"seed{s_}", [*t["overrides"], f"seed={s_}"], f"{SUBSET}@seed{s_}")}],
+                 run / f"seed{s_}" / f"{SUBSET}.wer.json") for s_ in t["seeds"]])
+
+
+def _st_steps(plan: _Plan, t: dict, ck: str, pair: str, model_dir: Path, train_seed: int, subset=None) -> list:
+    """Train (fairseq s2t on the store's features) then decode and score one ST model."""
+    src, tgt = pair.split("-")
+    sp, kind = t["splits"], t["type"]
+    train = ["-q", "st", "train", "--ckpt", ck, "--layer", _layer(plan.cfg, ck, t["layer"]),
+             "--registry", plan.registry, "--feature-store", plan.store, *_runtime_args(t, plan.trust),
+             "--corpus", t["corpus"], "--train", plan.table, "--train-split", sp["train"],
+             "--valid", plan.table, "--valid-split", sp["valid"], "--src", src, "--tgt", tgt,
+             "--out", str(model_dir), "--preset", _preset(plan.cfg, t["preset"]),
+             "--seed", str(train_seed)] + list(t["overrides"])
+    decode = ["-q", "st", "decode", "--model", str(model_dir), "--test", plan.table,
+              "--test-split", sp["test"], "--corpus", t["corpus"], "--out", str(model_dir / "test.hyp"),
+              "--db", plan.db, "--name", ck, "--bootstrap", str(plan.d["report"]["bootstrap"]),
+              "--seed", str(plan.d["seed"]), "--task", kind] + (["--subset", subset] if subset else [])
+    return [{"cli": train}, {"cli": decode}]
+
+
+def _st_jobs(plan: _Plan, tname: str, t: dict) -> None:
+    """st / gender-st: one job per checkpoint and pair (or per seed + pooling), then MuST-SHE."""
+    kind, seed = t["type"], plan.d["seed"]
+    for ck in t["checkpoints"] or list(plan.cfg.checkpoints):
+        fname = plan.features[(ck, t["precision"])]["name"]
+        for pair in t["pairs"]:
+            model, name = plan.out / tname / f"{ck}.{pair}", f"{tname}:{ck}:{pair}"
+            if not t["seeds"]:
+                hyp, scored = model / "test.hyp", name
+                plan.jobs.append(_job(name, kind, _st_steps(plan, t, ck, pair, model, seed + 1), deps=[fname],
+                                      resources=t["resources"], task=tname, checkpoint=ck, pair=pair,
+                                      outputs=[model]))
+            else:
+                hyp = model / f"seed{t['seeds'][0]}" / "test.hyp"  # MuST-SHE: the first seed's output
+                plan.jobs += _seeded(tname, kind, ck, pair, t["resources"], [fname], plan.d, plan.db, [
+                    (s_, _st_steps(plan, t, ck, pair, model / f"seed{s_}", s_, f"{SUBSET}@seed{s_}"),
+                     model / f"seed{s_}" / "test.hyp.json") for s_ in t["seeds"]])
+                scored = f"{name}:seed{t['seeds'][0]}"
+            if t["mustshe"]:
+                tsv = _path(plan.cfg, t["mustshe"], base=Path(plan.table).parent)
+                plan.jobs.append(_job(f"mustshe:{ck}:{pair}", "mustshe", [{"call": "score_mustshe", "kwargs": {
+                    "tsv": tsv, "hyps": str(hyp), "db": plan.db, "checkpoint": ck, "lang_pair": pair}}],
+                    deps=[scored], task=tname, checkpoint=ck, pair=pair))
+
+
+def _probe_jobs(plan: _Plan, tname: str, t: dict) -> None:
+    """Gender probes per checkpoint; the first pretrained one also probes its random-init twin."""
+    cfg = plan.cfg
+    ckpts = t["checkpoints"] or list(cfg.checkpoints)
+    twin_of = next((ck for ck in ckpts if not _baseline(cfg, ck)), None)
+    for ck in ckpts:
+        cli = ["-q", "probe", "run", "--ckpt", ck, "--registry", plan.registry, "--table", plan.table,
+               "--layers", t["layers"] if not _baseline(cfg, ck) else "all", "--probes", ",".join(t["probes"]),
+               "--db", plan.db, "--seed", str(plan.d["seed"]), "--out", str(plan.out / tname / ck),
+               "--feature-store", plan.store, *_runtime_args(t, plan.trust)]
+        cli += ["--corpus", t["corpus"]] if t["corpus"] else []
+        cli += ["--control"] if t["control"] else []
+        # one random-init twin (same architecture) is the control for the first pretrained checkpoint
+        cli += [] if (t["random_init"] and ck == twin_of) else ["--no-random-init"]
+        plan.jobs.append(_job(f"{tname}:{ck}", "probes", [{"cli": cli}],
+                              deps=["checkpoints", plan.features[(ck, t["precision"])]["name"]] + plan.table_deps,
+                              resources=t["resources"], task=tname, checkpoint=ck, outputs=[plan.out / tname / ck]))
+
+
+TASK_PLANNERS = {"asr-e2e": _asr_jobs, "asr-frozen": _asr_jobs, "st": _st_jobs, "gender-st": _st_jobs,
+                 "probes": _probe_jobs}
+
+
+def _order_after(plan: _Plan, task_jobs: dict[str, list[str]]) -> None:
+    """`after`: every job of a task waits for the other tasks' jobs."""
+    for tname, t in plan.cfg.tasks.items():
         extra = [j for other in t["after"] for j in task_jobs[other]]
-        for job in jobs:
+        for job in plan.jobs:
             if job["task"] == tname:
                 job["deps"] = sorted(set(job["deps"]) | set(extra))
-
-    report = ["-q", "report", "--db", db, "--out", str(out / "report"), "--registry", registry,
-              "--subset", d["report"]["subset"]]
-    jobs.append(_job("report", "report", [{"cli": report}],
-                     deps=sorted({n for names in task_jobs.values() for n in names} | {"checkpoints"}),
-                     outputs=[out / "report"]))
-    if only:
-        jobs = _only(jobs, only, cfg)
-    return _with_keys(jobs)
 
 
 FROZEN_TASKS = ("asr-frozen", "st", "gender-st", "probes")
