@@ -9,9 +9,12 @@ when resampling (sacrebleu's design, ``sacrebleu/metrics/base.py``).
   (its per-sentence alignment chunks); score = 100 * (S + D + I) / (H + S + D), i.e. total
   errors over total reference words, never a mean of per-utterance rates.
 - BLEU (sacrebleu): rows ``sys_len, ref_len, match_1..4, total_1..4`` from sacrebleu's own
-  ``BLEU._extract_corpus_statistics`` (its tokeniser, its n-gram counting); score from
-  ``BLEU._compute_score_from_stats``, exactly what ``sacrebleu.corpus_bleu`` computes.
+  per-sentence statistics (its tokeniser, its n-gram counting); score from its public
+  ``BLEU.compute_bleu``, exactly what ``sacrebleu.corpus_bleu`` computes.
 - chrF (sacrebleu, optional): sacrebleu's chrF statistics, same pattern.
+
+sacrebleu has no public per-sentence statistics, nor a public chrF score from statistics: the
+two adapters at the end of this module are the only places that call its private methods.
 
 Every metric has a ``signature`` that says how its numbers were made.
 """
@@ -92,17 +95,17 @@ class _SacreMetric:
         return str(self._impl.get_signature())
 
     def utterance_stats(self, refs: Sequence[str], hyps: Sequence[str]) -> np.ndarray:
-        rows = self._impl._extract_corpus_statistics(list(hyps), [list(refs)])
+        rows = sacrebleu_sentence_stats(self._impl, refs, hyps)
         return np.asarray(rows, dtype=np.int64).reshape(len(hyps), len(self.stat_names))
 
     def score(self, stats: Sequence[float]) -> float | None:
         # Plain ints: sacrebleu's smoothing code mutates the lists it gets.
-        return float(self._impl._compute_score_from_stats([int(round(x)) for x in stats]).score)
+        return float(sacrebleu_score_from_stats(self._impl, [int(round(x)) for x in stats]))
 
     def scores(self, stats: np.ndarray) -> np.ndarray:
         """One score per row of summed stats (sacrebleu's formula, a Python loop)."""
         stats = np.rint(np.asarray(stats)).astype(np.int64)
-        return np.array([self._impl._compute_score_from_stats(row.tolist()).score for row in stats], dtype=float)
+        return np.array([sacrebleu_score_from_stats(self._impl, row.tolist()) for row in stats], dtype=float)
 
     def same_references(self, a: np.ndarray, b: np.ndarray) -> bool:
         if not self._ref_columns:
@@ -157,3 +160,26 @@ def get_metric(name: str, *, normalization: str = "none", tokenize: str = "13a",
 
 def _none_if_nan(x: float) -> float | None:
     return None if x is None or not np.isfinite(x) else float(x)
+
+
+# --- sacrebleu's private names, in one place ----------------------------------------------------
+# Its public API scores a corpus or one sentence but returns no additive per-sentence rows
+# (CHRFScore keeps no statistics; BLEU.sentence_score warns on every call without
+# effective_order and its counts are the smoothed ones). So the rows come from the method its
+# own corpus_score and paired tests use, and chrF's score from statistics likewise. setup.cfg
+# bounds sacrebleu (<2.7, checked with 2.6.0) for these calls and analysis/compare.py's tests.
+
+def sacrebleu_sentence_stats(impl: SacreBLEU | SacreCHRF, refs: Sequence[str], hyps: Sequence[str]) -> list:
+    """One row of sacrebleu's sufficient statistics per (hypothesis, single reference)."""
+    return impl._extract_corpus_statistics(list(hyps), [list(refs)])
+
+
+def sacrebleu_score_from_stats(impl: SacreBLEU | SacreCHRF, stats: list[int]) -> float:
+    """The score sacrebleu gives a sum of rows (BLEU through its public ``compute_bleu``)."""
+    if isinstance(impl, SacreBLEU):
+        n = impl.max_ngram_order
+        return impl.compute_bleu(correct=stats[2:2 + n], total=stats[2 + n:], sys_len=int(stats[0]),
+                                 ref_len=int(stats[1]), smooth_method=impl.smooth_method,
+                                 smooth_value=impl.smooth_value, effective_order=impl.effective_order,
+                                 max_ngram_order=n).score
+    return impl._compute_score_from_stats(stats).score

@@ -87,6 +87,28 @@ def write_report(db_path: str | os.PathLike, out_dir: str | os.PathLike, subset:
     """
     out_dir = Path(out_dir)
     entries = load_registry(registry) if registry is not None else None  # bad file: fail before writing
+    df, speaker = _subset_rows(db_path, subset)
+    written: dict[str, Path] = {}
+    md = _intro(db_path, subset, df)
+    if entries is not None:
+        md += _pretraining_section(entries, df, out_dir, written, registry)
+    asr, st = tables.asr_table(df), tables.st_table(df)
+    md += _asr_section(asr, out_dir, written)
+    md += _st_section(st, out_dir, written)
+    md += _mustshe_section(df, out_dir, written)
+    md += _winomt_section(df, out_dir, written)
+    md += _probes_section(df, out_dir, written)
+    md += _other_section(df, asr, st, out_dir, written)
+    md += _figures_section(asr, st, speaker, out_dir, written)
+    if len(written) == 0:
+        tasks = ", ".join(tables._order(df["task"]))
+        log.warning("no table matched the DB's tasks (%s); only report.md is written", tasks)
+    written["report.md"] = _text(out_dir / "report.md", "\n".join(md) + "\n")
+    return written
+
+
+def _subset_rows(db_path: str | os.PathLike, subset: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The DB's rows of ``subset`` (not empty), and its per-speaker rows with a ``speaker`` column."""
     scores = load_scores(db_path)
     speaker = scores[scores["subset"].astype(str).str.startswith(SPEAKER_PREFIX)].copy()
     speaker["speaker"] = speaker["subset"].str[len(SPEAKER_PREFIX):]
@@ -95,97 +117,121 @@ def write_report(db_path: str | os.PathLike, out_dir: str | os.PathLike, subset:
         found = sorted(set(scores["subset"]) - set(speaker["subset"]))
         raise UserError(f"no scores for subset {subset!r} (subsets in the DB: {', '.join(found) or 'none'})",
                         path=db_path, fix="pass --subset one of those")
-    written: dict[str, Path] = {}
-    md = [f"# Gender gap report\n", f"Results DB: `{db_path}`; subset: `{subset}`; {len(df)} score rows from "
-          f"{df['run_id'].nunique()} run(s).\n",
-          "Δrel = 100 (F − M) / (0.5 (F + M)) (reference study, Eq. 1): for WER a negative Δrel means "
-          "women are recognised better; for BLEU a positive Δrel means women's speech is translated better. "
-          "Numbers in parentheses are 95% confidence intervals; a Δrel whose CI contains 0 is not "
-          "significant. A task trained with several seeds shows mean ± sd over seeds, and its CI "
-          "resamples speakers within each seed's output and pools the seeds (analysis/seeds.py); its gap is "
-          "called only when that CI excludes 0 and |Δrel| exceeds the seed sd. FBANK (80-d log-mel "
-          "filterbanks, no pretraining) is the reference row: the gap the downstream model has on its own.\n"]
+    return df, speaker
 
-    if entries is not None:
-        md += _pretraining_section(entries, df, out_dir, written, registry)
 
-    asr = tables.asr_table(df)
-    if len(asr):
-        blocks = tables.asr_blocks(asr)
-        body = "".join(f"**{title}**\n\n" + tables.markdown_table(tables.ASR_HEADER, rows) + "\n"
-                       for title, rows in blocks)
-        written["table4_asr.md"] = _text(out_dir / "table4_asr.md", body)
-        written["table4_asr.tex"] = _text(out_dir / "table4_asr.tex", tables.latex_table(
-            tables.ASR_HEADER, blocks, tables.ASR_CAPTION, "tab:asr"))
-        written["table4_asr.csv"] = _write_csv(asr, out_dir / "table4_asr.csv")
-        md += ["## Table 4 — ASR (WER, %)\n", body, *tables.significance_lines(asr, "WER"),
-               *tables.noise_level_lines(asr), ""]
+def _intro(db_path: str | os.PathLike, subset: str, df: pd.DataFrame) -> list[str]:
+    return ["# Gender gap report\n", f"Results DB: `{db_path}`; subset: `{subset}`; {len(df)} score rows from "
+            f"{df['run_id'].nunique()} run(s).\n",
+            "Δrel = 100 (F − M) / (0.5 (F + M)) (reference study, Eq. 1): for WER a negative Δrel means "
+            "women are recognised better; for BLEU a positive Δrel means women's speech is translated better. "
+            "Numbers in parentheses are 95% confidence intervals; a Δrel whose CI contains 0 is not "
+            "significant. A task trained with several seeds shows mean ± sd over seeds, and its CI "
+            "resamples speakers within each seed's output and pools the seeds (analysis/seeds.py); its gap is "
+            "called only when that CI excludes 0 and |Δrel| exceeds the seed sd. FBANK (80-d log-mel "
+            "filterbanks, no pretraining) is the reference row: the gap the downstream model has on its own.\n"]
 
-    st = tables.st_table(df)
-    if len(st):
-        header, rows = tables.st_layout(st)
-        body = tables.markdown_table(header, rows)
-        written["table5_st.md"] = _text(out_dir / "table5_st.md", body)
-        written["table5_st.tex"] = _text(out_dir / "table5_st.tex", tables.latex_table(
-            header, [("", rows)], tables.ST_CAPTION, "tab:st"))
-        written["table5_st.csv"] = _write_csv(st, out_dir / "table5_st.csv")
-        md += ["## Table 5 — Speech translation (BLEU)\n", body, *tables.significance_lines(st, "BLEU"), ""]
 
+def _asr_section(asr: pd.DataFrame, out_dir: Path, written: dict[str, Path]) -> list[str]:
+    """Table 4 files (md, tex, csv) and its report.md lines."""
+    if not len(asr):
+        return []
+    blocks = tables.asr_blocks(asr)
+    body = "".join(f"**{title}**\n\n" + tables.markdown_table(tables.ASR_HEADER, rows) + "\n"
+                   for title, rows in blocks)
+    written["table4_asr.md"] = _text(out_dir / "table4_asr.md", body)
+    written["table4_asr.tex"] = _text(out_dir / "table4_asr.tex", tables.latex_table(
+        tables.ASR_HEADER, blocks, tables.ASR_CAPTION, "tab:asr"))
+    written["table4_asr.csv"] = _write_csv(asr, out_dir / "table4_asr.csv")
+    return ["## Table 4 — ASR (WER, %)\n", body, *tables.significance_lines(asr, "WER"),
+            *tables.noise_level_lines(asr), ""]
+
+
+def _st_section(st: pd.DataFrame, out_dir: Path, written: dict[str, Path]) -> list[str]:
+    """Table 5 files (md, tex, csv) and its report.md lines."""
+    if not len(st):
+        return []
+    header, rows = tables.st_layout(st)
+    body = tables.markdown_table(header, rows)
+    written["table5_st.md"] = _text(out_dir / "table5_st.md", body)
+    written["table5_st.tex"] = _text(out_dir / "table5_st.tex", tables.latex_table(
+        header, [("", rows)], tables.ST_CAPTION, "tab:st"))
+    written["table5_st.csv"] = _write_csv(st, out_dir / "table5_st.csv")
+    return ["## Table 5 — Speech translation (BLEU)\n", body, *tables.significance_lines(st, "BLEU"), ""]
+
+
+def _mustshe_section(df: pd.DataFrame, out_dir: Path, written: dict[str, Path]) -> list[str]:
     ms = tables.mustshe_table(df)
-    if len(ms):
-        header, rows = tables.mustshe_layout(ms)
-        body = tables.markdown_table(header, rows)
-        written["gender_translation.md"] = _text(out_dir / "gender_translation.md", body)
-        written["gender_translation.tex"] = _text(out_dir / "gender_translation.tex", tables.latex_table(
-            header, [("", rows)], "MuST-SHE term coverage and gender accuracy (%), per category; BLEU against "
-            "the correct and the wrong references.", "tab:mustshe"))
-        written["gender_translation.csv"] = _write_csv(ms, out_dir / "gender_translation.csv")
-        md += ["## Gender translation — MuST-SHE\n",
-               "Coverage = gender-marked terms found / annotated; accuracy = correct / (correct + wrong) among "
-               "those found (1 = speaker talks about themselves, 2 = about others; F/M = required form).\n",
-               body, ""]
-    wino = tables.winomt_table(df)
-    if len(wino):
-        header, rows = tables.winomt_layout(wino)
-        written["winomt.csv"] = _write_csv(wino, out_dir / "winomt.csv")
-        md += ["## Gender translation — WinoMT\n", "ΔG = F1(male) − F1(female); ΔS = acc(pro) − acc(anti); "
-               "unknown entities count as wrong.\n", tables.markdown_table(header, rows), ""]
+    if not len(ms):
+        return []
+    header, rows = tables.mustshe_layout(ms)
+    body = tables.markdown_table(header, rows)
+    written["gender_translation.md"] = _text(out_dir / "gender_translation.md", body)
+    written["gender_translation.tex"] = _text(out_dir / "gender_translation.tex", tables.latex_table(
+        header, [("", rows)], "MuST-SHE term coverage and gender accuracy (%), per category; BLEU against "
+        "the correct and the wrong references.", "tab:mustshe"))
+    written["gender_translation.csv"] = _write_csv(ms, out_dir / "gender_translation.csv")
+    return ["## Gender translation — MuST-SHE\n",
+            "Coverage = gender-marked terms found / annotated; accuracy = correct / (correct + wrong) among "
+            "those found (1 = speaker talks about themselves, 2 = about others; F/M = required form).\n",
+            body, ""]
 
+
+def _winomt_section(df: pd.DataFrame, out_dir: Path, written: dict[str, Path]) -> list[str]:
+    wino = tables.winomt_table(df)
+    if not len(wino):
+        return []
+    header, rows = tables.winomt_layout(wino)
+    written["winomt.csv"] = _write_csv(wino, out_dir / "winomt.csv")
+    return ["## Gender translation — WinoMT\n", "ΔG = F1(male) − F1(female); ΔS = acc(pro) − acc(anti); "
+            "unknown entities count as wrong.\n", tables.markdown_table(header, rows), ""]
+
+
+def _probes_section(df: pd.DataFrame, out_dir: Path, written: dict[str, Path]) -> list[str]:
+    """Checkpoint x layer rows, one column per probe type: what each layer encodes about gender,
+    with the random-init twins and the shuffled-label controls next to the real probes."""
     probes = probe_table(df)
     probes = probes[(probes["measure"] == "f1_macro") & (probes["gender"] == "all")]
-    if len(probes):
-        # checkpoint x layer rows, one column per probe type: what each layer encodes about gender,
-        # with the random-init twins and the shuffled-label controls next to the real probes
-        grid = probes.pivot_table(index=["checkpoint", "layer"], columns="probe", values="value").reset_index()
-        rank = {c: i for i, c in enumerate(tables.checkpoint_order(probes["checkpoint"]))}
-        grid = grid.iloc[grid["checkpoint"].map(rank).argsort(kind="stable")].reset_index(drop=True)
-        written["probes.csv"] = _write_csv(grid, out_dir / "probes.csv")
-        header = ["checkpoint", "layer"] + [str(c) for c in grid.columns[2:]]
-        rows = [[tables.label(r["checkpoint"]), str(int(r["layer"]))] + [f"{r[c]:.1f}" if pd.notna(r[c]) else "-"
-                                                                for c in grid.columns[2:]] for _, r in grid.iterrows()]
-        md += ["## Gender probes — test macro F1 (%) by layer\n",
-               "Layer 0 is the transformer's input. `+random-init` rows are the same architecture with random "
-               "weights; `+shuffled` columns are probes trained on shuffled labels (should stay near 50).\n",
-               tables.markdown_table(header, rows), ""]
-        p = plots.plot_probes_by_layer(grid, out_dir / "probes_by_layer.png")
-        if p:
-            written["probes_by_layer.png"] = p
-            md += [f"![Gender probe macro F1 by layer]({p.name})\n"]
+    if not len(probes):
+        return []
+    grid = probes.pivot_table(index=["checkpoint", "layer"], columns="probe", values="value").reset_index()
+    rank = {c: i for i, c in enumerate(tables.checkpoint_order(probes["checkpoint"]))}
+    grid = grid.iloc[grid["checkpoint"].map(rank).argsort(kind="stable")].reset_index(drop=True)
+    written["probes.csv"] = _write_csv(grid, out_dir / "probes.csv")
+    header = ["checkpoint", "layer"] + [str(c) for c in grid.columns[2:]]
+    rows = [[tables.label(r["checkpoint"]), str(int(r["layer"]))] + [f"{r[c]:.1f}" if pd.notna(r[c]) else "-"
+                                                            for c in grid.columns[2:]] for _, r in grid.iterrows()]
+    md = ["## Gender probes — test macro F1 (%) by layer\n",
+          "Layer 0 is the transformer's input. `+random-init` rows are the same architecture with random "
+          "weights; `+shuffled` columns are probes trained on shuffled labels (should stay near 50).\n",
+          tables.markdown_table(header, rows), ""]
+    p = plots.plot_probes_by_layer(grid, out_dir / "probes_by_layer.png")
+    if p:
+        written["probes_by_layer.png"] = p
+        md += [f"![Gender probe macro F1 by layer]({p.name})\n"]
+    return md
 
-    # Everything no table above shows (CER, MuST-SHE by speaker gender...) goes to a CSV.
+
+def _other_section(df: pd.DataFrame, asr: pd.DataFrame, st: pd.DataFrame, out_dir: Path,
+                   written: dict[str, Path]) -> list[str]:
+    """Everything no table above shows (CER, MuST-SHE by speaker gender...) goes to a CSV."""
     seeds = ["wer:seed_sd", "wer:n_seeds", "bleu:seed_sd", "bleu:n_seeds"]  # shown as ± sd in the tables
     shown = ((df["task"].isin(set(asr.get("task", []))) & df["metric"].isin(["wer", "delta_rel", *seeds]))
              | (df["task"].isin(set(st.get("task", []))) & df["metric"].isin(["bleu", "delta_rel", *seeds]))
              | df["task"].isin(["mustshe", "winomt"])
              | ((df["task"] == "probe") & df["metric"].str.startswith("f1_macro:") & (df["gender"] == "all")))
     other = df[~shown]
-    if len(other):
-        cols = ["checkpoint", "task", "lang_pair", "gender", "metric", "value", "ci_low", "ci_high", "n_utts",
-                "n_speakers", "signature", "run_id"]
-        written["other_scores.csv"] = _write_csv(other[cols], out_dir / "other_scores.csv")
-        md += ["## Other scores\n", f"{len(other)} row(s) of task(s) {', '.join(tables._order(other['task']))}: "
-               "see `other_scores.csv`.\n"]
+    if not len(other):
+        return []
+    cols = ["checkpoint", "task", "lang_pair", "gender", "metric", "value", "ci_low", "ci_high", "n_utts",
+            "n_speakers", "signature", "run_id"]
+    written["other_scores.csv"] = _write_csv(other[cols], out_dir / "other_scores.csv")
+    return ["## Other scores\n", f"{len(other)} row(s) of task(s) {', '.join(tables._order(other['task']))}: "
+            "see `other_scores.csv`.\n"]
 
+
+def _figures_section(asr: pd.DataFrame, st: pd.DataFrame, speaker: pd.DataFrame, out_dir: Path,
+                     written: dict[str, Path]) -> list[str]:
     figures = []
     p = plots.plot_delta_rel([("WER", asr), ("BLEU", st)], out_dir / "delta_rel.png")
     if p:
@@ -195,13 +241,7 @@ def write_report(db_path: str | os.PathLike, out_dir: str | os.PathLike, subset:
     if p:
         written["per_speaker.png"] = p
         figures.append(("Per-speaker scores", p.name))
-    if figures:
-        md += ["## Figures\n"] + [f"![{title}]({name})\n" for title, name in figures]
-    if len(written) == 0:
-        tasks = ", ".join(tables._order(df["task"]))
-        log.warning("no table matched the DB's tasks (%s); only report.md is written", tasks)
-    written["report.md"] = _text(out_dir / "report.md", "\n".join(md) + "\n")
-    return written
+    return ["## Figures\n"] + [f"![{title}]({name})\n" for title, name in figures] if figures else []
 
 
 def _pretraining_section(entries: list[dict], df: pd.DataFrame, out_dir: Path, written: dict[str, Path],

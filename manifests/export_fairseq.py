@@ -73,7 +73,19 @@ def export_wav2vec(splits: dict[str, pd.DataFrame], out_dir: str | os.PathLike, 
         raise UserError(f"unknown materialise mode {materialise!r}", fix="use auto, always or never")
     out_dir = Path(out_dir)
     final_dir = Path(final_dir or out_dir).resolve()
-    all_rows = pd.concat(list(splits.values()))
+    info, rates = _audio_headers(pd.concat(list(splits.values())), sample_rate)
+    # plan: for each row, (final absolute path, num_samples, source to cut or None)
+    names: dict[str, str] = {}
+    plan = {split: [_plan_row(row, split, info[row["audio"]], materialise, final_dir, names)
+                    for row in df.to_dict("records")] for split, df in splits.items()}
+    root = _manifest_root([p for items in plan.values() for p, _, _ in items], root)
+    n_cut = sum(_write_split(split, items, root, out_dir, info) for split, items in plan.items())
+    return {"root": root, "rows": {s: len(i) for s, i in plan.items()}, "cut": n_cut,
+            "sample_rate": rates[0] if rates else None}
+
+
+def _audio_headers(all_rows: pd.DataFrame, sample_rate: int | None) -> tuple[dict, list[int]]:
+    """The headers of every (absolute) audio file, and their one sample rate (as a list)."""
     rel = [a for a in all_rows["audio"] if not os.path.isabs(a)]
     if rel:
         raise UserError(f"audio path {rel[0]!r} is relative", fix="resolve paths first (corpora.table.resolve_audio)")
@@ -88,34 +100,34 @@ def export_wav2vec(splits: dict[str, pd.DataFrame], out_dir: str | os.PathLike, 
                         f"audio_pretraining reads {want} Hz files only (task.sample_rate) and does not resample",
                         fix=f"resample the corpus to {want} Hz (e.g. `sox in.wav -r {want} out.wav`) "
                             "and index it again")
-    # plan: for each row, (final absolute path, num_samples, source to cut or None)
-    plan = {}
-    names: dict[str, str] = {}
-    for split, df in splits.items():
-        items = []
-        for row in df.to_dict("records"):
-            hdr = info[row["audio"]]
-            sr = int(hdr.samplerate)
-            start, n = segment_bounds(row, sr)
-            whole = start == 0 and abs(n - hdr.frames) <= 1
-            if start + n > hdr.frames + 1:
-                raise UserError(f"row {row['id']!r}: segment {row['offset']}+{row['duration']} s runs past the end "
-                                f"of {row['audio']} ({hdr.frames / sr:.3f} s)", fix="re-index the corpus")
-            if whole and materialise != "always":
-                items.append((row["audio"], int(hdr.frames), None))
-                continue
-            if materialise == "never":
-                raise UserError(f"row {row['id']!r} is a segment ({row['offset']} s + {row['duration']} s of "
-                                f"{row['audio']}) and fairseq reads whole files", fix="use materialise='auto'")
-            name = safe_name(row["id"])
-            key = f"{split}/{name}"
-            if names.setdefault(key, row["id"]) != row["id"]:
-                raise UserError(f"ids {names[key]!r} and {row['id']!r} give the same file name {name}.wav",
-                                fix="make ids differ in letters, digits, '.', '_' or '-'")
-            n = min(n, hdr.frames - start)
-            items.append((str(final_dir / "audio" / split / f"{name}.wav"), n, (row["audio"], start, n, key)))
-        plan[split] = items
-    finals = [p for items in plan.values() for p, _, _ in items]
+    return info, rates
+
+
+def _plan_row(row: dict, split: str, hdr, materialise: str, final_dir: Path, names: dict[str, str]) -> tuple:
+    """(final absolute path, num_samples, what to cut or None) for one row: a whole file is used
+    where it lies, a segment (or every row with 'always') becomes its own wav under final_dir."""
+    sr = int(hdr.samplerate)
+    start, n = segment_bounds(row, sr)
+    whole = start == 0 and abs(n - hdr.frames) <= 1
+    if start + n > hdr.frames + 1:
+        raise UserError(f"row {row['id']!r}: segment {row['offset']}+{row['duration']} s runs past the end "
+                        f"of {row['audio']} ({hdr.frames / sr:.3f} s)", fix="re-index the corpus")
+    if whole and materialise != "always":
+        return row["audio"], int(hdr.frames), None
+    if materialise == "never":
+        raise UserError(f"row {row['id']!r} is a segment ({row['offset']} s + {row['duration']} s of "
+                        f"{row['audio']}) and fairseq reads whole files", fix="use materialise='auto'")
+    name = safe_name(row["id"])
+    key = f"{split}/{name}"
+    if names.setdefault(key, row["id"]) != row["id"]:
+        raise UserError(f"ids {names[key]!r} and {row['id']!r} give the same file name {name}.wav",
+                        fix="make ids differ in letters, digits, '.', '_' or '-'")
+    n = min(n, hdr.frames - start)
+    return str(final_dir / "audio" / split / f"{name}.wav"), n, (row["audio"], start, n, key)
+
+
+def _manifest_root(finals: list[str], root) -> str:
+    """The manifest's root line: ``root`` or the deepest common directory; it must hold every file."""
     if root is None:
         root = os.path.commonpath([os.path.dirname(p) for p in finals])
     root = os.path.abspath(root)
@@ -123,26 +135,29 @@ def export_wav2vec(splits: dict[str, pd.DataFrame], out_dir: str | os.PathLike, 
         if os.path.commonpath([root, p]) != root:
             raise UserError(f"{p} is outside the manifest root {root}", fix="leave --root out (the common "
                             "directory is used), or give a root that holds every audio file and --out")
+    return root
+
+
+def _write_split(split: str, items: list[tuple], root: str, out_dir: Path, info: dict) -> int:
+    """Cut the split's segments into out_dir/audio, then write ``<split>.tsv``; returns the files cut."""
     n_cut = 0
-    for split, items in plan.items():
-        for _, n, src in tqdm([i for i in items if i[2]], desc=f"cut {split} segments", unit="seg", disable=None):
-            path, start, frames, key = src
-            x, sr = sf.read(path, start=start, frames=frames, dtype="int16" if _is_pcm16(info[path]) else "float32",
-                            always_2d=False)
-            dest = out_dir / "audio" / f"{key}.wav"
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            sf.write(dest, x, sr, subtype="PCM_16" if x.dtype == np.int16 else "FLOAT")
-            n_cut += 1
-        bad = [p for p, _, _ in items if re.search(r"[\t\n\r]", os.path.relpath(p, root))]
-        if bad:
-            raise UserError(f"audio path {bad[0]!r} holds a tab or newline, which the manifest format cannot carry",
-                            fix="rename the file")
-        with atomic_open(out_dir / f"{split}.tsv") as f:
-            f.write(root + "\n")
-            for p, n, _ in items:
-                f.write(f"{os.path.relpath(p, root)}\t{n}\n")
-    return {"root": root, "rows": {s: len(i) for s, i in plan.items()}, "cut": n_cut,
-            "sample_rate": rates[0] if rates else None}
+    for _, n, src in tqdm([i for i in items if i[2]], desc=f"cut {split} segments", unit="seg", disable=None):
+        path, start, frames, key = src
+        x, sr = sf.read(path, start=start, frames=frames, dtype="int16" if _is_pcm16(info[path]) else "float32",
+                        always_2d=False)
+        dest = out_dir / "audio" / f"{key}.wav"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        sf.write(dest, x, sr, subtype="PCM_16" if x.dtype == np.int16 else "FLOAT")
+        n_cut += 1
+    bad = [p for p, _, _ in items if re.search(r"[\t\n\r]", os.path.relpath(p, root))]
+    if bad:
+        raise UserError(f"audio path {bad[0]!r} holds a tab or newline, which the manifest format cannot carry",
+                        fix="rename the file")
+    with atomic_open(out_dir / f"{split}.tsv") as f:
+        f.write(root + "\n")
+        for p, n, _ in items:
+            f.write(f"{os.path.relpath(p, root)}\t{n}\n")
+    return n_cut
 
 
 def _is_pcm16(info) -> bool:

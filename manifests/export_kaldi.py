@@ -178,6 +178,16 @@ def validate_kaldi_dir(data_dir: str | os.PathLike, *, no_text: bool = False, no
     d = Path(data_dir)
     if not d.is_dir():
         raise UserError("no such Kaldi data directory", path=d, fix="export it first")
+    utts, speakers = _check_speaker_maps(d, no_spk_sort)
+    _check_text(d, utts, no_text)
+    _check_audio(d, utts, no_wav)
+    _check_keyed_files(d, utts, speakers, no_feats)
+    _check_utterance_values(d, utts)
+    return {"utterances": len(utts), "speakers": len(speakers)}
+
+
+def _check_speaker_maps(d: Path, no_spk_sort: bool) -> tuple[list, list]:
+    """utt2spk and spk2utt: present, well-formed, sorted, each the other inverted; their keys."""
     for name in ("spk2utt", "utt2spk"):
         if not (d / name).is_file():
             _fail(d / name, None, "missing")
@@ -204,55 +214,70 @@ def validate_kaldi_dir(data_dir: str | os.PathLike, *, no_text: bool = False, no
         _fail(s2u_path, None, "spk2utt and utt2spk do not match (spk2utt must be utt2spk inverted)")
     if len(speakers) == 1:
         log.warning("%s: only one speaker (see 'bold' in http://kaldi-asr.org/doc/data_prep.html)", d)
+    return utts, speakers
+
+
+def _check_text(d: Path, utts: list, no_text: bool) -> None:
+    """text: present unless ``no_text``, Kaldi's whitespace rules, no reserved symbols, every utterance."""
     text = d / "text"
     if not text.is_file() and not no_text:
         _fail(text, None, "missing (pass no_text=True if by design)")
-    if text.is_file():
-        lines = _lines(text)
-        if not lines:
-            _fail(text, None, "empty")
-        for i, ln in enumerate(lines):
-            try:
-                s = ln.decode("utf-8")
-            except UnicodeDecodeError:
-                break   # validate_text.pl only checks whitespace in UTF-8 files
-            if "\r" in s:
-                _fail(text, i + 1, "contains CR (0x0D)")
-            if re.search(r"\s", re.sub(r"[\t\n ]", ".", s)):
-                _fail(text, i + 1, "contains disallowed Unicode whitespace")
-        for i, ln in enumerate(lines):
-            bad = {b"<s>", b"</s>", b"#0"} & set(ln.split()[1:])
-            if bad:
-                _fail(text, i + 1, f"illegal symbol {sorted(bad)[0].decode()}", fix="remove it from the transcript")
-        _same_keys(text, _keys_sorted_unique(text, lines), utts, "utt2spk")
-    wav, seg = d / "wav.scp", d / "segments"
+    if not text.is_file():
+        return
+    lines = _lines(text)
+    if not lines:
+        _fail(text, None, "empty")
+    for i, ln in enumerate(lines):
+        try:
+            s = ln.decode("utf-8")
+        except UnicodeDecodeError:
+            break   # validate_text.pl only checks whitespace in UTF-8 files
+        if "\r" in s:
+            _fail(text, i + 1, "contains CR (0x0D)")
+        if re.search(r"\s", re.sub(r"[\t\n ]", ".", s)):
+            _fail(text, i + 1, "contains disallowed Unicode whitespace")
+    for i, ln in enumerate(lines):
+        bad = {b"<s>", b"</s>", b"#0"} & set(ln.split()[1:])
+        if bad:
+            _fail(text, i + 1, f"illegal symbol {sorted(bad)[0].decode()}", fix="remove it from the transcript")
+    _same_keys(text, _keys_sorted_unique(text, lines), utts, "utt2spk")
+
+
+def _check_audio(d: Path, utts: list, no_wav: bool) -> None:
+    """wav.scp (no ``~`` paths) and segments: the recordings and which utterances they hold."""
+    text, wav, seg = d / "text", d / "wav.scp", d / "segments"
     if seg.is_file() and not wav.is_file():
         _fail(seg, None, "segments file exists but no wav.scp")
     if not wav.is_file() and not no_wav:
         _fail(wav, None, "missing (pass no_wav=True if by design)")
-    if wav.is_file():
-        wav_lines = _lines(wav)
-        wav_keys = _keys_sorted_unique(wav, wav_lines)
-        for i, ln in enumerate(wav_lines):
-            if re.match(rb"^\S+\s+~", ln):
-                _fail(wav, i + 1, "a path starts with ~ (fopen does no tilde expansion)", fix="write the full path")
-        if seg.is_file():
-            seg_lines = _lines(seg)
-            seg_keys = _keys_sorted_unique(seg, seg_lines)
-            for i, ln in enumerate(seg_lines):
-                f = ln.split()
-                try:
-                    ok = len(f) == 4 and float(f[3]) > float(f[2])
-                except ValueError:
-                    ok = False
-                if not ok:
-                    _fail(seg, i + 1, "bad line: need 'utt rec start end' with end > start")
-            if text.is_file():
-                _same_keys(seg, seg_keys, utts, "utt2spk")
-            recs = sorted({ln.split()[1] for ln in seg_lines})
-            _same_keys(wav, wav_keys, recs, "segments' recordings")
-        else:
-            _same_keys(wav, wav_keys, utts, "utt2spk")
+    if not wav.is_file():
+        return
+    wav_lines = _lines(wav)
+    wav_keys = _keys_sorted_unique(wav, wav_lines)
+    for i, ln in enumerate(wav_lines):
+        if re.match(rb"^\S+\s+~", ln):
+            _fail(wav, i + 1, "a path starts with ~ (fopen does no tilde expansion)", fix="write the full path")
+    if not seg.is_file():
+        _same_keys(wav, wav_keys, utts, "utt2spk")
+        return
+    seg_lines = _lines(seg)
+    seg_keys = _keys_sorted_unique(seg, seg_lines)
+    for i, ln in enumerate(seg_lines):
+        f = ln.split()
+        try:
+            ok = len(f) == 4 and float(f[3]) > float(f[2])
+        except ValueError:
+            ok = False
+        if not ok:
+            _fail(seg, i + 1, "bad line: need 'utt rec start end' with end > start")
+    if text.is_file():
+        _same_keys(seg, seg_keys, utts, "utt2spk")
+    recs = sorted({ln.split()[1] for ln in seg_lines})
+    _same_keys(wav, wav_keys, recs, "segments' recordings")
+
+
+def _check_keyed_files(d: Path, utts: list, speakers: list, no_feats: bool) -> None:
+    """feats.scp, cmvn.scp and spk2gender cover exactly the utterances / speakers."""
     feats = d / "feats.scp"
     if not feats.is_file() and not no_feats:
         _fail(feats, None, "missing (pass no_feats=True if by design)")
@@ -268,6 +293,10 @@ def validate_kaldi_dir(data_dir: str | os.PathLike, *, no_text: bool = False, no
             if len(f) != 2 or f[1] not in (b"m", b"f"):
                 _fail(s2g, i + 1, "mal-formed: need 'spk m' or 'spk f'")
         _same_keys(s2g, keys, speakers, "spk2utt")
+
+
+def _check_utterance_values(d: Path, utts: list) -> None:
+    """utt2dur and utt2num_frames: one positive value (whole for frames) per utterance."""
     for name, integer in (("utt2dur", False), ("utt2num_frames", True)):
         p = d / name
         if p.is_file():
@@ -281,4 +310,3 @@ def validate_kaldi_dir(data_dir: str | os.PathLike, *, no_text: bool = False, no
                     ok = False
                 if not ok:
                     _fail(p, i + 1, f"bad line: need 'utt value' with value > 0{' and whole' if integer else ''}")
-    return {"utterances": len(utts), "speakers": len(speakers)}

@@ -117,39 +117,15 @@ def build_selection(df: pd.DataFrame, gender: str | GenderSpec = "balanced", *,
         raise UserError("valid hours must be > 0", fix="e.g. --valid-hours 1, or leave it out")
     check_columns(df, source)
     input_summary = split_summary(df) if len(df) else {}
+    valid_splits = tuple(valid_splits or ())
     pool, dropped = apply_exclusions(df, spec, source=source, exclude_ids=exclude_ids,
                                      exclude_speakers=exclude_speakers, holdout_splits=holdout_splits,
                                      exclude_unknown=exclude_unknown, mixed_speakers=mixed_speakers,
                                      corpora=corpora)
-    valid_splits = tuple(valid_splits or ())
-    if train_splits is not None:
-        unused = ~pool["split"].isin(set(train_splits) | set(valid_splits)).to_numpy()
-        if unused.any():
-            dropped.append(Dropped.of(f"split not in train {sorted(train_splits)} or valid {sorted(valid_splits)}",
-                                      pool[unused]))
-            pool = pool[~unused]
-    if corpus_hours:
-        pool = cap_corpora(pool, corpus_hours, seed, dropped)
-    if not len(pool):
-        raise UserError("the selection is empty: every row was excluded ("
-                        + "; ".join(f"{d.reason}: {d.rows} rows" for d in dropped) + ")" if dropped
-                        else "the selection is empty: the table has no rows", path=source,
-                        fix="loosen the exclusions or check the table's gender/split columns")
+    pool = _usable_pool(pool, dropped, train_splits, valid_splits, corpus_hours, seed, source)
     valid, v_dropped, upsampled = _valid_selection(pool, spec, valid_hours, seed, source, valid_splits)
     dropped += v_dropped
-    train_pool = pool[~pool.index.isin(valid.index)]
-    leftover = train_pool["split"].isin(set(valid_splits)).to_numpy()
-    if leftover.any():
-        dropped.append(Dropped.of("valid-labelled row left out: valid down-sampled to its target", train_pool[leftover]))
-        train_pool = train_pool[~leftover]
-    # Speaker-disjointness: no valid speaker may keep rows in train.
-    overlap = speaker_keys(train_pool).isin(set(speaker_keys(valid))).to_numpy()
-    if overlap.any():
-        dropped.append(Dropped.of("speaker in valid (splits are speaker-disjoint)", train_pool[overlap]))
-    train_pool = train_pool[~overlap]
-    if not len(train_pool):
-        raise UserError("the training selection is empty after taking out valid speakers", path=source,
-                        fix="ask for fewer --valid-hours, or add training data")
+    train_pool = _train_pool(pool, valid, valid_splits, dropped, source)
     train, targets, t_dropped = select_by_gender(train_pool, spec, hours=hours, hours_per_gender=hours_per_gender,
                                                  seed=seed, downsample_corpora=downsample_corpora,
                                                  what="train", source=source)
@@ -169,7 +145,50 @@ def build_selection(df: pd.DataFrame, gender: str | GenderSpec = "balanced", *,
                "mixed_speakers": mixed_speakers, "corpora": sorted(corpora) if corpora else None,
                "corpus_hours": corpus_hours or None,
                "downsample_corpora": sorted(downsample_corpora) if downsample_corpora else None}
-    report = {
+    return Selection(splits, _report(request, input_summary, dropped, targets, upsampled, splits))
+
+
+def _usable_pool(pool: pd.DataFrame, dropped: list, train_splits, valid_splits: tuple, corpus_hours: dict | None,
+                 seed: int, source) -> pd.DataFrame:
+    """The rows left once unused split labels and corpus caps are taken out (not empty)."""
+    if train_splits is not None:
+        unused = ~pool["split"].isin(set(train_splits) | set(valid_splits)).to_numpy()
+        if unused.any():
+            dropped.append(Dropped.of(f"split not in train {sorted(train_splits)} or valid {sorted(valid_splits)}",
+                                      pool[unused]))
+            pool = pool[~unused]
+    if corpus_hours:
+        pool = cap_corpora(pool, corpus_hours, seed, dropped)
+    if not len(pool):
+        raise UserError("the selection is empty: every row was excluded ("
+                        + "; ".join(f"{d.reason}: {d.rows} rows" for d in dropped) + ")" if dropped
+                        else "the selection is empty: the table has no rows", path=source,
+                        fix="loosen the exclusions or check the table's gender/split columns")
+    return pool
+
+
+def _train_pool(pool: pd.DataFrame, valid: pd.DataFrame, valid_splits: tuple, dropped: list,
+                source) -> pd.DataFrame:
+    """The rows train may draw from: not in valid, not valid-labelled, no valid speaker (not empty)."""
+    train_pool = pool[~pool.index.isin(valid.index)]
+    leftover = train_pool["split"].isin(set(valid_splits)).to_numpy()
+    if leftover.any():
+        dropped.append(Dropped.of("valid-labelled row left out: valid down-sampled to its target", train_pool[leftover]))
+        train_pool = train_pool[~leftover]
+    # Speaker-disjointness: no valid speaker may keep rows in train.
+    overlap = speaker_keys(train_pool).isin(set(speaker_keys(valid))).to_numpy()
+    if overlap.any():
+        dropped.append(Dropped.of("speaker in valid (splits are speaker-disjoint)", train_pool[overlap]))
+    train_pool = train_pool[~overlap]
+    if not len(train_pool):
+        raise UserError("the training selection is empty after taking out valid speakers", path=source,
+                        fix="ask for fewer --valid-hours, or add training data")
+    return train_pool
+
+
+def _report(request: dict, input_summary: dict, dropped: list, targets: dict, upsampled, splits: dict) -> dict:
+    """What was asked, what was dropped and why, and what each split holds."""
+    return {
         "request": request,
         "request_hash": config_hash(request),
         "input": input_summary,
@@ -179,7 +198,6 @@ def build_selection(df: pd.DataFrame, gender: str | GenderSpec = "balanced", *,
         "splits": {name: split_summary(rows) for name, rows in splits.items()},
         "balance": {name: _balance(rows) for name, rows in splits.items()},
     }
-    return Selection(splits, report)
 
 
 def _balance(df: pd.DataFrame) -> dict:

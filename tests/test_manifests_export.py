@@ -200,6 +200,25 @@ def test_kaldi_dirs_pass_validation_and_bad_dirs_fail(corpus, tmp_path):
     assert "sorted on speaker-id" in broken(lambda p: [
         (p / "utt2spk").write_text("a x\nb w\n"), (p / "spk2utt").write_text("w b\nx a\n")])
 
+    def first_line(name, edit_line):
+        def edit(p):
+            lines = (p / name).read_text().splitlines(keepends=True)
+            (p / name).write_text(edit_line(lines[0]) + "".join(lines[1:]))
+        return edit
+
+    # the rest of validate_data_dir.sh's rules, one broken file each
+    assert "missing (pass no_text=True" in broken(lambda p: (p / "text").unlink())
+    assert "missing (pass no_wav=True" in broken(lambda p: [(p / "segments").unlink(), (p / "wav.scp").unlink()])
+    assert "segments file exists but no wav.scp" in broken(lambda p: (p / "wav.scp").unlink())
+    assert "starts with ~" in broken(first_line("wav.scp", lambda ln: ln.replace(" ", " ~/", 1)))
+    assert "differ from segments' recordings" in broken(first_line("wav.scp", lambda ln: "0rec" + ln[ln.index(" "):]))
+    assert "value > 0" in broken(first_line("utt2dur", lambda ln: ln.split()[0] + " 0\n"))
+    assert "missing (pass no_feats=True" in str(pytest.raises(UserError, validate_kaldi_dir, d, no_feats=False).value)
+    (d / "feats.scp").write_text("".join(ln.split()[0] + " feats.ark:1\n" for ln in u2s[1:]))
+    assert "differ from utt2spk" in str(pytest.raises(UserError, validate_kaldi_dir, d).value)
+    (d / "feats.scp").write_text("".join(ln.split()[0] + " feats.ark:1\n" for ln in u2s))
+    assert validate_kaldi_dir(d, no_feats=False) == {"utterances": len(u2s), "speakers": info["speakers"]}
+
 
 def test_kaldi_leaves_spk2gender_out_with_unknown_speakers(corpus, tmp_path):
     df = _sel(corpus)
