@@ -1,0 +1,192 @@
+"""A YAML config checked by a pydantic model, every problem one line ``file:line: what -- fix``.
+
+YAML is read with PyYAML's composer: its node tree gives the line of every key and list item,
+so pydantic's error locations become lines of the file, and a key given twice in one mapping
+is refused naming both lines (YAML itself keeps the last one silently). Values resolve by the
+YAML 1.1 rules PyYAML's ``safe_load`` uses (``yes`` is true, ``1e3`` a string); a tag that
+``safe_load`` refuses (``!python/name:...``) is refused here too.
+
+A model's own checks raise ``refuse(message, fix)`` to keep their words in the error.
+``field_lines`` describes a model's fields for people (type, default, choices, description).
+"""
+from __future__ import annotations
+
+import difflib
+import types
+import typing
+from pathlib import Path
+from typing import Any, Union
+
+import yaml
+from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticCustomError
+
+from corpora.base.errors import UserError
+
+
+def refuse(message: str, fix: str = "") -> PydanticCustomError:
+    """A validation error that keeps our own message and fix (``user_error`` prints both)."""
+    return PydanticCustomError("refused", "{message}", {"message": message, "fix": fix})
+
+
+def read_yaml(path: Path, missing_fix: str) -> tuple[Any, dict]:
+    """The file as plain values, and the line of every key path (``("tasks", "st")`` -> 9)."""
+    if not path.is_file():
+        raise UserError("no such config file", path=path, fix=missing_fix)
+    try:
+        root = yaml.compose(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        raise UserError(f"not valid YAML: {getattr(e, 'problem', e)}", path=path,
+                        line=mark.line + 1 if mark else None, fix="fix the YAML syntax") from None
+    except UnicodeDecodeError:
+        raise UserError("not UTF-8 text", path=path, fix="save the config as UTF-8") from None
+    if root is None:
+        raise UserError("the config is empty", path=path, fix=missing_fix)
+    marks: dict[tuple, int] = {}
+    return _plain(root, (), marks, path), marks
+
+
+def _plain(node: yaml.Node, at: tuple, marks: dict, path: Path) -> Any:
+    """The node as plain Python values; records the line of every key and list item in ``marks``."""
+    if isinstance(node, yaml.MappingNode):
+        out = {}
+        for knode, vnode in node.value:
+            key, line = str(knode.value), knode.start_mark.line + 1
+            if key in out:
+                raise UserError(f"key '{key}' appears twice in one mapping (first on line {marks[at + (key,)]})",
+                                path=path, line=line, fix="remove or rename one of them")
+            marks[at + (key,)] = line
+            out[key] = _plain(vnode, at + (key,), marks, path)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            marks[at + (i,)] = item.start_mark.line + 1
+        return [_plain(item, at + (i,), marks, path) for i, item in enumerate(node.value)]
+    try:
+        return yaml.constructor.SafeConstructor().construct_object(node)
+    except yaml.YAMLError as e:   # e.g. a tag safe_load would refuse too
+        raise UserError(f"not a plain YAML value: {getattr(e, 'problem', e)}", path=path,
+                        line=node.start_mark.line + 1, fix="write a string, number, true/false or null") from None
+
+
+def validate(model: type[BaseModel], raw: Any, at: tuple, marks: dict, path: Path, hint: str = "",
+             subjects: dict | None = None) -> dict:
+    """``raw`` (found at key path ``at`` of the file) checked by ``model``; its values with the
+    defaults filled in. The first problem is one UserError; ``hint`` is added to unknown-key fixes;
+    ``subjects`` names the entries of top-level mappings in refusals ({"tasks": "task"})."""
+    try:
+        return model.model_validate(raw).model_dump()
+    except ValidationError as e:
+        errors = e.errors(include_url=False)
+        first = next((x for x in errors if x["type"] == "extra_forbidden"), errors[0])  # a typo explains the rest
+        raise user_error(first, model, at, marks, path, hint, subjects or {}) from None
+
+
+def user_error(err: dict, model: type[BaseModel], at: tuple, marks: dict, path: Path, hint: str = "",
+               subjects: dict | None = None) -> UserError:
+    """One pydantic error as one line: the key path, the line it is on, what is wrong, the fix."""
+    rel = tuple(err["loc"])
+    loc = at + rel
+    known = next(loc[:n] for n in range(len(loc), -1, -1) if loc[:n] in marks or n == 0)  # in the file
+    line = marks.get(known, 1)
+    kind = err["type"]
+    if kind == "extra_forbidden":
+        parent = dotted(loc[:-1])
+        keys = list(_model_at(model, rel[:-1]).model_fields)
+        close = difflib.get_close_matches(str(loc[-1]), keys, n=1)
+        fix = f"did you mean '{close[0]}'?" if close else f"known keys: {', '.join(sorted(keys))}"
+        return UserError(f"unknown key '{loc[-1]}' in {repr(parent) if parent else 'the config'}", path=path,
+                         line=line, fix=fix + hint)
+    annotation, field = _annotation_at(model, rel)
+    doc = field.description if field is not None else None
+    if kind == "missing":
+        return UserError(f"'{dotted(loc)}' is required", path=path, line=line, fix=doc)
+    if kind == "refused":
+        subject = (subjects or {}).get(loc[0]) if len(loc) > 1 else None
+        who = f"{subject} '{loc[1]}'" if subject else repr(dotted(known))
+        return UserError(f"{who}: {err['ctx']['message']}", path=path, line=line, fix=err["ctx"]["fix"] or None)
+    if kind == "literal_error":
+        return UserError(f"'{dotted(known)}' is {err['input']!r}", path=path, line=line,
+                         fix="use one of: " + ", ".join(map(str, choices(annotation))))
+    value = err["input"]
+    return UserError(f"'{dotted(known)}' must be {type_name(annotation, ' or ')}, got {type(value).__name__} "
+                     f"{value!r}", path=path, line=line, fix=doc)
+
+
+def dotted(loc: tuple) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p)) for i, p in enumerate(loc))
+
+
+def _annotation_at(model: type[BaseModel], loc: tuple):
+    """The type found at ``loc`` inside ``model``, and the last field on the way (for its description).
+    Stops at a part that is no key or item (pydantic names union members in its locations)."""
+    annotation, field = model, None
+    for part in loc:
+        annotation = bare(annotation)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel) and part in annotation.model_fields:
+            field = annotation.model_fields[part]
+            annotation = field.annotation
+        elif typing.get_origin(annotation) in (list, dict):
+            annotation = typing.get_args(annotation)[-1]
+        else:
+            break
+    return bare(annotation), field
+
+
+def _model_at(model: type[BaseModel], loc: tuple) -> type[BaseModel]:
+    annotation, _ = _annotation_at(model, loc)
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else model
+
+
+# --- types and fields described for people ------------------------------------------------------
+
+def bare(annotation: Any) -> Any:
+    """``X`` from ``Annotated[X, ...]`` and from ``X | None``."""
+    if typing.get_origin(annotation) is typing.Annotated:
+        return bare(typing.get_args(annotation)[0])
+    if typing.get_origin(annotation) in (Union, types.UnionType):
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(members) == 1:
+            return bare(members[0])
+    return annotation
+
+
+def choices(annotation: Any) -> tuple:
+    """The values a Literal field allows (empty for any other field)."""
+    annotation = bare(annotation)
+    return typing.get_args(annotation) if typing.get_origin(annotation) is typing.Literal else ()
+
+
+def type_name(annotation: Any, union: str = "/") -> str:
+    """A reader's name for a field's type: str, int/float, list of str, mapping."""
+    annotation = bare(annotation)
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is typing.Literal:
+        return type(args[0]).__name__
+    if origin in (Union, types.UnionType):
+        return union.join(type_name(a) for a in args if a is not type(None))
+    if origin is list:
+        return f"list of {type_name(args[0])}" if args and args[0] is not Any else "list"
+    if origin is dict or (isinstance(annotation, type) and issubclass(annotation, (dict, BaseModel))):
+        return "mapping"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def model_lines(model: type[BaseModel], indent: int, lines: list[str], given: dict | None = None) -> None:
+    for name, field in model.model_fields.items():
+        field_lines(name, field, indent, lines, (given or {}).get(name))
+
+
+def field_lines(name: str, field: FieldInfo, indent: int, lines: list[str], allowed: tuple | None = None) -> None:
+    """``name: type, default X (choices) -- description``; a nested model as its own indented block."""
+    pad, annotation = "  " * indent, bare(field.annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        lines.append(f"{pad}{name}:        # {field.description}" if field.description else f"{pad}{name}:")
+        model_lines(annotation, indent + 1, lines)
+        return
+    default = "required" if field.is_required() else f"default {field.get_default(call_default_factory=True)!r}"
+    allowed = allowed or choices(annotation)
+    listed = f" ({'|'.join(map(str, allowed))})" if allowed else ""
+    lines.append(f"{pad}{name}: {type_name(field.annotation)}, {default}{listed} -- {field.description}")

@@ -1,0 +1,275 @@
+"""The study config's schema: one pydantic model per section and per downstream task type.
+
+Every key is a typed field with its default and its description; `gendergap sweep --schema`
+prints these models (``describe``, at the end), and gendergap/config.py validates a YAML file against them. The models
+are strict: a YAML value keeps its type ("3" is not 3, `true` is not 1), a key the schema does
+not know is refused, and `key: null` means the key's default, as if it were left out.
+
+Checks that need one entry only (a device string, a language pair, KEY=VALUE overrides,
+distinct seeds, exactly one checkpoint source) are validators here; checks across entries
+(a task naming a checkpoint, `after` cycles) are in gendergap/config.py.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.fields import FieldInfo
+
+from corpora.base.strict_yaml import field_lines, model_lines, refuse
+
+Num = int | float
+
+
+class Section(BaseModel):
+    """One mapping of the config: known keys only, YAML types as they are, null = the default."""
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _null_means_default(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        required = {name for name, f in cls.model_fields.items() if f.is_required()}
+        return {k: v for k, v in data.items() if v is not None or k in required}
+
+
+def _key_value(item: str) -> str:
+    if "=" not in item:
+        raise refuse(f"override {item!r} is not KEY=VALUE", "e.g. max_steps=100")
+    return item
+
+
+def _distinct_seeds(seeds: list[int] | None) -> list[int] | None:
+    if seeds is not None and (not seeds or len(set(seeds)) != len(seeds)):
+        raise refuse(f"seeds must be a list of distinct integers, got {seeds!r}", "e.g. `seeds: [1, 2, 3]`")
+    return seeds
+
+
+def _language_pair(pair: str) -> str:
+    if not (len(pair.split("-")) == 2 and all(pair.split("-"))):
+        raise refuse(f"language pair {pair!r} is not SRC-TGT", "write pairs like fr-en")
+    return pair
+
+
+Splits = Annotated[dict[str, str], Field(description="split names to use")]
+SPLITS = {"train": "train", "valid": "valid", "test": "test"}
+Seeds = Annotated[list[int] | None, AfterValidator(_distinct_seeds), Field(
+    description="training seeds: train once per seed; the task's rows report mean ± sd over seeds and a CI "
+                "pooled over seeds and speakers (default: one run, the study's seed)")]
+Hparams = Annotated[str | None, Field(description="SpeechBrain hyperparameter yaml (default: the recipe's)")]
+AsrOverrides = Annotated[list[Annotated[str, AfterValidator(_key_value)]],
+                         Field(description="KEY=VALUE hyperparameter overrides")]
+AsrCorpus = Annotated[str, Field(description="table corpus whose rows train/test the ASR")]
+
+
+class Resources(Section):
+    """What one job asks for (SLURM; the local executor uses cpus as the torch thread count)."""
+    cpus: int = Field(1, description="CPU cores (torch threads) per job")
+    mem_gb: Num = Field(4, description="memory per job, GB (SLURM)")
+    gpus: int = Field(0, description="GPUs per job (SLURM)")
+    time_min: int = Field(60, description="time limit per job, minutes (SLURM)")
+
+
+class TaskBase(Section):
+    """The keys every task takes. A task type's model subclasses this and adds its own keys."""
+    type: str | None = Field(None, description="task type (default: the task's name)")
+    checkpoints: list[str] | None = Field(None, description="checkpoint names to run this task on (default: all)")
+    after: list[str] = Field([], description="other tasks that must finish first (extra ordering)")
+    device: str = Field("auto", description="where the task's models run: auto (the GPU its job asked for with "
+                        "resources.gpus, else the CPU), cpu, cuda or cuda:N")
+    precision: Literal["fp32", "fp16", "bf16"] = Field(
+        "fp32", description="autocast precision of its forward passes and training (weights stay fp32); "
+        "fp16 needs a GPU, fairseq (st) takes fp32 or fp16")
+    resources: Resources = Field(default_factory=Resources, description="what each of its jobs asks for")
+
+    @field_validator("device")
+    @classmethod
+    def _device_form(cls, device: str) -> str:
+        d = device.lower()
+        if not (d in ("auto", "cpu", "cuda") or (d.startswith("cuda:") and d[5:].isdigit())):
+            raise refuse(f"device {device!r}", "use auto, cpu, cuda or cuda:N")
+        return device
+
+    @model_validator(mode="after")
+    def _device_has_its_resources(self) -> "TaskBase":
+        device, gpus = self.device.lower(), self.resources.gpus
+        if device.startswith("cuda") and gpus < 1:
+            raise refuse(f"runs on {device} but asks for no GPU (resources.gpus: {gpus})",
+                         "set resources.gpus: 1, or device: cpu")
+        on_cpu = device == "cpu" or (device == "auto" and gpus < 1)
+        if self.precision == "fp16" and on_cpu:
+            raise refuse("precision fp16 needs a GPU, and this task runs on the CPU",
+                         "use precision: bf16 on a CPU, or give it resources.gpus: 1")
+        return self
+
+
+class AsrE2ETask(TaskBase):
+    """asr-e2e: wav2vec 2.0 fine-tuned with CTC (SpeechBrain)."""
+    corpus: AsrCorpus
+    splits: Splits = SPLITS
+    hparams: Hparams = None
+    overrides: AsrOverrides = []
+    seeds: Seeds = None
+
+
+class AsrFrozenTask(TaskBase):
+    """asr-frozen: frozen SSL features -> TDNN CTC."""
+    corpus: AsrCorpus
+    splits: Splits = SPLITS
+    layer: str | int = Field("all", description="SSL layer feeding the ASR: a number, last, or all (weighted sum)")
+    hparams: Hparams = None
+    overrides: AsrOverrides = []
+    seeds: Seeds = None
+
+
+class StTask(TaskBase):
+    """st and gender-st: frozen SSL features -> fairseq s2t."""
+    corpus: str = Field(description="table corpus with source speech and tgt_text_<lang> columns")
+    pairs: list[Annotated[str, AfterValidator(_language_pair)]] = Field(
+        description="language pairs, e.g. [fr-en, fr-es]")
+    splits: Splits = SPLITS
+    layer: str | int = Field("last", description="SSL layer whose features feed the ST model")
+    preset: str = Field("tiny", description="ST preset: xs (the study's), tiny, or a preset yaml")
+    overrides: list[Annotated[str, AfterValidator(_key_value)]] = Field(
+        [], description="fairseq-train overrides, key=value")
+    mustshe: str | None = Field(None, description="MuST-SHE TSV to score the test hypotheses with (gender-st; "
+                                "with seeds, the first seed's hypotheses)")
+    seeds: Seeds = None
+
+    @model_validator(mode="after")
+    def _fairseq_precision(self) -> "StTask":
+        if self.precision == "bf16":
+            raise refuse("fairseq cannot train in bf16 off a TPU (its --bf16 implies --tpu)",
+                         "use precision: fp16 on a GPU, or fp32")
+        return self
+
+
+class ProbesTask(TaskBase):
+    """probes: gender probes on the hidden states of every layer."""
+    corpus: str | None = Field(None, description="table corpus whose utterances are probed (default: all)")
+    layers: str = Field("all", description="layers to probe: all, or a comma list")
+    probes: list[str] = Field(["attention", "mean"], description="probe types")
+    control: bool = Field(True, description="also train shuffled-label control probes")
+    random_init: bool = Field(True, description="probe a random-init twin of the first checkpoint too")
+
+
+BUILTIN_TASKS: dict[str, type[TaskBase]] = {
+    "asr-e2e": AsrE2ETask, "asr-frozen": AsrFrozenTask, "st": StTask, "gender-st": StTask, "probes": ProbesTask,
+}
+
+
+class Checkpoint(Section):
+    """One checkpoint (a row of the tables): where its model comes from, and Table 3's facts."""
+    baseline: Literal["fbank"] | None = Field(
+        None, description="a reference row without pretraining: `fbank` (80-d log-mel filterbanks stacked to "
+        "20 ms; the checkpoint must be named FBANK). Runs the frozen-feature tasks, not asr-e2e")
+    shipped: str | None = Field(None, description="a checkpoint shipped with gendergap (tiny-female, tiny-male, "
+                                "tiny-balanced)")
+    path: str | None = Field(None, description="a fairseq .pt or a transformers folder")
+    pretrain: str | None = Field(None, description="pretrain it in this study on this pretraining set "
+                                 "(see pretraining.sets)")
+    pretrained_on: str | None = Field(None, description="the pretraining set it was made from (Table 3's hours "
+                                      "and gender shares)")
+    preset: str = Field("tiny", description="pretraining preset when `pretrain` is set")
+    updates: int = Field(1000, description="pretraining updates when `pretrain` is set")
+    continue_updates: int = Field(0, description="then continue the accepted checkpoint by this many updates (a warm "
+                                  "start: fresh optimizer and schedule); the shipped checkpoints: 1000, then 5000")
+    note: str | None = Field(None, description="free text for the registry")
+    hours: Num | None = Field(None, description="Table 3: pretraining hours of an imported checkpoint")
+    male_pct: Num | None = Field(None, description="Table 3: % male speech in its pretraining data")
+    female_pct: Num | None = Field(None, description="Table 3: % female speech in its pretraining data")
+    unknown_pct: Num | None = Field(None, description="Table 3: % speech of unknown gender in its pretraining data")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "Checkpoint":
+        sources = [k for k in ("shipped", "path", "pretrain", "baseline") if getattr(self, k)]
+        if len(sources) != 1:
+            raise refuse(f"needs exactly one of shipped, path, pretrain, baseline (has {', '.join(sources) or 'none'})",
+                         "e.g. `{shipped: tiny-female}` or `{path: /models/w2v.pt}`")
+        return self
+
+
+class CorpusSource(Section):
+    synth: Literal["tiny", "mini", "small"] | None = Field(
+        None, description="generate the built-in synthetic corpus of this size")
+    table: str | None = Field(None, description="or: an utterance table from `gendergap corpus index`")
+
+
+class Pretraining(Section):
+    corpus: str | None = Field(None, description="table corpus the pretraining manifests draw from (default: all)")
+    split: str = Field("pretrain", description="table split feeding the pretraining manifests")
+    hours: Num | None = Field(None, description="hours per manifest (default: all the table allows)")
+    sets: dict[str, str] = Field({}, description="manifest name -> gender filter (F, M, balanced, p=SHARE)")
+
+
+class Report(Section):
+    bootstrap: int = Field(1000, description="speaker-level bootstrap resamples for the CIs")
+    subset: str = Field("test", description="evaluation subset the report tabulates")
+
+
+class Executor(Section):
+    name: Literal["local", "slurm"] = Field("local", description="local (submitit's local executor) or slurm")
+    parallel: int = Field(2, description="jobs running at once (local executor)")
+    partition: str | None = Field(None, description="SLURM partition")
+    account: str | None = Field(None, description="SLURM account")
+    array_parallelism: int | None = Field(None, description="SLURM: most elements of one job array running at once "
+                                          "(sbatch --array=0-N%P; default: submitit's 256)")
+
+    @field_validator("array_parallelism")
+    @classmethod
+    def _at_least_one(cls, n: int | None) -> int | None:
+        if n is not None and n < 1:
+            raise refuse(f"must be 1 or more, got {n}",
+                         "give the most array elements to run at once (1 or more), or leave it out")
+        return n
+
+
+class Study(Section):
+    """A whole study. `tasks` holds raw mappings here: each is validated with its type's model."""
+    name: str = Field("study", description="name of the study (shown in logs and the report)")
+    seed: int = Field(0, description="seed for corpus generation, selections, training and bootstrap")
+    trust_checkpoints: bool = Field(False, description="unpickle the study's .pt checkpoints fully (torch.load "
+                                    "weights_only=False, what --trust-checkpoint does per command); only for files "
+                                    "from a source you trust")
+    corpus: CorpusSource = Field(default_factory=CorpusSource, description="the corpus: exactly one of synth, table")
+    pretraining: Pretraining = Field(default_factory=Pretraining, description="the pretraining manifests")
+    checkpoints: dict[str, Checkpoint] = Field({}, description="name -> checkpoint")
+    tasks: dict[str, dict[str, Any] | None] = Field({}, description="name -> task (its keys depend on its type)")
+    report: Report = Field(default_factory=Report, description="the report's tables")
+    executor: Executor = Field(default_factory=Executor, description="where the jobs run")
+
+
+# --- the models described for people (`gendergap sweep --schema`) ---------------------------------
+
+def describe(task_models: dict[str, type[TaskBase]]) -> str:
+    """Every key of a study config, one line each: type, default, choices, description."""
+    lines: list[str] = []
+    for name, field in Study.model_fields.items():
+        if name == "tasks":
+            lines.append(f"tasks:        # name -> task; its type is its `type:`, else its name "
+                         f"({'|'.join(task_models)})")
+            _task_lines(task_models, lines)
+        elif name == "checkpoints":
+            lines.append("checkpoints:        # name -> checkpoint; exactly one of shipped, path, pretrain, baseline")
+            model_lines(Checkpoint, 2, lines)
+        else:
+            field_lines(name, field, 0, lines)
+    return "\n".join(lines)
+
+
+def _task_lines(task_models: dict[str, type[TaskBase]], lines: list[str]) -> None:
+    lines.append("  every task takes:")
+    model_lines(TaskBase, 2, lines, {"type": tuple(task_models)})
+    for type_, model in task_models.items():
+        own = {n: f for n, f in model.model_fields.items() if _own_field(n, f)}
+        lines.append(f"  <name> (type {type_}) also takes:" if own else f"  <name> (type {type_}): nothing more")
+        for n, f in own.items():
+            field_lines(n, f, 2, lines)
+
+
+def _own_field(name: str, field: FieldInfo) -> bool:
+    """A field a task type adds to (or changes from) the keys every task takes."""
+    base = TaskBase.model_fields.get(name)
+    return base is None or (field.annotation, field.get_default(call_default_factory=True), field.description) != \
+        (base.annotation, base.get_default(call_default_factory=True), base.description)
