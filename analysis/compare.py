@@ -213,3 +213,56 @@ def _sacrebleu_paired_p(test: str, metric, refs: list[str], hyps_a: list[str], h
     fn = _paired_bs_test if test == "bootstrap" else _paired_ar_test
     _, res = fn(info, "A", hyps_a, [refs], {"BLEU": metric}, n_samples=n, seed=int(seed))
     return float(res["BLEU"].p_value)
+
+
+# --- the two results to compare: JSON files, or scoring runs of a results DB ----------------------
+
+def load_result_json(path: str) -> dict:
+    """A result JSON written by `gendergap score asr|st --json` (one clear error if it is not one)."""
+    import json
+    from pathlib import Path
+
+    p = Path(path)
+    if not p.is_file():
+        raise UserError("no such result JSON", path=p, fix="write it with `gendergap score asr|st --json`")
+    try:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise UserError(f"not a result JSON ({e})", path=p,
+                        fix="pass a file written by `score asr|st --json`") from None
+
+
+def result_from_db(db: str, run_id: int) -> dict:
+    """Re-derive a stored scoring run's per-speaker statistics from its recorded inputs."""
+    import json
+
+    from analysis.scoring import score_files
+    from analysis.store import ResultsStore
+
+    with ResultsStore(db, readonly=True) as store:
+        runs = store.runs()
+        stored = store.scores(run_id=int(run_id))
+    row = runs[runs["id"] == run_id]
+    if row.empty or not str(row["kind"].iloc[0]).startswith("score-"):
+        raise UserError(f"run {run_id} is not a scoring run in this DB", path=db,
+                        fix="see the run ids with `gendergap report` or sqlite3; pass --run-a/--run-b")
+    cfg = json.loads(row["config"].iloc[0])
+    opts = {k: cfg[k] for k in ("normalization", "tokenize", "lowercase") if k in cfg}
+    try:
+        result = score_files(cfg["metric"], cfg["refs"], cfg["hyps"], cfg["table"], bootstrap=0,
+                             seed=cfg.get("seed", 0), **opts)
+    except KeyError:
+        raise UserError(f"run {run_id} does not record its input files", path=db,
+                        fix="re-score it with `gendergap score asr|st --db`, or compare JSONs (--a/--b)") from None
+    except UserError as e:
+        raise UserError(f"cannot re-read run {run_id}'s inputs ({e})", path=db,
+                        fix="compare the result JSONs instead (--a/--b)") from None
+    # The per-speaker statistics are re-derived from the recorded files: they must still give
+    # the stored scores, or the files changed since the run was scored.
+    for _, r in stored.iterrows():
+        if r["gender"] in ("F", "M", "all") and r["metric"] == result["metric"]:
+            if result[r["gender"]] is None or abs(result[r["gender"]] - r["value"]) > 1e-9:
+                raise UserError(f"run {run_id}'s input files changed since it was scored ({r['gender']} "
+                                f"{r['value']:.4f} stored, {result[r['gender']]} now)", path=cfg["hyps"],
+                                fix="re-score the run, or compare the result JSONs (--a/--b)")
+    return result

@@ -313,3 +313,15 @@ def score_rows_for_store(result: dict, checkpoint: str, lang_pair: str = "", sub
     add("all", "bleu_wrong", b["wrong"], n, b["signature"])
     add("all", "bleu_diff", b["diff"], n, b["signature"])
     return rows
+
+
+def store_mustshe(db, result: dict, name: str, lang_pair: str, subset: str, config: dict, inputs) -> None:
+    """Store a score_mustshe result as one run (``score-mustshe``); the same config again adds no run."""
+    from analysis.store import ResultsStore
+    from corpora.base.provenance import file_fingerprint
+
+    with ResultsStore(db) as store:
+        run_id = store.find_done(config, kind="score-mustshe")
+        if run_id is None:
+            run_id = store.start_run("score-mustshe", config, name=name, inputs=[file_fingerprint(p) for p in inputs])
+        store.add_scores(run_id, score_rows_for_store(result, name, lang_pair, subset), finish=True)

@@ -62,7 +62,7 @@ def read_texts(path: str | os.PathLike, what: str) -> dict[str, tuple[str, int]]
                             line=lineno, fix="each id must appear once; drop or rename the repeated line")
         out[uid] = (utt, lineno)
     if not out:
-        raise UserError(f"empty {what} file", path=path, line=1, fix=f"write one id<TAB>text line per utterance")
+        raise UserError(f"empty {what} file", path=path, line=1, fix="write one id<TAB>text line per utterance")
     return out
 
 

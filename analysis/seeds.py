@@ -116,3 +116,31 @@ def pooled_rows(pooled: dict, checkpoint: str, task: str, lang_pair: str = "", s
                  "n_utts": pooled["n_utts"]["all"], "n_speakers": pooled["n_speakers"]["all"],
                  "signature": pooled["signature"]})
     return rows
+
+
+def pool_and_store(results: list[str], seeds: list[int], key: str | None, db: str, checkpoint: str, task: str,
+                   lang_pair: str, subset: str, bootstrap: int, seed: int) -> dict:
+    """Pool one task's per-seed scoring results (their JSON files; ``key``: where the scoring
+    result sits in each, e.g. ``bleu``) and store mean ± sd and the seed-and-speaker CI in the
+    results DB as one run (a second call with the same inputs stores nothing new)."""
+    import json
+    from pathlib import Path
+
+    from analysis.store import ResultsStore
+    from corpora.base.provenance import file_fingerprint
+
+    loaded = [json.loads(Path(r).read_text(encoding="utf-8")) for r in results]
+    loaded = [r[key] if key else r for r in loaded]
+    pooled = pool_seed_results(loaded, seeds, bootstrap=bootstrap, seed=seed, source=results[0])
+    config = {"kind": "seeds", "checkpoint": checkpoint, "task": task, "lang_pair": lang_pair, "subset": subset,
+              "signature": pooled["signature"], "results": results}
+    with ResultsStore(db) as store:
+        run_id = store.find_done(config, kind="seeds")
+        if run_id is None:
+            run_id = store.start_run("seeds", config, name=checkpoint, seed=seed,
+                                     inputs=[file_fingerprint(r) for r in results])
+        store.add_scores(run_id, pooled_rows(pooled, checkpoint, task, lang_pair, subset), finish=True)
+    print(f"{checkpoint} {task} {lang_pair} over seeds {seeds}: " + ", ".join(
+        f"{k} {pooled['mean'][k]:.2f} ± {pooled['sd'][k] or 0:.2f}" for k in ("all", "delta_rel")
+        if pooled["mean"][k] is not None) + f" (Δrel CI {pooled['ci']['delta_rel']})", flush=True)
+    return pooled

@@ -2,6 +2,8 @@
 
 Every score row points at a run; every run records its config (JSON and hash), git sha,
 package versions, seed, input files, status and log path, so any number can be traced back.
+A run made by a study step (gendergap/steps) also records the step's key, and the ``steps``
+table holds that step's kind, name and typed fields: score -> run -> step, one hop each.
 
 Concurrency: a sweep's jobs write to one DB at once, from processes on several cluster nodes,
 and the DB usually lives on the cluster's shared file system (NFS, Lustre, GPFS). So the store
@@ -23,6 +25,7 @@ import os
 import sqlite3
 import time
 from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -47,7 +50,14 @@ CREATE TABLE IF NOT EXISTS runs (
     status       TEXT NOT NULL CHECK (status IN ('running', 'done', 'failed')),
     started_at   REAL NOT NULL,
     ended_at     REAL,
-    log_path     TEXT NOT NULL DEFAULT ''
+    log_path     TEXT NOT NULL DEFAULT '',
+    step_key     TEXT                    -- the study step that made it (steps.key), if any
+);
+CREATE TABLE IF NOT EXISTS steps (
+    key          TEXT PRIMARY KEY,       -- hash of the step's kind, fields and its inputs' keys
+    kind         TEXT NOT NULL,          -- e.g. asr-frozen, st, probes, seeds
+    name         TEXT NOT NULL,          -- its node in the study graph, e.g. st:F-tiny:fr-en
+    fields       TEXT NOT NULL           -- canonical JSON of its typed fields
 );
 CREATE INDEX IF NOT EXISTS runs_by_hash ON runs(config_hash, status);
 CREATE TABLE IF NOT EXISTS scores (
@@ -68,6 +78,21 @@ CREATE TABLE IF NOT EXISTS scores (
     UNIQUE (run_id, checkpoint, task, lang_pair, subset, gender, metric)
 );
 """
+
+# The study step running in this process (set by the sweep's job runner): runs started while it is
+# set point to it. A ContextVar, so nothing outside the step's own call sees it.
+_CURRENT_STEP: ContextVar[dict | None] = ContextVar("gendergap_step", default=None)
+
+
+@contextmanager
+def recording_step(step: dict) -> Iterator[None]:
+    """Runs started inside this block record ``step`` ({key, kind, name, fields}) as their maker."""
+    token = _CURRENT_STEP.set(step)
+    try:
+        yield
+    finally:
+        _CURRENT_STEP.reset(token)
+
 
 SCORE_FIELDS = ("checkpoint", "task", "lang_pair", "subset", "gender", "metric", "value",
                 "ci_low", "ci_high", "n_utts", "n_speakers", "signature")
@@ -110,6 +135,8 @@ class ResultsStore:
                 for statement in SCHEMA.split(";"):
                     if statement.strip():
                         c.execute(statement)
+                if "step_key" not in {row[1] for row in c.execute("PRAGMA table_info(runs)")}:
+                    c.execute("ALTER TABLE runs ADD COLUMN step_key TEXT")  # a DB written before steps
         except sqlite3.DatabaseError as e:
             msg = str(e)
             if "no such table" in msg:
@@ -143,13 +170,24 @@ class ResultsStore:
     # --- runs -------------------------------------------------------------------------
     def start_run(self, kind: str, config: dict, *, name: str = "", seed: int | None = None,
                   inputs: Iterable[dict] = (), log_path: str = "") -> int:
+        step = _CURRENT_STEP.get()
         with self.transaction() as c:
+            if step is not None:
+                c.execute("INSERT OR IGNORE INTO steps (key, kind, name, fields) VALUES (?, ?, ?, ?)",
+                          (step["key"], step["kind"], step["name"], canonical_json(step["fields"])))
             cur = c.execute(
                 "INSERT INTO runs (kind, name, config, config_hash, git_sha, versions, seed, inputs,"
-                " status, started_at, log_path) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?)",
+                " status, started_at, log_path, step_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'running', ?, ?, ?)",
                 (kind, name, canonical_json(config), config_hash(config), git_sha(),
-                 json.dumps(engine_versions()), seed, json.dumps(list(inputs)), time.time(), str(log_path)))
+                 json.dumps(engine_versions()), seed, json.dumps(list(inputs)), time.time(), str(log_path),
+                 step["key"] if step else None))
             return int(cur.lastrowid)
+
+    def step_of(self, run_id: int) -> dict | None:
+        """The study step that made a run: {key, kind, name, fields}, or None (a command run by hand)."""
+        row = self.conn.execute("SELECT s.key, s.kind, s.name, s.fields FROM runs r JOIN steps s ON s.key = r.step_key "
+                                "WHERE r.id = ?", (int(run_id),)).fetchone()
+        return None if row is None else {"key": row[0], "kind": row[1], "name": row[2], "fields": json.loads(row[3])}
 
     def find_done(self, config: dict | str, kind: str | None = None) -> int | None:
         """The id of a finished run with this config (dict or hash), or None: the skip key of sweeps."""

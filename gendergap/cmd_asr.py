@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 from corpora.base.errors import UserError
-from gendergap.options import add_model_options, feature_store, runtime
+from gendergap.options import add_model_options, call, feature_store, runtime, store_path
 
-log = logging.getLogger("gendergap.asr")
 
 EPILOG = """\
 inputs: SpeechBrain CSVs (ID, duration, wav, start, stop, spk_id, wrd, gender) as written by
@@ -69,14 +68,14 @@ def register(subparsers, group: str, help: str) -> None:
         return q
 
     q = leaf("finetune", "end-to-end CTC fine-tuning of wav2vec 2.0 (SpeechBrain), then decode and score",
-             run_finetune)
+             lambda a: call(asr_finetune, a))
     _ckpt_options(q)
     add_model_options(q, store=False)
     _train_options(q, "downstream_asr/hparams/finetune_ctc.yaml")
     _score_options(q)
 
     q = leaf("frozen", "frozen-feature CTC ASR (TDNN/BiLSTM on one layer or a learned sum of all), then decode "
-             "and score", run_frozen)
+             "and score", lambda a: call(asr_frozen, a))
     _ckpt_options(q)
     q.add_argument("--layer", default="all",
                    help="layer whose features feed the model: 0..L, 'last', or 'all' for a learned weighted sum "
@@ -85,7 +84,8 @@ def register(subparsers, group: str, help: str) -> None:
     _train_options(q, "downstream_asr/hparams/frozen_ctc.yaml")
     _score_options(q)
 
-    q = leaf("decode", "greedy-decode a test CSV with a trained model directory, then score", run_decode)
+    q = leaf("decode", "greedy-decode a test CSV with a trained model directory, then score",
+             lambda a: call(asr_decode, a))
     q.add_argument("--model", required=True, help="the --out directory of `asr finetune` or `asr frozen`")
     q.add_argument("--test", required=True, help="SpeechBrain CSV to decode")
     q.add_argument("--name", default=None, help="output name: NAME.hyp.tsv / NAME.ref.tsv (default: the CSV's stem)")
@@ -96,6 +96,11 @@ def register(subparsers, group: str, help: str) -> None:
                    help="autocast precision (default: the run's)")
     _score_options(q, with_test=False)
 
+    _add_kaldi_leaves(leaf)
+
+
+def _add_kaldi_leaves(leaf) -> None:
+    """`asr kaldi-export` and `asr kaldi-import`: the round trip through a Kaldi recipe."""
     q = leaf("kaldi-export", "Kaldi data dir (wav.scp, text, utt2spk, spk2gender, ...) + SSL features as feats.scp/ark",
              run_kaldi_export)
     _ckpt_options(q)
@@ -154,104 +159,95 @@ def _score_options(q, with_test: bool = True) -> None:
     q.add_argument("--seed", type=int, default=12345, help="bootstrap seed")
 
 
-# --------------------------------------------------------------------------- helpers
-
-def speakers_of(test_csv: str, table: str | None):
-    """id/speaker/gender rows for every test id, checked BEFORE any training (missing ids,
-    unknown genders are UserErrors naming the file)."""
-    import pandas as pd
-    from analysis.scoring import read_speakers
-
-    csv = pd.read_csv(test_csv, dtype=str, keep_default_na=False)
-    if "ID" not in csv.columns:
-        raise UserError("no ID column", path=test_csv, line=1, fix="give a SpeechBrain CSV")
-    ids = csv["ID"].tolist()
-    if table:
-        return read_speakers(table, ids)
-    if not {"spk_id", "gender"} <= set(csv.columns):
-        raise UserError("the test CSV has no spk_id/gender columns for per-gender scoring", path=test_csv, line=1,
-                        fix="pass --table with the utterance table the CSV was exported from")
-    frame = pd.DataFrame({"id": csv["ID"], "speaker": csv["spk_id"], "gender": csv["gender"]})
-    return read_speakers(frame, ids, source=test_csv)
-
-
-def score_and_store(meta: dict, speakers, args, *, checkpoint: str, task: str, subset: str, config: dict) -> dict:
-    from analysis.scoring import score_files, store_result
-    from corpora.base.atomic import write_json
-    from gendergap.cmd_score import print_result
-
-    result = score_files("wer", meta["refs"], meta["hyps"], speakers, bootstrap=args.bootstrap, seed=args.seed,
-                         normalization="none")
-    result["asr"] = {k: meta.get(k) for k in ("text_norm_name", "oov", "checkpoint", "model")}
-    print_result(result)
-    if args.db:  # the DB first: a failing --db step leaves no result JSON behind
-        run_id = store_result(args.db, result, checkpoint=checkpoint, task=task, subset=subset,
-                              config={**config, "refs": meta["refs"], "hyps": meta["hyps"],
-                                      "text_norm": meta.get("text_norm_name"), "bootstrap": args.bootstrap,
-                                      "seed": args.seed})
-        log.info("stored run %d in %s (%s, %s)", run_id, args.db, checkpoint, task)
-    write_json(Path(meta["hyps"]).with_name(Path(meta["hyps"]).name.replace(".hyp.tsv", ".wer.json")), result)
-    return result
-
-
 # --------------------------------------------------------------------------- leaves
 
-def run_finetune(args) -> int:
+def asr_finetune(*, ckpt: str, train: str, valid: str, out: str, registry: str | None = None,
+                 trust_checkpoint: bool = False, device: str = "auto", precision: str = "fp32",
+                 hparams: str | None = None, data_root: str | None = None, no_progress: bool = False,
+                 grad_accum: int | None = None, ckpt_interval_minutes: float | None = None,
+                 overrides: Sequence[str] = (), test: str | None = None, table: str | None = None,
+                 db: str | None = None, subset: str | None = None, bootstrap: int = 1000,
+                 seed: int = 12345) -> dict | None:
+    """Train an end-to-end CTC fine-tuning run in ``out`` (resuming it), then with ``test`` decode, score
+    per gender and store the rows (task asr-e2e). The `asr finetune` CLI leaf and the sweep's step both
+    call it. Returns the WER result; None without ``test``, or on a rank other than 0 under torchrun."""
+    from analysis.score_runs import speakers_of_csv
     from downstream_asr.decode import parse_overrides
-    from downstream_asr.finetune import decode_finetuned, train_finetune
-
-    overrides = parse_overrides(args.overrides)
+    from downstream_asr.finetune import train_finetune
     from ssl_pretrain.checkpoints import CheckpointRef
+    from ssl_pretrain.device import device_and_precision
 
-    device, precision = runtime(args)
-    speakers = speakers_of(args.test, args.table) if args.test else None
-    out = Path(args.out)
-    ref = CheckpointRef.resolve(args.ckpt, args.registry, trust=args.trust_checkpoint)
-    summary = train_finetune(ref, args.train, args.valid, out, args.hparams, overrides, args.data_root,
-                             progress=not args.no_progress, device=device, precision=precision,
-                             grad_accum=args.grad_accum, ckpt_interval_minutes=args.ckpt_interval_minutes)
+    parsed = parse_overrides(overrides)
+    device, precision = device_and_precision(device, precision)
+    speakers = speakers_of_csv(test, table) if test else None
+    run_dir = Path(out)
+    ref = CheckpointRef.resolve(ckpt, registry, trust=trust_checkpoint)
+    summary = train_finetune(ref, train, valid, run_dir, hparams, parsed, data_root,
+                             progress=not no_progress, device=device, precision=precision,
+                             grad_accum=grad_accum, ckpt_interval_minutes=ckpt_interval_minutes)
     summary.pop("brain")
     if not summary["main_process"]:
-        return 0  # under torchrun: rank 0 records, decodes and scores
-    print(f"trained to optimizer step {summary['optimizer_step']} in {summary['train_seconds']:.0f} s"
-          + (" (stopped by the budget: run again to continue)" if summary["stopped_by_budget"] else ""))
-    _record_ckpt_name(out, ref.name)
-    if args.test:
-        meta = decode_finetuned(out, args.test, Path(args.test).stem, args.data_root)
-        score_and_store(meta, speakers, args, checkpoint=ref.name, task="asr-e2e", subset=args.subset or Path(args.test).stem,
-                        config={"recipe": "finetune", "model": str(out.resolve()), "overrides": overrides,
-                                "optimizer_step": summary["optimizer_step"], "ssl": ref.describe(),
-                                "runtime": meta["runtime"], **_batching(summary)})
-    return 0
+        return None  # under torchrun: rank 0 records, decodes and scores
+    return _decode_and_score("finetune", run_dir, ref, summary, parsed, test=test, speakers=speakers,
+                             data_root=data_root, db=db, bootstrap=bootstrap, seed=seed, subset=subset)
 
 
-def run_frozen(args) -> int:
+def asr_frozen(*, ckpt: str, train: str, valid: str, out: str, registry: str | None = None,
+               layer: str = "all", trust_checkpoint: bool = False, device: str = "auto",
+               precision: str = "fp32", feature_store: str | None = None, hparams: str | None = None,
+               data_root: str | None = None, no_progress: bool = False, grad_accum: int | None = None,
+               ckpt_interval_minutes: float | None = None, overrides: Sequence[str] = (),
+               test: str | None = None, table: str | None = None, db: str | None = None,
+               subset: str | None = None, bootstrap: int = 1000, seed: int = 12345) -> dict | None:
+    """Train a frozen-feature CTC model on ``layer`` (features from the feature store) in ``out``
+    (resuming it), then with ``test`` decode, score per gender and store the rows (task asr-frozen).
+    The `asr frozen` CLI leaf and the sweep's step both call it. Returns the WER result, or None
+    without ``test``."""
+    from analysis.score_runs import speakers_of_csv
     from downstream_asr.decode import parse_overrides
-    from downstream_asr.frozen import decode_frozen, train_frozen
-
-    overrides = parse_overrides(args.overrides)
+    from downstream_asr.frozen import train_frozen
     from ssl_pretrain.checkpoints import CheckpointRef
+    from ssl_pretrain.device import device_and_precision
 
-    device, precision = runtime(args)
-    speakers = speakers_of(args.test, args.table) if args.test else None
-    out = Path(args.out)
-    ref = CheckpointRef.resolve(args.ckpt, args.registry, trust=args.trust_checkpoint)
-    summary = train_frozen(ref, args.layer, args.train, args.valid, out, feature_store=feature_store(args),
-                           device=device, precision=precision, hparams_file=args.hparams, overrides=overrides,
-                           data_root=args.data_root, progress=not args.no_progress,
-                           extra_csvs=[args.test] if args.test else [], grad_accum=args.grad_accum,
-                           ckpt_interval_minutes=args.ckpt_interval_minutes)
+    parsed = parse_overrides(overrides)
+    device, precision = device_and_precision(device, precision)
+    speakers = speakers_of_csv(test, table) if test else None
+    run_dir = Path(out)
+    ref = CheckpointRef.resolve(ckpt, registry, trust=trust_checkpoint)
+    summary = train_frozen(ref, layer, train, valid, run_dir, feature_store=store_path(feature_store),
+                           device=device, precision=precision, hparams_file=hparams, overrides=parsed,
+                           data_root=data_root, progress=not no_progress,
+                           extra_csvs=[test] if test else [], grad_accum=grad_accum,
+                           ckpt_interval_minutes=ckpt_interval_minutes)
     summary.pop("brain")
+    return _decode_and_score("frozen", run_dir, ref, summary, parsed, test=test, speakers=speakers,
+                             data_root=data_root, db=db, bootstrap=bootstrap, seed=seed, subset=subset,
+                             layer=layer)
+
+
+def _decode_and_score(recipe: str, run_dir: Path, ref, summary: dict, overrides: dict, *, test: str | None,
+                      speakers, data_root: str | None, db: str | None, bootstrap: int, seed: int,
+                      subset: str | None, layer: str | None = None) -> dict | None:
+    """After training: say how far it got, record the checkpoint's name in run.json, and with
+    ``test`` greedy-decode it and score, store and write WER per gender."""
+    from analysis.score_runs import score_asr_run
+
     print(f"trained to optimizer step {summary['optimizer_step']} in {summary['train_seconds']:.0f} s"
           + (" (stopped by the budget: run again to continue)" if summary["stopped_by_budget"] else ""))
-    _record_ckpt_name(out, ref.name)
-    if args.test:
-        meta = decode_frozen(out, args.test, Path(args.test).stem, args.data_root)
-        score_and_store(meta, speakers, args, checkpoint=ref.name, task="asr-frozen", subset=args.subset or Path(args.test).stem,
-                        config={"recipe": "frozen", "layer": args.layer, "model": str(out.resolve()),
-                                "overrides": overrides, "optimizer_step": summary["optimizer_step"],
-                                "ssl": ref.describe(), "runtime": meta["runtime"], **_batching(summary)})
-    return 0
+    _record_ckpt_name(run_dir, ref.name)
+    if not test:
+        return None
+    if recipe == "finetune":
+        from downstream_asr.finetune import decode_finetuned as decode
+    else:
+        from downstream_asr.frozen import decode_frozen as decode
+    meta = decode(run_dir, test, Path(test).stem, data_root)
+    config = {"recipe": recipe, **({"layer": layer} if recipe == "frozen" else {}), "model": str(run_dir.resolve()),
+              "overrides": overrides, "optimizer_step": summary["optimizer_step"], "ssl": ref.describe(),
+              "runtime": meta["runtime"], **_batching(summary)}
+    return score_asr_run(meta, speakers, db=db, bootstrap=bootstrap, seed=seed, checkpoint=ref.name,
+                         task="asr-e2e" if recipe == "finetune" else "asr-frozen", subset=subset or Path(test).stem,
+                         config=config)
 
 
 def _batching(summary: dict) -> dict:
@@ -266,12 +262,20 @@ def _record_ckpt_name(out: Path, name: str) -> None:
     write_json(out / "run.json", run)
 
 
-def run_decode(args) -> int:
+def asr_decode(*, model: str, test: str, name: str | None = None, data_root: str | None = None,
+               ckpt_name: str | None = None, device: str | None = None, precision: str | None = None,
+               table: str | None = None, db: str | None = None, subset: str | None = None,
+               bootstrap: int = 1000, seed: int = 12345) -> dict:
+    """Greedy-decode ``test`` with a trained run directory (`asr finetune` or `asr frozen`), then score
+    per gender and store the rows. The `asr decode` CLI leaf and the sweep's step both call it.
+    ``device``/``precision`` default to the run's. Returns the WER result."""
     from downstream_asr.decode import read_run
 
-    speakers = speakers_of(args.test, args.table)
-    run = read_run(args.model)
-    name = args.name or Path(args.test).stem
+    from analysis.score_runs import score_asr_run, speakers_of_csv
+
+    speakers = speakers_of_csv(test, table)
+    run = read_run(model)
+    name = name or Path(test).stem
     if run["kind"] == "finetune":
         from downstream_asr.finetune import decode_finetuned as decode
         task = "asr-e2e"
@@ -279,18 +283,19 @@ def run_decode(args) -> int:
         from downstream_asr.frozen import decode_frozen as decode
         task = "asr-frozen"
     run_opts = None
-    if args.device or args.precision:
+    if device or precision:
         from ssl_pretrain.device import device_and_precision
-        device, precision = device_and_precision(args.device or run["runtime"]["device"],
-                                                 args.precision or run["runtime"]["precision"])
+        device, precision = device_and_precision(device or run["runtime"]["device"],
+                                                 precision or run["runtime"]["precision"])
         run_opts = {"device": device, "precision": precision, "eval_precision": precision}
-    meta = decode(args.model, args.test, name, args.data_root, run_opts=run_opts)
+    meta = decode(model, test, name, data_root, run_opts=run_opts)
     print(f"wrote {meta['hyps']} and {meta['refs']}")
-    score_and_store(meta, speakers, args, checkpoint=args.ckpt_name or run.get("ckpt_name") or run["ssl"]["name"],
-                    task=task, subset=args.subset or name, config={"recipe": run["kind"], "model": str(Path(args.model).resolve()),
-                                                    "overrides": run.get("overrides", {}), "ssl": run["ssl"],
-                                                    "runtime": meta["runtime"]})
-    return 0
+    return score_asr_run(meta, speakers, db=db, bootstrap=bootstrap, seed=seed,
+                           checkpoint=ckpt_name or run.get("ckpt_name") or run["ssl"]["name"],
+                           task=task, subset=subset or name,
+                           config={"recipe": run["kind"], "model": str(Path(model).resolve()),
+                                   "overrides": run.get("overrides", {}), "ssl": run["ssl"],
+                                   "runtime": meta["runtime"]})
 
 
 def run_kaldi_export(args) -> int:

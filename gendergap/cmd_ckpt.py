@@ -128,6 +128,12 @@ def register(subparsers, group: str, help: str) -> None:
     p.add_argument("--registry", default=None, help="registry JSON file (default runs/checkpoints.json)")
     sub = p.add_subparsers(dest="action", metavar="ACTION", required=True)
 
+    _add_registry_leaves(sub)
+    _add_model_leaves(sub)
+
+
+def _add_registry_leaves(sub) -> None:
+    """`ckpt add`, `ckpt list` and `ckpt convert`."""
     a = sub.add_parser("add", help="register a fairseq .pt or a Hugging Face wav2vec2 folder",
                        description="Register a checkpoint with its pretraining data make-up.", epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -153,6 +159,9 @@ def register(subparsers, group: str, help: str) -> None:
     add_trust_option(c)
     c.set_defaults(func=run_convert)
 
+
+def _add_model_leaves(sub) -> None:
+    """`ckpt eval`, `ckpt pack` and `ckpt features`: leaves that load a checkpoint's weights."""
     e = sub.add_parser("eval", help="contrastive accuracy of a checkpoint and of its random-init twin",
                        description="Score the wav2vec 2.0 objective (accuracy of finding the true latent among the "
                        "negatives; chance = 1/(negatives+1)) with fairseq's own criterion, for the checkpoint and "

@@ -7,11 +7,9 @@ plots from analysis.probing.
 from __future__ import annotations
 
 import argparse
-import json
-import re
 from pathlib import Path
 
-from gendergap.options import add_model_options, feature_store, runtime
+from gendergap.options import add_model_options, call, store_path
 
 EPILOG = """\
 what it does (the probing paper, papers/003_*.txt):
@@ -38,110 +36,50 @@ examples:
 """
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._+-]+", "_", text).strip("_") or "model"
-
-
-def _print_table(label: str, results) -> None:
-    from analysis.probing import f1_by_layer
-    table = f1_by_layer(results)
-    print(f"\n{label}: test macro F1 (%) by layer")
-    print(table.round(1).to_string())
-    for probe in dict.fromkeys(r.probe for r in results):
-        # the layer a user would pick without peeking at test: best validation F1
-        best = max((r for r in results if r.probe == probe), key=lambda r: (r.valid_f1_macro, -r.layer))
-        rec = best.test["recall"]
-        print(f"  {probe:20s} best layer by valid F1: {best.layer}  test F1 {best.test['f1_macro']:.1f}  "
-              f"recall F {rec['F']:.1f} M {rec['M']:.1f}")
-
-
-def run_probe(args) -> int:
-    import pandas as pd
-    from analysis.probing import (ProbeResult, Recipe, parse_layers, parse_probes, probe_layers, probe_splits,
-                                  rows_for_store)
-    from analysis.probing.figures import plot_attention_profiles, plot_f1_by_layer
-    from corpora.base.atomic import write_json
+def probe_run(*, ckpt: list[str], table: str, out: str, name: str | None = None, registry: str | None = None,
+              corpus: str | None = None, layers: str = "all", probes: str = "attention,mean,max,positions",
+              db: str | None = None, seed: int = 0, control: bool = False, random_init: bool = True,
+              max_train: int = 1000, max_valid: int = 200, max_test: int = 400, lr: float = 1e-4,
+              trust_checkpoint: bool = False, device: str = "auto", precision: str = "fp32",
+              feature_store: str | None = None, max_epochs: int = 400, quiet: bool = False) -> dict:
+    """Train and score gender probes on every requested layer of each checkpoint in ``ckpt`` (a list of
+    names or paths, each possibly comma-separated; with ``random_init`` also its random-init twin),
+    store the rows in ``db`` and write results, TSV and plots under ``out``. The `probe run` CLI leaf
+    and the sweep's step both call it. Returns {checkpoint: [probe results]} (probe_results.json)."""
+    from analysis.probing import Recipe, parse_probes
+    from analysis.probing.checkpoints import probe_data, probe_models
     from corpora.base.errors import UserError
-    from corpora.base.provenance import config_hash, file_fingerprint
-    from corpora.table import read_table, resolve_audio
-    from ssl_pretrain.checkpoints import CheckpointRef
-    from ssl_pretrain.device import runtime_info
+    from ssl_pretrain.device import device_and_precision, runtime_info
     from ssl_pretrain.feature_store import FeatureStore, extractor_for
 
-    device, precision = runtime(args)
-    probes = parse_probes(args.probes)
-    ckpts = [c.strip() for arg in args.ckpt for c in arg.split(",") if c.strip()]
-    if args.name and len(ckpts) != 1:
+    device, precision = device_and_precision(device, precision)
+    probes = parse_probes(probes)
+    ckpts = [c.strip() for arg in ckpt for c in arg.split(",") if c.strip()]
+    if name and len(ckpts) != 1:
         raise UserError("--name needs exactly one --ckpt", fix="drop --name to file each under its own name")
-    table = read_table(args.table)
-    if args.corpus:
-        table = table[table["corpus"].isin(args.corpus.split(","))].reset_index(drop=True)
-    splits = probe_splits(table, seed=args.seed, source=args.table,
-                          max_utts={"train": args.max_train, "valid": args.max_valid, "test": args.max_test})
-    rows = pd.concat([splits[s] for s in ("train", "valid", "test")], ignore_index=True)
-    rows = rows.assign(audio=resolve_audio(rows, args.table).to_numpy())
-    print("probe data: " + ", ".join(f"{s} {len(splits[s])} utts ({splits[s]['speaker'].nunique()} speakers)"
-                                     for s in ("train", "valid", "test")))
-    recipe = Recipe(lr=args.lr, max_epochs=args.max_epochs)
-    out = Path(args.out).resolve()
+    splits, rows = probe_data(table, corpus=corpus, seed=seed,
+                              max_utts={"train": max_train, "valid": max_valid, "test": max_test})
+    models = _models(ckpts, registry, name=name, trust=trust_checkpoint, random_init=random_init, seed=seed)
+    features = FeatureStore(store_path(feature_store))
+    return probe_models(models, lambda ref: features.view(extractor_for(ref, device, precision), rows, "all",
+                                                          progress=not quiet),
+                        table, splits, out, corpus=corpus, layers=layers, probes=probes, control=control, seed=seed,
+                        recipe=Recipe(lr=lr, max_epochs=max_epochs), runtime=runtime_info(device, precision), db=db,
+                        quiet=quiet)
+
+
+def _models(ckpts: list[str], registry: str | None, *, name: str | None, trust: bool, random_init: bool,
+            seed: int) -> list:
+    """The checkpoints to probe, each followed by its seeded random-init twin when asked."""
+    from ssl_pretrain.checkpoints import CheckpointRef
+
     models = []
     for ckpt in ckpts:
-        ref = CheckpointRef.resolve(ckpt, args.registry, name=args.name, trust=args.trust_checkpoint)
+        ref = CheckpointRef.resolve(ckpt, registry, name=name, trust=trust)
         models.append(ref)
-        if args.random_init and not ref.is_fbank:  # filterbanks have no weights to randomise
-            models.append(ref.twin(args.seed))
-    features = FeatureStore(feature_store(args))
-    store = None
-    if args.db:
-        from analysis.store import ResultsStore
-        store = ResultsStore(args.db)
-    summary, f1_rows, profiles = {}, [], {}
-    try:
-        for ref in models:
-            label = ref.name
-            print(f"\n== {label}")
-            feats = features.view(extractor_for(ref, device, precision), rows, "all", progress=not args.quiet)
-            layers = parse_layers(args.layers, feats.n_layers)
-            config = {"kind": "probe", "checkpoint": label, "ssl": ref.describe(),
-                      "runtime": runtime_info(device, precision), "features": feats.describe()["entry"],
-                      "table": file_fingerprint(args.table), "corpus": args.corpus,
-                      "ids": config_hash({s: splits[s]["id"].tolist() for s in splits}), "layers": layers,
-                      "probes": probes, "control": args.control, "seed": args.seed, "recipe": recipe.__dict__}
-            result_path = out / "probes" / _slug(label) / "results.json"
-            done = json.loads(result_path.read_text(encoding="utf-8")) if result_path.is_file() else None
-            if done and done.get("config_hash") == config_hash(config):
-                print(f"  already probed with this config: {result_path}")
-                results = [ProbeResult(**r) for r in done["results"]]
-            else:
-                results = probe_layers(feats, splits, layers, probes, seed=args.seed, control=args.control,
-                                       recipe=recipe, progress=not args.quiet)
-                write_json(result_path, {"config_hash": config_hash(config), "config": config,
-                                         "results": [r.as_dict() for r in results]})
-            if store is not None and store.find_done(config, kind="probe") is None:
-                run_id = store.start_run("probe", config, name=label, seed=args.seed,
-                                         inputs=[file_fingerprint(args.table)])
-                n = store.add_scores(run_id, rows_for_store(results, label, args.seed, recipe), finish=True)
-                print(f"  {n} rows -> {args.db} (run {run_id})")
-            _print_table(label, results)
-            summary[label] = [r.as_dict() for r in results]
-            f1_rows += [{"checkpoint": label, "layer": r.layer, "probe": r.probe, "value": r.test["f1_macro"]}
-                        for r in results]
-            att = [r for r in results if r.probe == "attention"]
-            if att:
-                best = max(att, key=lambda r: (r.valid_f1_macro, -r.layer))
-                profiles[f"{label} · layer {best.layer}"] = best.profile
-    finally:
-        if store is not None:
-            store.close()
-    write_json(out / "probe_results.json", summary)
-    f1 = pd.DataFrame(f1_rows)
-    from corpora.base.atomic import atomic_open
-    with atomic_open(out / "probe_f1.tsv") as f:
-        f1.to_csv(f, sep="\t", index=False, float_format="%.4f")
-    plots = [p for p in (plot_f1_by_layer(f1, out / "f1_by_layer.png"),
-                         plot_attention_profiles(profiles, out / "attention_profile.png")) if p]
-    print(f"\nwrote {out / 'probe_results.json'}, {out / 'probe_f1.tsv'}" + "".join(f", {p}" for p in plots))
-    return 0
+        if random_init and not ref.is_fbank:  # filterbanks have no weights to randomise
+            models.append(ref.twin(seed))
+    return models
 
 
 def run_correlate(args) -> int:
@@ -207,7 +145,7 @@ def register(subparsers, group: str, help: str) -> None:
     add_model_options(r)
     r.add_argument("--max-epochs", type=int, default=400,
                    help="cap on the attention probe's epochs (default 400; early stopping usually ends sooner)")
-    r.set_defaults(func=run_probe)
+    r.set_defaults(func=lambda a: call(probe_run, a))
 
     c = sub.add_parser("correlate", help="probe F1 against MuST-SHE gender accuracy across checkpoints",
                        description="Pearson r, R² and p-value of gender-translation accuracy (MuST-SHE rows) "

@@ -6,9 +6,7 @@ leaves come from gendergap/cmd_score_gender.py when it is there.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import sys
 from pathlib import Path
 
 from corpora.base.errors import UserError
@@ -41,6 +39,19 @@ def register(subparsers, group: str, help: str) -> None:
     sub = p.add_subparsers(dest="score_command", metavar="SUBCOMMAND")
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
+    _add_metric_leaves(sub)
+    _add_delta_and_compare(sub)
+    try:
+        from gendergap import cmd_score_gender
+    except ModuleNotFoundError as e:
+        if e.name != "gendergap.cmd_score_gender":
+            raise
+    else:
+        cmd_score_gender.add_gender_commands(sub)
+
+
+def _add_metric_leaves(sub) -> None:
+    """`score asr` and `score st`: one hypothesis file against its references, per gender."""
     from analysis.normalize import DESCRIPTIONS
 
     for name, metric_help in (("asr", "per-gender WER (jiwer) with speaker-level CIs and delta_rel"),
@@ -69,6 +80,9 @@ def register(subparsers, group: str, help: str) -> None:
         q.add_argument("--subset", default="test", help="subset name for --db (default: test)")
         q.set_defaults(func=run_score, score_kind=name)
 
+
+def _add_delta_and_compare(sub) -> None:
+    """`score delta` (Eq. 1 on two numbers) and `score compare` (a paired test of two systems)."""
     q = sub.add_parser("delta", help="print delta_rel of a female and a male score",
                        description="Print Δrel = 100 * (F - M) / (0.5 * (F + M)) to 2 decimals (Eq. 1 of the "
                                    "reference study).", epilog="example:\n  gendergap score delta --female 22.3 "
@@ -101,14 +115,6 @@ def register(subparsers, group: str, help: str) -> None:
     q.add_argument("--json", metavar="OUT", default=None, help="write the test result here (JSON)")
     q.set_defaults(func=run_compare)
 
-    try:
-        from gendergap import cmd_score_gender
-    except ModuleNotFoundError as e:
-        if e.name != "gendergap.cmd_score_gender":
-            raise
-    else:
-        cmd_score_gender.add_gender_commands(sub)
-
 
 def _add_bootstrap_options(q) -> None:
     q.add_argument("--bootstrap", type=int, default=1000, metavar="N",
@@ -116,32 +122,8 @@ def _add_bootstrap_options(q) -> None:
     q.add_argument("--seed", type=int, default=12345, help="bootstrap seed (default: 12345; 0 is a real seed)")
 
 
-def _fmt(x, ci=None) -> str:
-    if x is None:
-        return "undefined"
-    s = f"{x:.2f}"
-    if ci is not None:
-        s += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
-    return s
-
-
-def print_result(r: dict, out=None) -> None:
-    """Two human lines and the signature; the JSON holds everything else."""
-    out = out or sys.stdout
-    ci = r["ci"]
-    norm = f" (norm:{r['normalization']})" if r.get("normalization") else ""
-    d = r["delta_rel"]
-    print(f"{r['metric'].upper()}{norm}  all {_fmt(r['all'], ci['all'])}  F {_fmt(r['F'], ci['F'])}  "
-          f"M {_fmt(r['M'], ci['M'])}  delta_rel {('+' if d and d > 0 else '') + _fmt(d, ci['delta_rel'])}", file=out)
-    print(f"n_utts F={r['n_utts']['F']} M={r['n_utts']['M']}  n_speakers F={r['n_speakers']['F']} "
-          f"M={r['n_speakers']['M']}", file=out)
-    for g in ("F", "M"):
-        if r["bootstrap"]["n_resamples"] and r[g] is not None and ci[g] is None:
-            print(f"CI for {g}: undefined (only {r['n_speakers'][g]} speaker; not printing a fake interval)", file=out)
-    print(f"signature: {r['signature']}", file=out)
-
-
 def run_score(args) -> int:
+    from analysis.score_runs import print_result
     from analysis.scoring import score_files, store_result
     from corpora.base.atomic import write_json
 
@@ -182,62 +164,18 @@ def run_delta(args) -> int:
     return 0
 
 
-def _load_json(path: str) -> dict:
-    p = Path(path)
-    if not p.is_file():
-        raise UserError("no such result JSON", path=p, fix="write it with `gendergap score asr|st --json`")
-    try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UserError(f"not a result JSON ({e})", path=p,
-                        fix="pass a file written by `score asr|st --json`") from None
-
-
-def _from_db(db: str, run_id: int) -> dict:
-    """Re-derive a stored scoring run's per-speaker statistics from its recorded inputs."""
-    from analysis.scoring import score_files
-    from analysis.store import ResultsStore
-
-    with ResultsStore(db, readonly=True) as store:
-        runs = store.runs()
-        stored = store.scores(run_id=int(run_id))
-    row = runs[runs["id"] == run_id]
-    if row.empty or not str(row["kind"].iloc[0]).startswith("score-"):
-        raise UserError(f"run {run_id} is not a scoring run in this DB", path=db,
-                        fix="see the run ids with `gendergap report` or sqlite3; pass --run-a/--run-b")
-    cfg = json.loads(row["config"].iloc[0])
-    opts = {k: cfg[k] for k in ("normalization", "tokenize", "lowercase") if k in cfg}
-    try:
-        result = score_files(cfg["metric"], cfg["refs"], cfg["hyps"], cfg["table"], bootstrap=0,
-                             seed=cfg.get("seed", 0), **opts)
-    except KeyError:
-        raise UserError(f"run {run_id} does not record its input files", path=db,
-                        fix="re-score it with `gendergap score asr|st --db`, or compare JSONs (--a/--b)") from None
-    except UserError as e:
-        raise UserError(f"cannot re-read run {run_id}'s inputs ({e})", path=db,
-                        fix="compare the result JSONs instead (--a/--b)") from None
-    # The per-speaker statistics are re-derived from the recorded files: they must still give
-    # the stored scores, or the files changed since the run was scored.
-    for _, r in stored.iterrows():
-        if r["gender"] in ("F", "M", "all") and r["metric"] == result["metric"]:
-            if result[r["gender"]] is None or abs(result[r["gender"]] - r["value"]) > 1e-9:
-                raise UserError(f"run {run_id}'s input files changed since it was scored ({r['gender']} "
-                                f"{r['value']:.4f} stored, {result[r['gender']]} now)", path=cfg["hyps"],
-                                fix="re-score the run, or compare the result JSONs (--a/--b)")
-    return result
-
-
 def run_compare(args) -> int:
-    from analysis.compare import compare_results, sacrebleu_utterance_tests
+    from analysis.score_runs import fmt_score
+    from analysis.compare import compare_results, load_result_json, result_from_db, sacrebleu_utterance_tests
     from corpora.base.atomic import write_json
 
     if args.db:
         if args.run_a is None or args.run_b is None:
             raise UserError("--db needs --run-a and --run-b", fix="pass the two scoring runs' ids")
-        a, b = _from_db(args.db, args.run_a), _from_db(args.db, args.run_b)
+        a, b = result_from_db(args.db, args.run_a), result_from_db(args.db, args.run_b)
         name_a, name_b = f"{args.db} run {args.run_a}", f"{args.db} run {args.run_b}"
     elif args.a and args.b:
-        a, b, name_a, name_b = _load_json(args.a), _load_json(args.b), args.a, args.b
+        a, b, name_a, name_b = load_result_json(args.a), load_result_json(args.b), args.a, args.b
     else:
         raise UserError("compare needs --a and --b (result JSONs) or --db with --run-a and --run-b",
                         fix="e.g. gendergap score compare --a F.json --b M.json")
@@ -255,7 +193,7 @@ def run_compare(args) -> int:
     for k in ("all", "F", "M", "delta_rel"):
         d, p = res["difference"][k], res["p_value"][k]
         ci = res["ci_difference"][k]
-        print(f"  {k:9s} A {_fmt(res['a'][k])}  B {_fmt(res['b'][k])}  diff {_fmt(d, ci)}  "
+        print(f"  {k:9s} A {fmt_score(res['a'][k])}  B {fmt_score(res['b'][k])}  diff {fmt_score(d, ci)}  "
               f"p {'undefined' if p is None else f'{p:.4f}'}")
     if "sacrebleu_paired" in res:
         sp = res["sacrebleu_paired"]

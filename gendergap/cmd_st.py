@@ -6,14 +6,13 @@ Thin wiring: downstream_st does the training and decoding; the scores come from 
 from __future__ import annotations
 
 import argparse
-import logging
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from corpora.base.errors import UserError
-from gendergap.options import add_model_options, feature_store, runtime
+from gendergap.options import add_model_options, call, store_path
 
-log = logging.getLogger("gendergap.st")
 
 DESCRIPTION = """\
 Direct speech translation on frozen SSL features, as in the reference study (section 5):
@@ -95,7 +94,7 @@ def register(subparsers, group: str, help: str) -> None:
                    help="GPUs for fairseq-train, from --device cuda:N on (default 1); update-freq becomes the "
                         "preset's / GPUs so the batch stays the recipe's (xs: 8 -> 1 on 8 GPUs; must divide it)")
     t.add_argument("overrides", nargs="*", metavar="key=value", help="preset overrides (see below)")
-    t.set_defaults(func=run_train)
+    t.set_defaults(func=lambda a: call(st_train, a))
 
     d = sub.add_parser("decode", help="beam-search a test set, write id<TAB>text, score BLEU per gender",
                        description=DESCRIPTION, epilog=DECODE_EPILOG,
@@ -122,7 +121,7 @@ def register(subparsers, group: str, help: str) -> None:
     d.add_argument("--subset", default="test", help="subset name for the store (default test)")
     d.add_argument("--task", default="st", help="task name for the store (default st: Table 5; the study files its "
                    "en->fr gender set under gender-st)")
-    d.set_defaults(func=run_decode)
+    d.set_defaults(func=lambda a: call(st_decode, a))
 
 
 def _feature_options(p, training: bool) -> None:
@@ -135,20 +134,21 @@ def _feature_options(p, training: bool) -> None:
     p.add_argument("--corpus", default=None, help="keep only rows of this corpus (e.g. synth-fr)")
 
 
-def _source(args, device: str, precision: str):
+def _source(*, ckpt: str | None, layer: str, features_index: str | None, feature_store: str | None,
+            registry: str | None, trust_checkpoint: bool, device: str, precision: str):
     from downstream_st.prepare import FeatureSource
 
-    if not args.ckpt and not args.features_index:
+    if not ckpt and not features_index:
         raise UserError("no features: pass --ckpt (and --layer), or --features-index",
                         fix="e.g. --ckpt F-tiny --layer 1")
-    layer = args.layer
-    if layer not in ("last",):
+    number = layer
+    if number not in ("last",):
         try:
-            layer = int(layer)
+            number = int(number)
         except ValueError:
-            raise UserError(f"--layer {args.layer!r} is not a number or 'last'", fix="e.g. --layer 6") from None
-    return FeatureSource(ckpt=args.ckpt, layer=layer, store=feature_store(args), registry=args.registry,
-                         index=args.features_index, device=device, precision=precision, trust=args.trust_checkpoint)
+            raise UserError(f"--layer {layer!r} is not a number or 'last'", fix="e.g. --layer 6") from None
+    return FeatureSource(ckpt=ckpt, layer=number, store=store_path(feature_store), registry=registry,
+                         index=features_index, device=device, precision=precision, trust=trust_checkpoint)
 
 
 def _limit_threads(preset: dict) -> None:
@@ -159,109 +159,83 @@ def _limit_threads(preset: dict) -> None:
         torch.set_num_threads(int(preset["cpu_threads"]))
 
 
-def run_train(args) -> int:
+def st_train(*, train: str, valid: str, src: str, tgt: str, out: str, ckpt: str | None = None,
+             layer: str = "last", trust_checkpoint: bool = False, device: str = "auto", precision: str = "fp32",
+             feature_store: str | None = None, features_index: str | None = None, registry: str | None = None,
+             corpus: str | None = None, train_split: str | None = None, valid_split: str | None = None,
+             preset: str = "tiny", seed: int | None = None, gpus: int = 1, overrides: Sequence[str] = ()) -> dict:
+    """Train a speech-translation model on frozen features in ``out``: features from the store, the
+    s2t data, fairseq-train, checkpoint averaging (a rerun resumes). The `st train` CLI leaf and the
+    sweep's step both call it. Returns train_st's summary."""
     from downstream_st.prepare import prepare_rows
     from downstream_st.presets import apply_overrides, load_preset, on_device, on_gpus
     from downstream_st.train import train_st
-    from ssl_pretrain.device import runtime_info
-
-    device, precision = runtime(args)
-    preset = load_preset(args.preset)
-    overrides = list(args.overrides) + ([f"seed={args.seed}"] if args.seed is not None else [])
-    preset = on_gpus(on_device(apply_overrides(preset, overrides), device, precision), args.gpus)
-    _limit_threads(preset)
-    source = _source(args, device, precision)
-    started = time.time()
-    train = prepare_rows(args.train, source, corpus=args.corpus, split=args.train_split, src=args.src, tgt=args.tgt)
-    valid = prepare_rows(args.valid, source, corpus=args.corpus, split=args.valid_split, src=args.src, tgt=args.tgt,
-                         expected_dim=train.attrs["feature_dim"])
-    meta = {**source.describe(), "runtime": runtime_info(device, precision), "preset_name": str(args.preset),
-            "overrides": overrides,
-            "tables": {"train": str(Path(args.train).resolve()), "valid": str(Path(args.valid).resolve())},
-            "selection": {"corpus": args.corpus, "train_split": args.train_split, "valid_split": args.valid_split}}
-    summary = train_st(train, valid, args.out, preset=preset, src_lang=args.src, tgt_lang=args.tgt,
-                       feature_dim=train.attrs["feature_dim"], meta=meta, train_source=args.train,
-                       valid_source=args.valid)
-    data = summary["data"]
-    print(f"trained {args.src}->{args.tgt} on {data['rows']['train']} utterances "
-          f"({data['dropped']['train']} dropped over {preset['data']['max_frames']} frames), "
-          f"averaged {len(summary['averaged'])} checkpoint(s) -> {summary['checkpoint']} "
-          f"in {time.time() - started:.0f} s")
-    return 0
-
-
-def _fmt(x) -> str:
-    return "n/a" if x is None else f"{x:.2f}"
-
-
-def run_decode(args) -> int:
-    from corpora.base.atomic import write_json
-    from downstream_st.decode import decode_st, write_references
-    from downstream_st.prepare import FeatureSource, prepare_rows
-    from downstream_st.train import read_model_meta
-
-    from downstream_st.presets import on_device
     from ssl_pretrain.device import device_and_precision, runtime_info
 
-    meta = read_model_meta(args.model)
-    device, precision = device_and_precision(args.device or meta["preset"]["device"],
-                                             args.precision or meta["preset"]["precision"])
+    device, precision = device_and_precision(device, precision)
+    recipe = load_preset(preset)
+    overrides = list(overrides) + ([f"seed={seed}"] if seed is not None else [])
+    recipe = on_gpus(on_device(apply_overrides(recipe, overrides), device, precision), gpus)
+    _limit_threads(recipe)
+    source = _source(ckpt=ckpt, layer=layer, features_index=features_index, feature_store=feature_store,
+                     registry=registry, trust_checkpoint=trust_checkpoint, device=device, precision=precision)
+    started = time.time()
+    train_rows = prepare_rows(train, source, corpus=corpus, split=train_split, src=src, tgt=tgt)
+    valid_rows = prepare_rows(valid, source, corpus=corpus, split=valid_split, src=src, tgt=tgt,
+                              expected_dim=train_rows.attrs["feature_dim"])
+    meta = {**source.describe(), "runtime": runtime_info(device, precision), "preset_name": str(preset),
+            "overrides": overrides,
+            "tables": {"train": str(Path(train).resolve()), "valid": str(Path(valid).resolve())},
+            "selection": {"corpus": corpus, "train_split": train_split, "valid_split": valid_split}}
+    summary = train_st(train_rows, valid_rows, out, preset=recipe, src_lang=src, tgt_lang=tgt,
+                       feature_dim=train_rows.attrs["feature_dim"], meta=meta, train_source=train,
+                       valid_source=valid)
+    data = summary["data"]
+    print(f"trained {src}->{tgt} on {data['rows']['train']} utterances "
+          f"({data['dropped']['train']} dropped over {recipe['data']['max_frames']} frames), "
+          f"averaged {len(summary['averaged'])} checkpoint(s) -> {summary['checkpoint']} "
+          f"in {time.time() - started:.0f} s")
+    return summary
+
+
+def st_decode(*, model: str, test: str, out: str, test_split: str | None = None, corpus: str | None = None,
+              beam: int | None = None, feature_store: str | None = None, features_index: str | None = None,
+              device: str | None = None, precision: str | None = None, registry: str | None = None,
+              no_score: bool = False, mustshe: str | None = None, bootstrap: int = 1000, seed: int = 12345,
+              db: str | None = None, name: str | None = None, subset: str = "test", task: str = "st") -> dict | None:
+    """Decode ``test`` with a trained ST model into ``out`` (id<TAB>text), then score BLEU per gender
+    (and MuST-SHE gender accuracy with ``mustshe``), store the rows in ``db`` and write OUT.json.
+    The `st decode` CLI leaf and the sweep's step both call it. Returns what OUT.json holds (None
+    with ``no_score``)."""
+    from downstream_st.decode import decode_st
+    from downstream_st.prepare import FeatureSource, prepare_rows
+    from downstream_st.presets import on_device
+    from downstream_st.train import read_model_meta
+    from ssl_pretrain.device import device_and_precision
+
+    meta = read_model_meta(model)
+    device, precision = device_and_precision(device or meta["preset"]["device"],
+                                             precision or meta["preset"]["precision"])
     meta["preset"] = on_device(meta["preset"], device, precision)
     _limit_threads(meta["preset"])
-    index = args.features_index or (meta.get("feature_index") if not meta.get("ssl_checkpoint") else None)
+    index = features_index or (meta.get("feature_index") if not meta.get("ssl_checkpoint") else None)
     source = FeatureSource(ckpt=meta.get("ssl_checkpoint"), layer=meta.get("layer", "last"),
-                           store=args.feature_store or meta.get("feature_store"),
-                           registry=args.registry or meta.get("registry"), index=index, device=device,
+                           store=feature_store or meta.get("feature_store"),
+                           registry=registry or meta.get("registry"), index=index, device=device,
                            precision=precision)
-    score = not args.no_score
-    test = prepare_rows(args.test, source, corpus=args.corpus, split=args.test_split, src=meta["src_lang"],
+    score = not no_score
+    rows = prepare_rows(test, source, corpus=corpus, split=test_split, src=meta["src_lang"],
                         tgt=meta["tgt_lang"] if score else None, expected_dim=int(meta["feature_dim"]))
     started = time.time()
-    run = decode_st(args.model, meta, test, args.out, beam=args.beam)
-    print(f"decoded {len(test)} utterance(s) with beam {run['beam']} in {time.time() - started:.0f} s -> {args.out}")
+    run = decode_st(model, meta, rows, out, beam=beam)
+    print(f"decoded {len(rows)} utterance(s) with beam {run['beam']} in {time.time() - started:.0f} s -> {out}")
     if not score:
-        return 0
+        return None
+    from analysis.score_runs import score_st_run
+    from downstream_st.decode import write_references
+    from ssl_pretrain.device import runtime_info
 
-    from analysis.scoring import score_files, store_result
-
-    refs = write_references(test, meta["tgt_lang"], Path(run["work_dir"]) / "refs.tsv")
-    result = score_files("bleu", refs, args.out, args.test, bootstrap=args.bootstrap, seed=args.seed)
-    name = args.name or Path(str(meta.get("ssl_checkpoint") or meta.get("feature_index") or args.model)).stem
-    lang_pair = f"{meta['src_lang']}-{meta['tgt_lang']}"
-    ci = result["ci"]
-    print(f"BLEU {lang_pair}: all {_fmt(result['all'])}  F {_fmt(result['F'])}  M {_fmt(result['M'])}  "
-          f"delta_rel {_fmt(result['delta_rel'])}%  (CI all {ci['all']}; {result['signature']})")
-    out = {"bleu": result, "model": str(Path(args.model).resolve()), "decode": run}
-    config = {"st_model": str(Path(args.model).resolve()), "layer": meta.get("layer"),
-              "runtime": runtime_info(device, precision),
-              "preset": meta.get("preset_name"), "beam": run["beam"], "test": str(Path(args.test).resolve()),
-              "corpus": args.corpus, "test_split": args.test_split, "bootstrap": args.bootstrap, "seed": args.seed}
-    if args.mustshe:
-        from analysis.mustshe import score_mustshe
-
-        ms = score_mustshe(args.mustshe, args.out)
-        out["mustshe"] = ms
-        o = ms["overall"]
-        print(f"MuST-SHE: coverage {o['coverage']:.1f}%  accuracy {o['accuracy']:.1f}%  "
-              f"(terms {o['terms']}, found {o['found']}, correct {o['correct']}, wrong {o['wrong']})")
-    if args.db:  # the DB first: a failing --db step leaves no result JSON behind
-        run_id = store_result(args.db, result, checkpoint=name, task=args.task, lang_pair=lang_pair, subset=args.subset,
-                              config=config)
-        log.info("stored BLEU run %d in %s", run_id, args.db)
-        if args.mustshe:
-            store_mustshe(args.db, out["mustshe"], name, lang_pair, args.subset,
-                           {**config, "mustshe": str(Path(args.mustshe).resolve())}, [args.mustshe, args.out])
-    write_json(str(args.out) + ".json", out)
-    return 0
-
-
-def store_mustshe(db, result: dict, name: str, lang_pair: str, subset: str, config: dict, inputs) -> None:
-    from analysis.mustshe import score_rows_for_store
-    from analysis.store import ResultsStore
-    from corpora.base.provenance import file_fingerprint
-
-    with ResultsStore(db) as store:
-        run_id = store.find_done(config, kind="score-mustshe")
-        if run_id is None:
-            run_id = store.start_run("score-mustshe", config, name=name, inputs=[file_fingerprint(p) for p in inputs])
-        store.add_scores(run_id, score_rows_for_store(result, name, lang_pair, subset), finish=True)
+    refs = write_references(rows, meta["tgt_lang"], Path(run["work_dir"]) / "refs.tsv")
+    return score_st_run(refs=refs, out=out, model=model, meta=meta, run=run, test=test, corpus=corpus,
+                        test_split=test_split, runtime=runtime_info(device, precision), mustshe=mustshe,
+                        bootstrap=bootstrap, seed=seed, db=db, name=name, subset=subset, task=task)

@@ -10,9 +10,9 @@ from corpora.base.errors import UserError
 DESCRIPTION = """\
 Expand a study config (checkpoints x tasks x language pairs) into jobs with dependencies and
 run them through submitit: locally (--executor local, N at a time) or as SLURM job arrays with
-per-task resources. Idempotent: a job whose key (its commands + the keys of what it depends on)
-already finished is skipped, a failed one is retried only with --retry-failed, and re-running
-after a kill finishes the rest. Scores go to OUT/results.db (one row set per job), the report
+per-task resources. Each job is one typed study step (gendergap/steps/). Idempotent: a job whose
+key (its step's kind and fields + the keys of the steps it reads) already finished is skipped, a
+failed one is retried only with --retry-failed, and re-running after a kill finishes the rest. Scores go to OUT/results.db (one row set per job), the report
 to OUT/report/.
 
 jobs, in dependency order:
@@ -70,23 +70,20 @@ def check_inputs(cfg, jobs) -> None:
     a checkpoint that would unpickle more than genuine checkpoints do is refused here, before any
     job runs (unless the config says trust_checkpoints: true)."""
     from ssl_pretrain.safe_load import TRUST_FIX, unsafe_classes
-    for job in jobs:
-        for step in job["steps"]:
-            kw = step.get("kwargs", {})
-            for e in kw.get("entries", []):
-                unsafe = unsafe_classes(e["path"]) if e.get("path") and not cfg.data["trust_checkpoints"] else []
-                if unsafe:
-                    raise UserError(f"checkpoint {e['name']!r}: {e['path']} would unpickle {', '.join(unsafe)}, "
-                                    "which no genuine checkpoint needs (and which could run code)", path=cfg.path,
-                                    line=cfg.lines.get(f"checkpoints.{e['name']}"),
-                                    fix=TRUST_FIX.replace("pass --trust-checkpoint (trust_checkpoints: true in a "
-                                                          "study config)", "set trust_checkpoints: true"))
-                if e.get("path") and not Path(e["path"]).exists():
-                    raise UserError(f"checkpoint {e['name']!r}: {e['path']} does not exist", path=cfg.path,
-                                    line=cfg.lines.get(f"checkpoints.{e['name']}"), fix="fix its `path:`")
+    for e in [e for job in jobs if job.kind == "checkpoints" for e in job.entries]:
+        unsafe = unsafe_classes(e["path"]) if e.get("path") and not cfg.data["trust_checkpoints"] else []
+        if unsafe:
+            raise UserError(f"checkpoint {e['name']!r}: {e['path']} would unpickle {', '.join(unsafe)}, "
+                            "which no genuine checkpoint needs (and which could run code)", path=cfg.path,
+                            line=cfg.lines.get(f"checkpoints.{e['name']}"),
+                            fix=TRUST_FIX.replace("pass --trust-checkpoint (trust_checkpoints: true in a "
+                                                  "study config)", "set trust_checkpoints: true"))
+        if e.get("path") and not Path(e["path"]).exists():
+            raise UserError(f"checkpoint {e['name']!r}: {e['path']} does not exist", path=cfg.path,
+                            line=cfg.lines.get(f"checkpoints.{e['name']}"), fix="fix its `path:`")
     if cfg.data["corpus"]["table"]:
-        from gendergap.plan import _path
-        table = Path(_path(cfg, cfg.data["corpus"]["table"]))
+        from gendergap.steps.base import config_path
+        table = Path(config_path(cfg, cfg.data["corpus"]["table"]))
         if not table.is_file():
             raise UserError(f"corpus table {table} does not exist", path=cfg.path,
                             fix="fill in corpus.table (an utterance table from `gendergap corpus index`)")
@@ -97,16 +94,15 @@ def _resources(res: dict) -> str:
 
 
 def print_plan(jobs, out, states, executor: str = "local", slurm: dict | None = None) -> None:
-    """Every job with its state, resources (what SLURM is asked for), dependencies and commands;
+    """Every job with its state, resources (what SLURM is asked for), dependencies and its step;
     under SLURM also the job arrays a run would submit now, with their throttle."""
     from gendergap.sweep import array_label, slurm_groups
 
     print(f"{len(jobs)} jobs (state as of now; output in {out}):")
     for j in jobs:
-        print(f"  {states[j['name']]:8s} {j['name']:36s} {_resources(j['resources'])}"
-              + (f"  after {', '.join(j['deps'])}" if j["deps"] else ""))
-        for step in j["steps"]:
-            print("             " + ("gendergap " + " ".join(step["cli"]) if "cli" in step else step["call"] + "(...)"))
+        print(f"  {states[j.name]:8s} {j.name:36s} {_resources(j.resources)}"
+              + (f"  after {', '.join(j.deps)}" if j.deps else ""))
+        print("             " + j.describe())
     if executor == "slurm":
         slurm = slurm or {}
         groups = slurm_groups(jobs, states)
@@ -117,7 +113,7 @@ def print_plan(jobs, out, states, executor: str = "local", slurm: dict | None = 
         for g in groups:
             label = array_label(g[0])
             array = f"--array=0-{len(g) - 1}" + (f"%{throttle}" if throttle else "") if len(g) > 1 else "(one job)"
-            print(f"  gg-{label:24s} {len(g):4d} job(s) {array:18s} {_resources(g[0]['resources'])}"
+            print(f"  gg-{label:24s} {len(g):4d} job(s) {array:18s} {_resources(g[0].resources)}"
                   + (f" partition {slurm['partition']}" if slurm.get("partition") else ""))
 
 

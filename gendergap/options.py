@@ -1,6 +1,7 @@
 """Options shared by every command that runs a model: where, in what precision, which feature store."""
 from __future__ import annotations
 
+import inspect
 import os
 from pathlib import Path
 
@@ -32,5 +33,21 @@ def runtime(args) -> tuple[str, str]:
     return device_and_precision(args.device, args.precision)
 
 
+def store_path(feature_store: str | None) -> str:
+    """The feature store directory, absolute: the given one, else $GENDERGAP_FEATURE_STORE, else runs/features."""
+    return str(Path(feature_store or os.environ.get("GENDERGAP_FEATURE_STORE") or DEFAULT_STORE).resolve())
+
+
 def feature_store(args) -> str:
-    return str(Path(args.feature_store or os.environ.get("GENDERGAP_FEATURE_STORE") or DEFAULT_STORE).resolve())
+    """store_path of a parsed --feature-store option."""
+    return store_path(args.feature_store)
+
+
+def call(fn, args) -> int:
+    """Run a command's keyword function with the parsed options it takes (a leaf's handler).
+
+    Only the options named in fn's signature are passed (the top-level -q/--quiet included when it
+    asks for ``quiet``); the exit status is fn's int, else 0 (a returned result dict or None is success)."""
+    params = inspect.signature(fn).parameters
+    result = fn(**{k: v for k, v in vars(args).items() if k in params})
+    return result if isinstance(result, int) and not isinstance(result, bool) else 0

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
-from gendergap.config import TASK_TYPES
+from gendergap.config import task_types
 from gendergap.jobs import SweepJob, read_json
 
 # rough minutes per job kind on the built-in study: the local scheduler starts the job with the
@@ -59,19 +59,19 @@ def _squeue_ids() -> set[str] | None:
     return set(r.stdout.split()) if r.returncode == 0 else None
 
 
-def job_state(job: dict, out: Path, queue: set[str] | None = None) -> str:
+def job_state(job, out: Path, queue: set[str] | None = None) -> str:
     """done | failed | running | changed (finished with another key) | pending."""
-    folder = state_dir(out, job["name"])
+    folder = state_dir(out, job.name)
     done = read_json(folder / "done.json")
-    if done and done.get("key") == job["key"]:
+    if done and done.get("key") == job.key:
         return "done"
     if _lock_held(folder):
         return "running"
     sub = read_json(folder / "submitted.json")
-    if sub and sub.get("key") == job["key"] and sub.get("executor") == "slurm" and queue and sub["job_id"] in queue:
+    if sub and sub.get("key") == job.key and sub.get("executor") == "slurm" and queue and sub["job_id"] in queue:
         return "running"
     failed = read_json(folder / "failed.json")
-    if failed and failed.get("key") == job["key"]:
+    if failed and failed.get("key") == job.key:
         return "failed"
     return "changed" if done else "pending"
 
@@ -85,16 +85,16 @@ def check_executor(name: str) -> None:
         raise UserError(f"unknown executor {name!r}", fix="use local or slurm")
 
 
-def _priority(jobs: list[dict]) -> dict[str, float]:
+def _priority(jobs: list) -> dict[str, float]:
     """Length of the costliest chain of jobs starting at each job (critical-path scheduling)."""
-    after: dict[str, list[str]] = {j["name"]: [] for j in jobs}
+    after: dict[str, list[str]] = {j.name: [] for j in jobs}
     for j in jobs:
-        for d in j["deps"]:
-            after[d].append(j["name"])
-    cost = {j["name"]: COST.get(j["kind"], 0.1) for j in jobs}
+        for d in j.deps:
+            after[d].append(j.name)
+    cost = {j.name: COST.get(j.kind, 0.1) for j in jobs}
     prio: dict[str, float] = {}
     for j in reversed(jobs):  # jobs are in dependency order
-        prio[j["name"]] = cost[j["name"]] + max((prio[n] for n in after[j["name"]]), default=0.0)
+        prio[j.name] = cost[j.name] + max((prio[n] for n in after[j.name]), default=0.0)
     return prio
 
 
@@ -109,43 +109,43 @@ class Progress:
                   + (f"  {extra}" if extra else ""), flush=True)
 
 
-def _prepare(jobs: list[dict], out: Path, retry_failed: bool, quiet: bool) -> dict[str, str]:
+def _prepare(jobs: list, out: Path, retry_failed: bool, quiet: bool) -> dict[str, str]:
     """States of all jobs; a job whose key changed loses its old run dir (it is run afresh)."""
     queue = _squeue_ids()
-    states = {j["name"]: job_state(j, out, queue) for j in jobs}
+    states = {j.name: job_state(j, out, queue) for j in jobs}
     for j in jobs:
-        folder = state_dir(out, j["name"])
-        if states[j["name"]] == "changed":
-            if j["kind"] in OWNED_OUTPUTS:
-                for o in j["outputs"]:
+        folder = state_dir(out, j.name)
+        if states[j.name] == "changed":
+            if j.kind in OWNED_OUTPUTS:
+                for o in j.outputs:
                     if Path(o).exists():
                         if not quiet:
-                            print(f"  config changed for {j['name']}: removing {o} and running it again")
+                            print(f"  config changed for {j.name}: removing {o} and running it again")
                         shutil.rmtree(o)
             (folder / "done.json").unlink(missing_ok=True)
-            states[j["name"]] = "pending"
-        if states[j["name"]] == "running":
+            states[j.name] = "pending"
+        if states[j.name] == "running":
             # held by a job left over from a killed sweep: submitting it again is safe (it waits for
             # the lock, then finds the job finished); under SLURM it is still queued, so leave it
-            states[j["name"]] = "pending" if not (read_json(folder / "submitted.json") or {}).get(
+            states[j.name] = "pending" if not (read_json(folder / "submitted.json") or {}).get(
                 "executor") == "slurm" else "running"
-        if states[j["name"]] == "failed" and retry_failed:
+        if states[j.name] == "failed" and retry_failed:
             (folder / "failed.json").unlink(missing_ok=True)
-            states[j["name"]] = "pending"
+            states[j.name] = "pending"
     return states
 
 
-def run_sweep(jobs: list[dict], out: str | Path, executor: str = "local", parallel: int = 2,
+def run_sweep(jobs: list, out: str | Path, executor: str = "local", parallel: int = 2,
               retry_failed: bool = False, quiet: bool = False, slurm: dict | None = None) -> dict[str, str]:
     """Run every job not yet done; returns the final state of each job."""
     check_executor(executor)
     out = Path(out).resolve()
     states = _prepare(jobs, out, retry_failed, quiet)
     for j in jobs:
-        folder = state_dir(out, j["name"])
+        folder = state_dir(out, j.name)
         folder.mkdir(parents=True, exist_ok=True)
-        write_json(folder / "job.json", j)
-    todo = [j for j in jobs if states[j["name"]] in ("pending", "running")]
+        write_json(folder / "job.json", j.as_dict())
+    todo = [j for j in jobs if states[j.name] in ("pending", "running")]
     earlier = [n for n, s in states.items() if s == "failed"]
     progress = Progress(len(jobs), quiet)
     progress.done = sum(s == "done" for s in states.values())
@@ -161,9 +161,9 @@ def run_sweep(jobs: list[dict], out: str | Path, executor: str = "local", parall
 def _mark_blocked(jobs, states, progress) -> None:
     blocked = []
     for j in jobs:  # dependency order: one pass reaches everything downstream
-        if states[j["name"]] == "pending" and any(states[d] in ("failed", "blocked") for d in j["deps"]):
-            states[j["name"]] = "blocked"
-            blocked.append(j["name"])
+        if states[j.name] == "pending" and any(states[d] in ("failed", "blocked") for d in j.deps):
+            states[j.name] = "blocked"
+            blocked.append(j.name)
     if blocked:
         names = ", ".join(blocked[:4]) + (f" and {len(blocked) - 4} more" if len(blocked) > 4 else "")
         progress.say("blocked", f"{len(blocked)} job(s) needing a failed one: {names}")
@@ -172,14 +172,14 @@ def _mark_blocked(jobs, states, progress) -> None:
 def _finish(job, sj, states, out, progress) -> None:
     try:
         done = sj.result()
-        states[job["name"]] = "done"
+        states[job.name] = "done"
         progress.done += 1
-        progress.say("done", job["name"], f"{done.get('seconds', 0):.0f} s")
+        progress.say("done", job.name, f"{done.get('seconds', 0):.0f} s")
     except Exception:  # noqa: BLE001 -- the job's own error is in failed.json and its log
-        states[job["name"]] = "failed"
+        states[job.name] = "failed"
         progress.failed += 1
-        failed = read_json(state_dir(out, job["name"]) / "failed.json") or {}
-        progress.say("FAILED", job["name"], f"{failed.get('error', 'see log')} (log: {sj.paths.stdout})")
+        failed = read_json(state_dir(out, job.name) / "failed.json") or {}
+        progress.say("FAILED", job.name, f"{failed.get('error', 'see log')} (log: {sj.paths.stdout})")
 
 
 def _run_local(jobs, states, out, parallel, progress) -> dict[str, str]:
@@ -187,7 +187,7 @@ def _run_local(jobs, states, out, parallel, progress) -> dict[str, str]:
 
     prio = _priority(jobs)
     ex = submitit.LocalExecutor(folder=out / "sweep" / "logs")
-    running: dict[str, tuple[dict, object]] = {}
+    running: dict[str, tuple] = {}
 
     def stop(signum, frame):  # SIGTERM: behave as Ctrl-C so running jobs are cancelled
         raise KeyboardInterrupt
@@ -199,17 +199,17 @@ def _run_local(jobs, states, out, parallel, progress) -> dict[str, str]:
                     del running[name]
                     _finish(job, sj, states, out, progress)
             _mark_blocked(jobs, states, progress)
-            ready = sorted((j for j in jobs if states[j["name"]] == "pending"
-                            and all(states[d] == "done" for d in j["deps"])), key=lambda j: -prio[j["name"]])
+            ready = sorted((j for j in jobs if states[j.name] == "pending"
+                            and all(states[d] == "done" for d in j.deps)), key=lambda j: -prio[j.name])
             for job in ready[:max(0, parallel - len(running))]:
-                ex.update_parameters(timeout_min=job["resources"]["time_min"])
-                sj = ex.submit(SweepJob(job, str(state_dir(out, job["name"]))))
-                write_json(state_dir(out, job["name"]) / "submitted.json", {
-                    "key": job["key"], "executor": "local", "job_id": str(sj.job_id), "stdout": str(sj.paths.stdout),
+                ex.update_parameters(timeout_min=job.resources["time_min"])
+                sj = ex.submit(SweepJob(job, str(state_dir(out, job.name))))
+                write_json(state_dir(out, job.name) / "submitted.json", {
+                    "key": job.key, "executor": "local", "job_id": str(sj.job_id), "stdout": str(sj.paths.stdout),
                     "stderr": str(sj.paths.stderr), "when": time.time()})
-                states[job["name"]] = "running"
-                running[job["name"]] = (job, sj)
-                progress.say("start", job["name"])
+                states[job.name] = "running"
+                running[job.name] = (job, sj)
+                progress.say("start", job.name)
             if not running:
                 break
             time.sleep(0.3)
@@ -224,13 +224,13 @@ def _run_local(jobs, states, out, parallel, progress) -> dict[str, str]:
     return states
 
 
-def array_label(job: dict) -> str:
+def array_label(job) -> str:
     """What a job array is called (gg-<label>): the task's name, or the job kind for the wiring
     and scoring jobs (a MuST-SHE scoring job belongs to its gender-st task but is not one)."""
-    return job["task"] if job["task"] and job["kind"] in TASK_TYPES else job["kind"]
+    return job.task if job.task and job.kind in task_types() else job.kind
 
 
-def slurm_groups(jobs: list[dict], states: dict[str, str]) -> list[list[dict]]:
+def slurm_groups(jobs: list, states: dict[str, str]) -> list[list]:
     """The job arrays a SLURM run submits: the pending jobs of one task with the same resources
     and the same depth in the graph (longest chain of jobs before it), so no array holds a job
     and its prerequisite, and submitting the arrays by depth submits every prerequisite first.
@@ -238,23 +238,23 @@ def slurm_groups(jobs: list[dict], states: dict[str, str]) -> list[list[dict]]:
     depth: dict[str, int] = {}
     groups: dict[tuple, list[dict]] = {}
     for j in jobs:
-        depth[j["name"]] = 1 + max((depth[d] for d in j["deps"]), default=-1)
-        if states[j["name"]] == "pending":
-            res = j["resources"]
-            key = (depth[j["name"]], array_label(j), res["cpus"], res["gpus"], res["mem_gb"], res["time_min"])
+        depth[j.name] = 1 + max((depth[d] for d in j.deps), default=-1)
+        if states[j.name] == "pending":
+            res = j.resources
+            key = (depth[j.name], array_label(j), res["cpus"], res["gpus"], res["mem_gb"], res["time_min"])
             groups.setdefault(key, []).append(j)
     return [groups[k] for k in sorted(groups, key=lambda k: k[:2])]
 
 
-def earlier_slurm_ids(jobs: list[dict], states: dict[str, str], out: Path) -> dict[str, str]:
+def earlier_slurm_ids(jobs: list, states: dict[str, str], out: Path) -> dict[str, str]:
     """SLURM ids of jobs an earlier run submitted that are still queued or running (state
     "running" with a slurm submitted.json of the current key): new jobs wait on these ids."""
     ids = {}
     for j in jobs:
-        if states[j["name"]] == "running":
-            sub = read_json(state_dir(out, j["name"]) / "submitted.json") or {}
-            if sub.get("executor") == "slurm" and sub.get("key") == j["key"] and sub.get("job_id"):
-                ids[j["name"]] = str(sub["job_id"])
+        if states[j.name] == "running":
+            sub = read_json(state_dir(out, j.name) / "submitted.json") or {}
+            if sub.get("executor") == "slurm" and sub.get("key") == j.key and sub.get("job_id"):
+                ids[j.name] = str(sub["job_id"])
     return ids
 
 
@@ -284,63 +284,63 @@ def _run_slurm(jobs, states, out, slurm, progress) -> dict[str, str]:
     earlier = earlier_slurm_ids(jobs, states, out)
     slurm_ids: dict[str, str] = {}  # job name -> SLURM id (array element "123_4") of this run
     # (job, SLURM id, log) of every job to wait for: this run's and the earlier run's still queued
-    watched: list[tuple[dict, str, str]] = [
-        (j, earlier[j["name"]], (read_json(state_dir(out, j["name"]) / "submitted.json") or {}).get("stdout", ""))
-        for j in jobs if j["name"] in earlier]
+    watched: list[tuple] = [
+        (j, earlier[j.name], (read_json(state_dir(out, j.name) / "submitted.json") or {}).get("stdout", ""))
+        for j in jobs if j.name in earlier]
     for group in slurm_groups(jobs, states):
         # an earlier run's job keeps its element id ("123_4"): only that element must finish
         deps = sorted({slurm_ids[d].split("_")[0] if d in slurm_ids else earlier[d]
-                       for j in group for d in j["deps"] if d in slurm_ids or d in earlier})
+                       for j in group for d in j.deps if d in slurm_ids or d in earlier})
         label = array_label(group[0])
-        ex.update_parameters(**slurm_parameters(group[0]["resources"], label, slurm, deps))
+        ex.update_parameters(**slurm_parameters(group[0].resources, label, slurm, deps))
         with ex.batch():
-            handles = [ex.submit(SweepJob(j, str(state_dir(out, j["name"])))) for j in group]
+            handles = [ex.submit(SweepJob(j, str(state_dir(out, j.name)))) for j in group]
         for j, sj in zip(group, handles):
-            slurm_ids[j["name"]] = str(sj.job_id)
-            write_json(state_dir(out, j["name"]) / "submitted.json", {
-                "key": j["key"], "executor": "slurm", "job_id": str(sj.job_id), "stdout": str(sj.paths.stdout),
+            slurm_ids[j.name] = str(sj.job_id)
+            write_json(state_dir(out, j.name) / "submitted.json", {
+                "key": j.key, "executor": "slurm", "job_id": str(sj.job_id), "stdout": str(sj.paths.stdout),
                 "stderr": str(sj.paths.stderr), "when": time.time()})
-            states[j["name"]] = "running"
+            states[j.name] = "running"
             watched.append((j, str(sj.job_id), str(sj.paths.stdout)))
         throttle = f" %{slurm['array_parallelism']}" if slurm.get("array_parallelism") else ""
         progress.say("submit", f"{len(group)} job(s) of {label}",
                      f"array {str(handles[0].job_id).split('_')[0]}{throttle}" + (f" after {','.join(deps)}" if deps else ""))
-    while any(states[j["name"]] == "running" for j, _, _ in watched):
+    while any(states[j.name] == "running" for j, _, _ in watched):
         time.sleep(2)
         queue = _squeue_ids() or set()
         for j, job_id, log in watched:
-            if states[j["name"]] != "running":
+            if states[j.name] != "running":
                 continue
-            folder = state_dir(out, j["name"])
+            folder = state_dir(out, j.name)
             done = read_json(folder / "done.json")
-            if done and done.get("key") == j["key"]:
-                states[j["name"]] = "done"
+            if done and done.get("key") == j.key:
+                states[j.name] = "done"
                 progress.done += 1
-                progress.say("done", j["name"], f"{done.get('seconds', 0):.0f} s (SLURM {job_id})")
+                progress.say("done", j.name, f"{done.get('seconds', 0):.0f} s (SLURM {job_id})")
             elif job_id not in queue and not _lock_held(folder):
                 time.sleep(1)  # the marker is written before the job leaves the queue; re-read once
-                if (read_json(folder / "done.json") or {}).get("key") == j["key"]:
+                if (read_json(folder / "done.json") or {}).get("key") == j.key:
                     continue
                 failed = read_json(folder / "failed.json") or {}
-                states[j["name"]] = "failed"
+                states[j.name] = "failed"
                 progress.failed += 1
                 why = failed.get("error") or "left the SLURM queue without finishing (cancelled, or a job it needs failed)"
-                progress.say("FAILED", j["name"], f"{why} (log: {log})")
+                progress.say("FAILED", j.name, f"{why} (log: {log})")
     return states
 
 
-def summary(jobs: list[dict], out: str | Path) -> list[dict]:
+def summary(jobs: list, out: str | Path) -> list[dict]:
     """One row per job: state, seconds, log (for `sweep status` and the study's timing table)."""
     out = Path(out).resolve()
     queue = _squeue_ids()
     rows = []
     for j in jobs:
-        folder = state_dir(out, j["name"])
+        folder = state_dir(out, j.name)
         done = read_json(folder / "done.json") or {}
         sub = read_json(folder / "submitted.json") or {}
         failed = read_json(folder / "failed.json") or {}
         state = job_state(j, out, queue)
-        rows.append({"job": j["name"], "kind": j["kind"], "state": state,
+        rows.append({"job": j.name, "kind": j.kind, "state": state,
                      "seconds": done.get("seconds") if state == "done" else None,
                      "started": done.get("started"), "finished": done.get("finished"),
                      "log": sub.get("stdout", ""), "error": failed.get("error") if state == "failed" else None})

@@ -144,3 +144,16 @@ def build_manifest(table, out, *, gender="balanced", fmt="fairseq", splits=None,
     if splits is not None:
         options["train_splits"] = tuple(splits)
     return build_manifests(table, out, gender=gender, fmt=fmt, seed=seed, selection_options=options, **kwargs)
+
+
+def make_up(report_path: str | os.PathLike) -> dict:
+    """Hours and gender percentages of a selection's train split (Table 3 of the study), from
+    the selection_report.json `build_manifest` writes."""
+    import json
+
+    report = json.loads(Path(report_path).read_text(encoding="utf-8"))
+    train = report["splits"]["train"]
+    total = sum(v["seconds"] for g, v in train.items() if g != "all")
+    pct = {g: 100.0 * train.get(g, {}).get("seconds", 0.0) / total for g in ("M", "F", "U")}
+    return {"hours": round(total / 3600, 3), "male_pct": round(pct["M"], 1), "female_pct": round(pct["F"], 1),
+            "unknown_pct": round(pct["U"], 1)}

@@ -56,3 +56,22 @@ def export_speechbrain(splits: dict[str, pd.DataFrame], out_dir: str | os.PathLi
             frame.to_csv(f, index=False, lineterminator="\n")
         rows[split] = len(frame)
     return {"rows": rows}
+
+
+def export_table_splits(table: str | os.PathLike, corpus: str, splits: dict[str, str], out: str | os.PathLike) -> None:
+    """SpeechBrain CSVs of one corpus of an utterance table: ``splits`` maps each CSV (train,
+    valid, test) to the table's split label. Audio paths are made absolute, so the CSVs work
+    from any working directory."""
+    from corpora.table import read_table, resolve_audio
+
+    df = read_table(table)
+    df = df[df["corpus"] == corpus].copy()
+    df["audio"] = resolve_audio(df, table)
+    parts = {}
+    for role, split in splits.items():
+        rows = df[df["split"] == split]
+        if rows.empty:
+            raise UserError(f"corpus {corpus!r} has no rows in split {split!r}", path=table,
+                            fix="check the task's corpus and splits in the study config")
+        parts[role] = rows
+    export_speechbrain(parts, out)

@@ -9,8 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from pydantic import Field
+
 from corpora.base.errors import UserError
-from gendergap.config import CONFIG_DIR, load_config
+from gendergap import config
+from gendergap.config import CONFIG_DIR, TaskBase, load_config, register_task_type, schema_json, schema_text, task_types
 from gendergap.plan import plan_jobs
 
 GOOD = """\
@@ -40,7 +43,7 @@ def cli(*args, env=None) -> subprocess.CompletedProcess:
 def test_builtin_configs_validate_and_plan():
     mini = load_config(CONFIG_DIR / "mini.yaml")
     jobs = plan_jobs(mini, "/tmp/never-written")
-    names = [j["name"] for j in jobs]
+    names = [j.name for j in jobs]
     # three checkpoints x (e2e, frozen, st, gender-st, mustshe, probes) + their data and features
     for ck in ("F-tiny", "M-tiny", "B-tiny"):
         for prefix in ("asr-e2e:", "asr-frozen:", "probes:", "features:"):
@@ -48,46 +51,46 @@ def test_builtin_configs_validate_and_plan():
         assert f"st:{ck}:fr-en" in names and f"gender-st:{ck}:en-fr" in names and f"mustshe:{ck}:en-fr" in names
     position = {n: i for i, n in enumerate(names)}
     for job in jobs:  # dependency order: every job after what it needs
-        assert all(position[d] < position[job["name"]] for d in job["deps"])
-    by = {j["name"]: j for j in jobs}
-    assert by["mustshe:F-tiny:en-fr"]["deps"] == ["gender-st:F-tiny:en-fr"]       # ST before MuST-SHE scoring
+        assert all(position[d] < position[job.name] for d in job.deps)
+    by = {j.name: j for j in jobs}
+    assert by["mustshe:F-tiny:en-fr"].deps == ["gender-st:F-tiny:en-fr"]       # ST before MuST-SHE scoring
     # one extraction per checkpoint feeds every frozen-feature task: every layer of both corpora
-    assert by["st:F-tiny:fr-en"]["deps"] == ["features:F-tiny"]
-    assert "features:F-tiny" in by["asr-frozen:F-tiny"]["deps"] and "features:F-tiny" in by["probes:F-tiny"]["deps"]
-    assert sum(j["kind"] == "features" for j in jobs) == 4  # the three checkpoints and FBANK
+    assert by["st:F-tiny:fr-en"].deps == ["features:F-tiny"]
+    assert "features:F-tiny" in by["asr-frozen:F-tiny"].deps and "features:F-tiny" in by["probes:F-tiny"].deps
+    assert sum(j.kind == "features" for j in jobs) == 4  # the three checkpoints and FBANK
     # the FBANK reference row: frozen ASR, fr-en ST and probes on its one output, nothing to fine-tune
     assert {"asr-frozen:FBANK", "st:FBANK:fr-en", "probes:FBANK", "features:FBANK"} <= set(names)
     assert not any(n.startswith(("asr-e2e:FBANK", "gender-st:FBANK")) for n in names)
-    st_fbank = by["st:FBANK:fr-en"]["steps"][0]["cli"]
-    assert st_fbank[st_fbank.index("--layer") + 1] == "0"
-    assert "--no-random-init" in by["probes:FBANK"]["steps"][0]["cli"]
-    assert "--no-random-init" not in by["probes:F-tiny"]["steps"][0]["cli"]
-    assert "FBANK" not in str(by["checkpoints"]["steps"])   # never registered
-    requests = by["features:F-tiny"]["steps"][0]["kwargs"]["requests"]
+    assert by["st:FBANK:fr-en"].layer == "0"
+    assert not by["probes:FBANK"].random_init and by["probes:F-tiny"].random_init
+    assert "FBANK" not in str(by["checkpoints"].entries)   # never registered
+    requests = by["features:F-tiny"].requests
     assert sorted((r["corpus"], r["layers"], str(r["probe_seed"])) for r in requests) == [
         ("synth-fr", "1", "None"), ("synth-fr", "all", "0"), ("synth-fr", "all", "None"), ("synth-gender", "1", "None")]
-    assert all("--device" in j["steps"][0]["cli"] for j in jobs if j["kind"] in ("asr-e2e", "asr-frozen", "st"))
-    assert set(by["report"]["deps"]) >= {n for n in names if n.startswith(("asr-", "st:", "probes:", "mustshe:"))
+    # auto without resources.gpus runs on the CPU: a job never takes a GPU it did not ask for
+    assert {(j.device, j.precision) for j in jobs if j.kind in ("asr-e2e", "asr-frozen", "st", "probes")} == {
+        ("cpu", "fp32")}
+    assert set(by["report"].deps) >= {n for n in names if n.startswith(("asr-", "st:", "probes:", "mustshe:"))
                                          and not n.startswith("asr-data")}
-    full = {j["name"]: j for j in plan_jobs(load_config(CONFIG_DIR / "mini-full.yaml"), "/tmp/never-written")}
+    full = {j.name: j for j in plan_jobs(load_config(CONFIG_DIR / "mini-full.yaml"), "/tmp/never-written")}
     for ck in ("F-tiny", "FBANK"):  # three seeds, then one pooling job under the single-seed name
         for base in (f"asr-frozen:{ck}", f"st:{ck}:fr-en"):
-            assert full[base]["kind"] == "seeds"
-            assert full[base]["deps"] == [f"{base}:seed{s}" for s in (1, 2, 3)]
-            assert full[base]["steps"][0]["kwargs"]["seeds"] == [1, 2, 3]
-    assert "seed=2" in full["asr-frozen:B-tiny:seed2"]["steps"][0]["cli"]
-    st2 = full["st:B-tiny:fr-en:seed2"]["steps"]
-    assert st2[0]["cli"][st2[0]["cli"].index("--seed") + 1] == "2" and "test@seed2" in st2[1]["cli"]
-    assert full["mustshe:F-tiny:en-fr"]["deps"] == ["gender-st:F-tiny:en-fr"]  # gender-st keeps one seed
+            assert full[base].kind == "seeds"
+            assert full[base].deps == [f"{base}:seed{s}" for s in (1, 2, 3)]
+            assert full[base].seeds == [1, 2, 3]
+    assert "seed=2" in full["asr-frozen:B-tiny:seed2"].overrides
+    st2 = full["st:B-tiny:fr-en:seed2"]
+    assert st2.train_seed == 2 and st2.subset == "test@seed2" and st2.out.endswith("seed2")
+    assert full["mustshe:F-tiny:en-fr"].deps == ["gender-st:F-tiny:en-fr"]  # gender-st keeps one seed
     boito = load_config(CONFIG_DIR / "boito2022.yaml")
     bj = plan_jobs(boito, "/tmp/never-written")
-    assert sum(j["kind"] == "st" for j in bj) == 4 * 3  # 4 feature extractors x fr-en/es/pt, as the study
-    assert all(j["resources"]["gpus"] == 1 for j in bj if j["kind"] in ("asr-e2e", "st"))
+    assert sum(j.kind == "st" for j in bj) == 4 * 3  # 4 feature extractors x fr-en/es/pt, as the study
+    assert all(j.resources["gpus"] == 1 for j in bj if j.kind in ("asr-e2e", "st"))
 
 
 def test_keys_change_downstream_only(tmp_path):
-    a = {j["name"]: j["key"] for j in plan_jobs(load_config(write(tmp_path, GOOD)), tmp_path / "o")}
-    b = {j["name"]: j["key"] for j in plan_jobs(load_config(write(tmp_path, GOOD.replace("max_steps=2", "max_steps=3"))),
+    a = {j.name: j.key for j in plan_jobs(load_config(write(tmp_path, GOOD)), tmp_path / "o")}
+    b = {j.name: j.key for j in plan_jobs(load_config(write(tmp_path, GOOD.replace("max_steps=2", "max_steps=3"))),
                                                   tmp_path / "o")}
     changed = {n for n in a if a[n] != b[n]}
     assert changed == {"asr-frozen:F-tiny", "asr-frozen:M-tiny", "report"}
@@ -96,7 +99,7 @@ def test_keys_change_downstream_only(tmp_path):
 def test_dry_run_prints_plan_and_writes_nothing(tmp_path):
     r = cli("sweep", "--config", str(CONFIG_DIR / "boito2022.yaml"), "--out", str(tmp_path / "o"), "--dry-run")
     assert r.returncode == 0, r.stderr
-    assert "35 jobs" in r.stdout and "st:LB-3K-Large:fr-pt" in r.stdout and "--preset xs" in r.stdout
+    assert "35 jobs" in r.stdout and "st:LB-3K-Large:fr-pt" in r.stdout and "StStep(task_type='st', ckpt='LB-3K-Large'" in r.stdout and "preset='xs'" in r.stdout
     assert not (tmp_path / "o").exists()
 
 
@@ -164,9 +167,169 @@ def test_schema_documents_every_key():
 
 def test_trust_checkpoints_reaches_every_job_that_loads_one(tmp_path):
     trusted = load_config(write(tmp_path, GOOD + "trust_checkpoints: true\n"))
-    jobs = {j["name"]: j for j in plan_jobs(trusted, tmp_path / "o")}
-    loaders = [j for j in jobs.values() if j["kind"] in ("asr-e2e", "asr-frozen", "st", "probes")]
-    assert loaders and all("--trust-checkpoint" in j["steps"][0]["cli"] for j in loaders)
-    assert all(j["steps"][0]["kwargs"]["trust"] for j in jobs.values() if j["kind"] in ("features", "checkpoints"))
-    default = {j["name"]: j for j in plan_jobs(load_config(write(tmp_path, GOOD)), tmp_path / "o")}
-    assert not any("--trust-checkpoint" in str(j["steps"]) for j in default.values())
+    jobs = {j.name: j for j in plan_jobs(trusted, tmp_path / "o")}
+    loaders = [j for j in jobs.values() if j.kind in ("asr-e2e", "asr-frozen", "st", "probes")]
+    assert loaders and all(j.trust for j in loaders)
+    assert all(j.trust for j in jobs.values() if j.kind in ("features", "checkpoints"))
+    default = plan_jobs(load_config(write(tmp_path, GOOD)), tmp_path / "o")
+    assert not any(getattr(j, "trust", False) for j in default)
+
+
+def refused(tmp_path, text: str) -> tuple[str, str]:
+    """The one line a bad config gives, and its file's name as it starts that line."""
+    path = write(tmp_path, text)
+    with pytest.raises(UserError) as e:
+        load_config(path)
+    return str(e.value), str(path)
+
+
+BLOCK = GOOD + """\
+  probes:
+    corpus: synth-fr
+    resources:
+      cpus: 2
+      gpus: 0
+report:
+  bootstrap: 10
+"""
+
+
+@pytest.mark.parametrize("old, new, line, words", [
+    # duplicate keys at any depth, reported on the second one's line
+    ("      gpus: 0\n", "      gpus: 0\n      cpus: 4\n", 15, ["key 'cpus' appears twice", "first on line 13"]),
+    ("  bootstrap: 10\n", "  bootstrap: 10\n  subset: test\n  bootstrap: 20\n", 18, ["key 'bootstrap' appears twice",
+                                                                                    "first on line 16"]),
+    ("{shipped: tiny-female, pretrained_on: female}", "{shipped: tiny-female, shipped: tiny-male}", 5,
+     ["key 'shipped' appears twice", "first on line 5"]),
+    # unknown keys, deep in a block mapping, with the closest known key
+    ("      gpus: 0\n", "      gpu: 0\n", 14, ["unknown key 'gpu' in 'tasks.probes.resources'", "did you mean 'gpus'"]),
+    ("    corpus: synth-fr\n    resources", "    corpus: synth-fr\n    layer: all\n    resources", 12,
+     ["unknown key 'layer' in 'tasks.probes'", "did you mean 'layers'"]),
+    # wrong types name the key path and its own line; YAML types are kept ("2" is no number, yes no int)
+    ("      cpus: 2\n", "      cpus: '2'\n", 13, ["'tasks.probes.resources.cpus' must be int, got str '2'",
+                                                 "CPU cores"]),
+    ("  bootstrap: 10\n", "  bootstrap: yes\n", 16, ["'report.bootstrap' must be int, got bool True"]),
+    ("pairs: [fr-en]", "pairs: [fr-en, 3]", 9, ["'tasks.st.pairs[1]' must be str, got int 3"]),
+    ("name: t\n", "name: [t]\n", 1, ["'name' must be str, got list"]),
+    ("name: t\n", "name: !python/name:os.system t\n", 1, ["not a plain YAML value", "'!python/name:os.system'"]),
+    ("{synth: tiny}", "{synth: huge}", 2, ["'corpus.synth' is 'huge'", "tiny, mini, small"]),
+    ("    corpus: synth-fr\n    resources", "    corpus: synth-fr\n    control: 1\n    resources", 12,
+     ["'tasks.probes.control' must be bool, got int 1"]),
+    ("{corpus: synth-fr, overrides: [max_steps=2]}", "{overrides: [max_steps=2]}", 8,
+     ["'tasks.asr-frozen.corpus' is required", "table corpus"]),
+    # checks of one entry, kept from the hand-written validator
+    ("      gpus: 0\n", "      gpus: 0\n    device: cuda:x\n", 15, ["task 'probes': device 'cuda:x'", "cuda:N"]),
+    ("      gpus: 0\n", "      gpus: 0\n    device: cuda\n", 10, ["task 'probes': runs on cuda but asks for no GPU"]),
+    ("checkpoints: [F-tiny]}", "checkpoints: [F-tiny], precision: bf16}", 9,
+     ["task 'st': fairseq cannot train in bf16"]),
+    ("overrides: [max_steps=2]", "overrides: [max_steps]", 8,
+     ["task 'asr-frozen': override 'max_steps' is not KEY=VALUE"]),
+    ("{shipped: tiny-female, pretrained_on: female}", "{pretrained_on: female}", 5,
+     ["checkpoint 'F-tiny': needs exactly one of shipped, path, pretrain, baseline (has none)"]),
+    ("report:\n", "executor: {array_parallelism: 0}\nreport:\n", 15,
+     ["'executor.array_parallelism': must be 1 or more"]),
+])
+def test_config_errors_name_the_key_and_its_line(tmp_path, old, new, line, words):
+    assert old in BLOCK
+    msg, path = refused(tmp_path, BLOCK.replace(old, new, 1))
+    assert msg.startswith(f"{path}:{line}: ") and msg.count("\n") == 0, msg
+    for w in words:
+        assert w in msg, msg
+
+
+def test_null_means_the_default_and_defaults_fill_every_key(tmp_path):
+    cfg = load_config(write(tmp_path, BLOCK.replace("  bootstrap: 10", "  bootstrap: null")
+                            + "executor: {partition: null, parallel: 3}\n"))
+    assert cfg.data["report"] == {"bootstrap": 1000, "subset": "test"}
+    assert cfg.data["executor"] == {"name": "local", "parallel": 3, "partition": None, "account": None,
+                                    "array_parallelism": None}
+    assert cfg.tasks["probes"] == {"type": "probes", "checkpoints": None, "after": [], "device": "auto",
+                                   "precision": "fp32",
+                                   "resources": {"cpus": 2, "mem_gb": 4, "gpus": 0, "time_min": 60},
+                                   "corpus": "synth-fr", "layers": "all", "probes": ["attention", "mean"],
+                                   "control": True, "random_init": True}
+    assert cfg.lines == {"checkpoints.F-tiny": 5, "checkpoints.M-tiny": 6, "tasks.asr-frozen": 8, "tasks.st": 9,
+                         "tasks.probes": 10}
+
+
+def _schema_block(text: str, header: str) -> str:
+    """The lines of schema_text under ``header`` (indented deeper), up to the next header."""
+    lines = text.splitlines()
+    start = lines.index(header)
+    depth = len(header) - len(header.lstrip())
+    block = []
+    for ln in lines[start + 1:]:
+        if len(ln) - len(ln.lstrip()) <= depth:
+            break
+        block.append(ln.strip())
+    return "\n".join(block)
+
+
+def test_schema_text_lists_every_field_of_every_task_type():
+    text = schema_text()
+    common = _schema_block(text, "  every task takes:")
+    assert "type: str, default None (asr-e2e|asr-frozen|st|gender-st|probes)" in common
+    assert "time_min: int, default 60 -- time limit per job, minutes (SLURM)" in common
+    assert set(task_types()) >= {"asr-e2e", "asr-frozen", "st", "gender-st", "probes"}
+    for type_ in task_types():
+        model = config._TASK_MODELS[type_]
+        own = _schema_block(text, f"  <name> (type {type_}) also takes:")
+        for name, field in model.model_fields.items():
+            assert f"{name}: " in own or f"{name}: " in common or f"{name}:  " in common, (type_, name)
+            if field.description and name not in TaskBase.model_fields:
+                assert f"{name}: " in own and field.description in own, (type_, name)
+    assert "pairs: list of str, required -- language pairs" in _schema_block(text, "  <name> (type st) also takes:")
+    assert "layer: str/int, default 'all'" in _schema_block(text, "  <name> (type asr-frozen) also takes:")
+    assert "  synth: str, default None (tiny|mini|small)" in text and "name: str, default 'study'" in text
+
+
+class ToyTask(TaskBase):
+    """A task type declared outside gendergap/config*.py, as a step module would."""
+    corpus: str = Field(description="toy corpus")
+    rounds: int = Field(3, description="how many toy rounds")
+    tag: str | None = Field(None, description="a free toy tag")
+
+
+@pytest.fixture
+def toy_registered(monkeypatch):
+    monkeypatch.setattr(config, "_TASK_MODELS", dict(config._TASK_MODELS))  # registered for this test only
+    register_task_type("toy", ToyTask)
+    return ToyTask
+
+
+def test_a_task_type_registered_from_outside(tmp_path, toy_registered):
+    cfg = load_config(write(tmp_path, GOOD + "  toy: {corpus: synth-fr, rounds: 5}\n"
+                                             "  toy2: {type: toy, corpus: synth-gender, checkpoints: [M-tiny]}\n"))
+    assert cfg.tasks["toy"] == {"type": "toy", "checkpoints": None, "after": [], "device": "auto", "precision": "fp32",
+                                "resources": {"cpus": 1, "mem_gb": 4, "gpus": 0, "time_min": 60},
+                                "corpus": "synth-fr", "rounds": 5, "tag": None}
+    assert cfg.tasks["toy2"]["type"] == "toy" and cfg.tasks["toy2"]["rounds"] == 3
+    assert cfg.lines["tasks.toy2"] == 11
+    assert "toy" in task_types() and "toy" not in config.TASK_TYPES   # TASK_TYPES: the built-in ones
+    # its keys are checked like the built-in ones', and the shared checks apply to it
+    msg, path = refused(tmp_path, GOOD + "  toy: {corpus: synth-fr, round: 5}\n")
+    assert msg.startswith(f"{path}:10: unknown key 'round' in 'tasks.toy'") and "did you mean 'rounds'" in msg, msg
+    msg, path = refused(tmp_path, GOOD + "  toy: {corpus: synth-fr, rounds: many}\n")
+    assert msg.startswith(f"{path}:10: 'tasks.toy.rounds' must be int, got str 'many'") and "toy rounds" in msg
+    msg, path = refused(tmp_path, GOOD + "  toy: {corpus: synth-fr, checkpoints: [X]}\n")
+    assert msg.startswith(f"{path}:10: task 'toy' refers to unknown checkpoint 'X'"), msg
+    # an unknown type is refused, naming every registered one
+    msg, path = refused(tmp_path, GOOD + "  mt: {corpus: synth-fr}\n")
+    assert msg.startswith(f"{path}:10: task 'mt' has no known type"), msg
+    assert "asr-e2e, asr-frozen, st, gender-st, probes, toy" in msg
+    # the schema lists it, in text and in JSON
+    text = schema_text()
+    assert "(asr-e2e|asr-frozen|st|gender-st|probes|toy)" in text
+    toy = _schema_block(text, "  <name> (type toy) also takes:")
+    assert toy.splitlines() == ["corpus: str, required -- toy corpus", "rounds: int, default 3 -- how many toy rounds",
+                                "tag: str, default None -- a free toy tag"]
+    assert "ToyTask" in schema_json()["$defs"]
+
+
+def test_register_task_type_refuses_what_would_change_a_config(toy_registered):
+    register_task_type("toy", ToyTask)           # the same model again: nothing changes
+    with pytest.raises(ValueError, match="already registered"):
+        register_task_type("st", ToyTask)
+    with pytest.raises(TypeError, match="TaskBase"):
+        register_task_type("plain", dict)
+    assert config._TASK_MODELS["st"].__name__ == "StTask"

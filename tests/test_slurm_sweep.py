@@ -59,23 +59,32 @@ def test_sweep_runs_as_slurm_job_arrays(slurm_cluster, tmp_path):
     assert again.returncode == 0 and "10 done already, 0 to run" in again.stdout, again.stdout
 
 
-def _job(name, deps=(), task=None):
-    """A real sweep job with one cheap step (`gendergap ckpt list`), keyed as the planner keys."""
-    from gendergap.plan import _with_keys  # noqa: F401 -- keys come from the planner's rule
-    return {"name": name, "kind": "probes" if task else "checkpoints", "task": task, "checkpoint": None, "pair": None,
-            "deps": list(deps), "steps": [{"cli": ["-q", "ckpt", "list"]}], "outputs": [],
-            "resources": {"cpus": 1, "mem_gb": 1, "gpus": 0, "time_min": 10}}
+def _spec(name, deps=(), task=None) -> dict:
+    return {"name": name, "deps": list(deps), "task": task}
 
 
-def _sweep_in_background(jobs, out, partition, throttle=None):
+def _steps(specs: list[dict], out) -> list:
+    """Real study steps that are cheap: registering no checkpoint (reads the registry, writes
+    nothing), keyed as the planner keys them."""
+    from gendergap.plan import _with_keys
+    from gendergap.steps.models import CheckpointsStep
+    return _with_keys([CheckpointsStep(registry=f"{out}/checkpoints.json", entries=[],
+                                       resources={"cpus": 1, "mem_gb": 1, "gpus": 0, "time_min": 10}, **s)
+                       for s in specs])
+
+
+def _sweep_in_background(specs, out, partition, throttle=None):
     """`run_sweep` under SLURM in its own process, as a user re-running the command would."""
     script = ("import json, sys; from gendergap.sweep import run_sweep; "
-              "s = run_sweep(json.loads(sys.argv[1]), sys.argv[2], executor='slurm', "
+              f"from {__name__} import _steps; "
+              "s = run_sweep(_steps(json.loads(sys.argv[1]), sys.argv[2]), sys.argv[2], executor='slurm', "
               "slurm=json.loads(sys.argv[3])); print('STATES', json.dumps(s))")
     slurm = {"partition": partition, "array_parallelism": throttle}
-    return subprocess.Popen([sys.executable, "-c", script, json.dumps(jobs), str(out), json.dumps(slurm)],
+    return subprocess.Popen([sys.executable, "-c", script, json.dumps(specs), str(out), json.dumps(slurm)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+                            env={**os.environ, "OMP_NUM_THREADS": "1",
+                                 "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), os.environ.get(
+                                     "PYTHONPATH", "")])})
 
 
 def _scontrol(job_id) -> dict:
@@ -102,12 +111,11 @@ def test_rerun_waits_on_the_earlier_runs_slurm_job(slurm_cluster, tmp_path):
     import fcntl
     import time
 
-    from gendergap.plan import _with_keys
     from gendergap.sweep import state_dir
 
     out = tmp_path / "o"
-    jobs = _with_keys([_job("prereq"), _job("dep:a", ["prereq"], task="dep"), _job("dep:b", ["prereq"], task="dep")])
-    by = {j["name"]: j for j in jobs}
+    specs = [_spec("prereq"), _spec("dep:a", ["prereq"], task="dep"), _spec("dep:b", ["prereq"], task="dep")]
+    by = {s["name"]: s for s in specs}
     lock_dir = state_dir(out.resolve(), "prereq")
     lock_dir.mkdir(parents=True)
     with open(lock_dir / "lock", "w") as hold:
@@ -116,7 +124,7 @@ def test_rerun_waits_on_the_earlier_runs_slurm_job(slurm_cluster, tmp_path):
         sub = _wait_for(lambda: (json.loads((lock_dir / "submitted.json").read_text())
                                  if (lock_dir / "submitted.json").is_file() else None))
         prereq_id = sub["job_id"]  # queued or running (the node may be busy): either way run 2 must wait on it
-        run2 = _sweep_in_background(jobs, out, slurm_cluster.partition, throttle=1)
+        run2 = _sweep_in_background(specs, out, slurm_cluster.partition, throttle=1)
         dep_sub = state_dir(out.resolve(), "dep:a") / "submitted.json"
         _wait_for(lambda: dep_sub.is_file())
         dep_ids = [json.loads((state_dir(out.resolve(), n) / "submitted.json").read_text())["job_id"]

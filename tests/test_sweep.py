@@ -79,7 +79,7 @@ def test_killed_sweep_resumes_without_redoing_or_duplicating(tmp_path):
     assert status.returncode == 0 and "10 done" in status.stdout
     line = next(x for x in status.stdout.splitlines() if "asr-frozen:F-tiny" in x)
     log = Path(line.split()[-1])
-    assert log.is_file() and "asr frozen --ckpt F-tiny" in log.read_text()
+    assert log.is_file() and "== asr-frozen:F-tiny: AsrStep(recipe='frozen', ckpt='F-tiny'" in log.read_text()
 
 
 def test_failed_job_blocks_dependents_and_waits_for_retry(tmp_path):

@@ -11,18 +11,19 @@ from gendergap import sweep
 from gendergap.config import load_config
 from gendergap.jobs import SweepJob
 from gendergap.plan import plan_jobs
+from gendergap.steps.models import CheckpointsStep
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from bench_sweep_plan import big_config  # noqa: E402
 
 
 def test_checkpoint_resubmits_the_same_job(tmp_path):
-    spec = {"name": "x", "kind": "checkpoints", "key": "k1", "steps": [{"cli": ["-q", "ckpt", "list"]}]}
-    job = SweepJob(spec, str(tmp_path))
+    step = CheckpointsStep(name="x", registry=str(tmp_path / "reg.json"), entries=[], key="k1")
+    job = SweepJob(step, str(tmp_path))
     assert isinstance(job, Checkpointable)
     again = job.checkpoint()
     assert isinstance(again, DelayedSubmission)
-    assert again.function.spec == spec and again.function.state_dir == str(tmp_path)
+    assert again.function.step is step and again.function.state_dir == str(tmp_path)
     assert again.function is not job and not again.function.requeued and job.requeued
     assert (tmp_path / "requeued.json").is_file()
 
@@ -32,8 +33,8 @@ def test_100_checkpoints_x_6_tasks_plan(tmp_path):
     # per checkpoint: asr-e2e, 2 asr-frozen, 3 st, gender-st + mustshe, probes, features = 10;
     # plus one shared ASR export, the checkpoint registry and the report
     assert len(jobs) == 100 * 10 + 3
-    assert len({j["name"] for j in jobs}) == len(jobs) and len({j["key"] for j in jobs}) == len(jobs)
-    groups = sweep.slurm_groups(jobs, {j["name"]: "pending" for j in jobs})
+    assert len({j.name for j in jobs}) == len(jobs) and len({j.key for j in jobs}) == len(jobs)
+    groups = sweep.slurm_groups(jobs, {j.name: "pending" for j in jobs})
     assert sum(len(g) for g in groups) == len(jobs) and len(groups) == 11
-    position = {j["name"]: i for i, j in enumerate(jobs)}
-    assert all(position[d] < position[j["name"]] for j in jobs for d in j["deps"])
+    position = {j.name: i for i, j in enumerate(jobs)}
+    assert all(position[d] < position[j.name] for j in jobs for d in j.deps)

@@ -1,0 +1,84 @@
+"""ASR steps: asr-e2e (wav2vec 2.0 fine-tuned with CTC) and asr-frozen (frozen features -> CTC head).
+
+Both train with SpeechBrain, decode the test CSV and store per-gender WER: the step calls the
+same function as `gendergap asr finetune` / `gendergap asr frozen` (gendergap/cmd_asr.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from gendergap.config_schema import AsrE2ETask, AsrFrozenTask
+from gendergap.steps.base import Graph, Step, register_task, runtime
+from gendergap.steps.data import asr_data
+from gendergap.steps.seeds import SUBSET, add_seeded
+
+
+@dataclass(kw_only=True)
+class AsrStep(Step):
+    """Train one ASR model on a checkpoint, decode its test CSV, store WER per gender."""
+    recipe: str                 # finetune (asr-e2e) or frozen (asr-frozen)
+    ckpt: str
+    registry: str
+    train: str
+    valid: str
+    test: str
+    table: str
+    out: str
+    db: str
+    bootstrap: int
+    seed: int                   # the bootstrap's seed
+    device: str
+    precision: str
+    subset: str | None = None   # default: the test CSV's stem
+    overrides: list = dataclasses.field(default_factory=list)
+    hparams: str | None = None
+    layer: str | None = None    # frozen: the layer read
+    feature_store: str | None = None
+    trust: bool = False
+
+    @property
+    def kind(self) -> str:
+        return "asr-e2e" if self.recipe == "finetune" else "asr-frozen"
+
+    def run(self) -> None:
+        from gendergap.cmd_asr import asr_finetune, asr_frozen
+
+        common = dict(ckpt=self.ckpt, registry=self.registry, train=self.train, valid=self.valid, test=self.test,
+                      table=self.table, out=self.out, db=self.db, subset=self.subset, bootstrap=self.bootstrap,
+                      seed=self.seed, hparams=self.hparams, overrides=list(self.overrides), no_progress=True,
+                      device=self.device, precision=self.precision, trust_checkpoint=self.trust)
+        if self.recipe == "finetune":
+            asr_finetune(**common)
+        else:
+            asr_frozen(**common, layer=self.layer, feature_store=self.feature_store)
+
+
+def plan_asr(g: Graph, tname: str, t: dict) -> None:
+    """One step per checkpoint (or one per seed, then a pooling step)."""
+    data = asr_data(g, t)
+    frozen = t["type"] == "asr-frozen"
+    for ck in g.checkpoints_of(t):
+        if not frozen and g.is_baseline(ck):
+            continue  # nothing to fine-tune
+        run = Path(g.out) / tname / ck
+        step = AsrStep(
+            name=f"{tname}:{ck}", recipe="frozen" if frozen else "finetune", ckpt=ck, registry=g.registry,
+            train=f"{data.out}/train.csv", valid=f"{data.out}/valid.csv", test=f"{data.out}/test.csv",
+            table=g.table, out=str(run), db=g.db, bootstrap=g.bootstrap, seed=g.seed, **runtime(t),
+            overrides=list(t["overrides"]), hparams=g.path(t["hparams"]), trust=g.trust,
+            layer=g.layer(ck, t["layer"]) if frozen else None, feature_store=g.store if frozen else None,
+            deps=["checkpoints", data.name] + ([g.features_of(ck, t)] if frozen else []),
+            resources=dict(t["resources"]), task=tname, checkpoint=ck, outputs=[str(run)])
+        if not t["seeds"]:
+            g.add(step)
+            continue
+        add_seeded(g, step, [(s, dataclasses.replace(
+            step, name=f"{step.name}:seed{s}", out=str(run / f"seed{s}"), subset=f"{SUBSET}@seed{s}",
+            overrides=[*t["overrides"], f"seed={s}"], deps=list(step.deps), outputs=[str(run / f"seed{s}")]),
+            str(run / f"seed{s}" / f"{SUBSET}.wer.json")) for s in t["seeds"]])
+
+
+register_task("asr-e2e", AsrE2ETask, plan_asr)
+register_task("asr-frozen", AsrFrozenTask, plan_asr)

@@ -1,0 +1,178 @@
+"""A study step: one node of the study graph, a small typed object.
+
+A step's dataclass fields say what it computes (its table, checkpoint, layer, seed, output
+folder...); ``deps`` names the steps whose outputs it reads; ``run()`` calls one package
+function. Its key hashes its kind, its fields and the keys of the steps it reads, so a change
+upstream (another corpus, another override) changes every key below it, and an unchanged step
+is skipped. The sweep submits the step objects themselves through submitit (they pickle), and
+a results row points back to its step through the results store (analysis/store.py).
+
+Graph-level attributes (name, deps, resources, task, checkpoint, pair, outputs) are not part of
+the step's fields: they say where it sits in the graph and what it asks a scheduler for, not what
+it computes.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, ClassVar
+
+from corpora.base.provenance import config_hash
+
+LIGHT = {"cpus": 1, "mem_gb": 2, "gpus": 0, "time_min": 30}  # data wiring, scoring, the report
+GRAPH_FIELDS = ("name", "deps", "resources", "task", "checkpoint", "pair", "outputs", "key")
+
+
+@dataclass(kw_only=True)
+class Step:
+    """The part every step shares: where it sits in the graph. Subclasses add typed fields and
+    ``run()``; ``KIND`` names the step kind (a subclass serving two task types overrides ``kind``)."""
+    KIND: ClassVar[str] = ""
+    name: str
+    deps: list[str] = field(default_factory=list)
+    resources: dict = field(default_factory=lambda: dict(LIGHT))
+    task: str | None = None
+    checkpoint: str | None = None
+    pair: str | None = None
+    outputs: list[str] = field(default_factory=list)
+    key: str = ""
+
+    @property
+    def kind(self) -> str:
+        return self.KIND
+
+    def fields(self) -> dict:
+        """What the step computes: its own dataclass fields, JSON-able (they make its key)."""
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name not in GRAPH_FIELDS}
+
+    def make_key(self, dep_keys: list[str]) -> str:
+        return config_hash({"kind": self.kind, "fields": self.fields(), "deps": dep_keys})
+
+    def record(self) -> dict:
+        """What the results store keeps of the step that made a run (analysis.store.recording_step)."""
+        return {"key": self.key, "kind": self.kind, "name": self.name, "fields": self.fields()}
+
+    def as_dict(self) -> dict:
+        """Everything about the step, for job.json and `sweep --dry-run`."""
+        return {"name": self.name, "kind": self.kind, "task": self.task, "checkpoint": self.checkpoint,
+                "pair": self.pair, "deps": list(self.deps), "resources": dict(self.resources),
+                "outputs": list(self.outputs), "key": self.key, "fields": self.fields()}
+
+    def describe(self) -> str:
+        return f"{type(self).__name__}(" + ", ".join(f"{k}={v!r}" for k, v in self.fields().items()) + ")"
+
+    def run(self) -> None:
+        raise NotImplementedError(f"{type(self).__name__}.run")
+
+
+def _plain(value):
+    """Paths as strings, tuples as lists: the form a key hashes and job.json stores."""
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return value
+
+
+# --- task types: a config schema and a planner each --------------------------------------------
+
+Planner = Callable[["Graph", str, dict], None]   # (graph, task name, validated task config) -> adds steps
+PLANNERS: dict[str, Planner] = {}
+
+
+def register_task(type_: str, schema, planner: Planner) -> None:
+    """Make ``type_`` a task type: ``schema`` (a subclass of gendergap.config.TaskBase) checks its
+    config keys and ``planner`` adds its steps to the graph. This is all a new downstream task
+    needs besides its step class and its package function (docs/architecture.md)."""
+    from gendergap.config import register_task_type
+
+    if PLANNERS.get(type_, planner) is not planner:
+        raise ValueError(f"task type {type_!r} already has a planner ({PLANNERS[type_].__qualname__})")
+    register_task_type(type_, schema)
+    PLANNERS[type_] = planner
+
+
+# --- the graph being built --------------------------------------------------------------------
+
+@dataclass
+class Graph:
+    """What every planner needs: the config, the output folder and the steps so far."""
+    cfg: object                                   # gendergap.config.StudyConfig
+    out: Path
+    steps: list[Step] = field(default_factory=list)
+    table: str = ""                               # the utterance table every task reads
+    table_deps: list[str] = field(default_factory=list)   # the step writing it, if the study does
+    features: dict = field(default_factory=dict)  # (checkpoint, precision) -> its FeaturesStep
+
+    @property
+    def d(self) -> dict:
+        return self.cfg.data
+
+    @property
+    def seed(self) -> int:
+        return self.cfg.data["seed"]
+
+    @property
+    def db(self) -> str:
+        return str(self.out / "results.db")
+
+    @property
+    def registry(self) -> str:
+        return str(self.out / "checkpoints.json")
+
+    @property
+    def store(self) -> str:
+        return str(self.out / "features")
+
+    @property
+    def trust(self) -> bool:
+        return bool(self.d["trust_checkpoints"])
+
+    @property
+    def bootstrap(self) -> int:
+        return self.d["report"]["bootstrap"]
+
+    def add(self, step: Step) -> Step:
+        self.steps.append(step)
+        return step
+
+    def has(self, name: str) -> bool:
+        return any(s.name == name for s in self.steps)
+
+    def path(self, value: str | None, base: Path | None = None) -> str | None:
+        """Config paths are relative to the config file (or to ``base`` when given)."""
+        return config_path(self.cfg, value, base)
+
+    def checkpoints_of(self, t: dict) -> list[str]:
+        """The checkpoints a task runs on: its own list, else every checkpoint of the study."""
+        return list(t["checkpoints"] or self.cfg.checkpoints)
+
+    def is_baseline(self, ck: str) -> bool:
+        return bool(self.cfg.checkpoints[ck]["baseline"])
+
+    def layer(self, ck: str, layer) -> str:
+        """The layer a task reads; filterbanks have one output (0), so any layer but `all` means it."""
+        return str(layer) if not self.is_baseline(ck) or str(layer) == "all" else "0"
+
+    def features_of(self, ck: str, t: dict) -> str:
+        """The name of the step extracting ``ck``'s features for task ``t``."""
+        return self.features[(ck, t["precision"])].name
+
+
+def config_path(cfg, value: str | None, base: Path | None = None) -> str | None:
+    if value is None:
+        return None
+    p = Path(value).expanduser()
+    return str(p if p.is_absolute() else ((base or cfg.path.parent) / p).resolve())
+
+
+def runtime(t: dict) -> dict:
+    """device / precision / trust of a model task. ``auto`` becomes the GPU the job asked for
+    (resources.gpus) or the CPU, so a job never takes a GPU it did not ask SLURM for."""
+    device = t["device"]
+    if device == "auto" and t["resources"]["gpus"] < 1:
+        device = "cpu"
+    return {"device": device, "precision": t["precision"]}

@@ -1,0 +1,93 @@
+"""Data steps: the built-in corpus, the pretraining manifests, a task's SpeechBrain CSVs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from corpora.base.provenance import config_hash
+from gendergap.steps.base import Graph, Step
+
+DEFAULT_SPLITS = {"train": "train", "valid": "valid", "test": "test"}
+
+
+@dataclass(kw_only=True)
+class CorpusStep(Step):
+    """Generate the built-in synthetic corpus (corpora.synth) into ``out``."""
+    KIND = "corpus"
+    out: str
+    size: str
+    seed: int
+
+    def run(self) -> None:
+        from corpora.synth import synthesize  # lazy: pulls in the espeak-ng engine
+
+        print(synthesize(self.out, size=self.size, seed=self.seed), flush=True)
+
+
+@dataclass(kw_only=True)
+class ManifestStep(Step):
+    """A gender-filtered pretraining manifest (fairseq format) of one split of the table."""
+    KIND = "manifest"
+    table: str
+    out: str
+    gender: str
+    split: str
+    corpus: str | None
+    hours: float | None
+    seed: int
+
+    def run(self) -> None:
+        from manifests.build import build_manifest
+
+        if (Path(self.out) / "selection_report.json").is_file():
+            return
+        build_manifest(table=self.table, out=self.out, gender=self.gender, fmt="fairseq", splits=(self.split,),
+                       seed=self.seed, hours=self.hours,
+                       selection_options={"corpora": [self.corpus]} if self.corpus else None)
+
+
+@dataclass(kw_only=True)
+class AsrDataStep(Step):
+    """SpeechBrain CSVs (train/valid/test) of one corpus, split by the table's split labels."""
+    KIND = "asr-data"
+    table: str
+    corpus: str
+    splits: dict
+    out: str
+
+    def run(self) -> None:
+        from manifests.export_speechbrain import export_table_splits
+
+        export_table_splits(self.table, self.corpus, self.splits, self.out)
+
+
+def plan_corpus(g: Graph) -> None:
+    """The utterance table (generated, or the user's) and the pretraining manifests in use."""
+    d = g.d
+    if d["corpus"]["synth"]:
+        table = g.out / "corpus" / "utterances.tsv"
+        g.add(CorpusStep(name="corpus", out=str(g.out / "corpus"), size=d["corpus"]["synth"], seed=g.seed,
+                         outputs=[str(table)]))
+        g.table_deps = ["corpus"]
+    else:
+        table = Path(g.path(d["corpus"]["table"]))
+    g.table = str(table)
+    pre = d["pretraining"]
+    used_sets = {c["pretrain"] or c["pretrained_on"] for c in g.cfg.checkpoints.values()} - {None}
+    for name in [s for s in pre["sets"] if s in used_sets]:
+        mdir = str(g.out / "manifests" / name)
+        g.add(ManifestStep(name=f"manifest:{name}", table=g.table, out=mdir, gender=str(pre["sets"][name]),
+                           split=pre["split"], corpus=pre["corpus"], hours=pre["hours"], seed=g.seed,
+                           deps=list(g.table_deps), outputs=[mdir]))
+
+
+def asr_data(g: Graph, t: dict) -> AsrDataStep:
+    """The SpeechBrain CSVs of a task's rows; tasks on the same rows share one export."""
+    tag = t["corpus"] + ("" if t["splits"] == DEFAULT_SPLITS else "." + config_hash(t["splits"])[:8])
+    name = f"asr-data:{tag}"
+    for s in g.steps:
+        if s.name == name:
+            return s
+    out = str(g.out / "data" / tag)
+    return g.add(AsrDataStep(name=name, table=g.table, corpus=t["corpus"], splits=dict(t["splits"]), out=out,
+                             deps=list(g.table_deps), outputs=[out]))

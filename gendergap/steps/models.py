@@ -1,0 +1,121 @@
+"""Model steps: pretraining, the study's checkpoint registry, and frozen-feature extraction."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gendergap.steps.base import LIGHT, Graph, Step
+from ssl_pretrain.study_checkpoints import SHIPPED
+
+FROZEN_TASKS = ("asr-frozen", "st", "gender-st", "probes")   # the tasks that read the feature store
+
+
+@dataclass(kw_only=True)
+class PretrainStep(Step):
+    """Pretrain a tiny wav2vec 2.0 on a manifest until it learns (ssl_pretrain.study_checkpoints)."""
+    KIND = "pretrain"
+    manifest: str
+    out: str
+    seed: int
+    updates: int
+    preset: str = "tiny"
+    continue_updates: int = 0
+
+    def run(self) -> None:
+        from ssl_pretrain.study_checkpoints import pretrain_tiny
+
+        pretrain_tiny(self.manifest, self.out, self.seed, self.updates, self.preset, self.continue_updates)
+
+
+@dataclass(kw_only=True)
+class CheckpointsStep(Step):
+    """Register every checkpoint of the study in one registry (paths, or pretraining outputs)."""
+    KIND = "checkpoints"
+    registry: str
+    entries: list
+    trust: bool = False
+
+    def run(self) -> None:
+        from ssl_pretrain.study_checkpoints import register_study_checkpoints
+
+        register_study_checkpoints(self.registry, self.entries, trust=self.trust)
+
+
+@dataclass(kw_only=True)
+class FeaturesStep(Step):
+    """Extract, once, what a checkpoint's frozen-feature tasks read from the feature store.
+
+    Each request is a task's rows (corpus + splits; probes: the rows probe_splits draws with
+    ``probe_seed``) and layers; see gendergap/steps/features.py."""
+    KIND = "features"
+    table: str
+    ckpt: str
+    registry: str
+    store: str
+    requests: list
+    device: str
+    precision: str
+    trust: bool = False
+
+    def run(self) -> None:
+        from gendergap.steps.features import extract_features
+
+        extract_features(self.table, self.ckpt, self.registry, self.store, self.requests, self.device,
+                         self.precision, self.trust)
+
+
+def plan_checkpoints(g: Graph) -> None:
+    """Pretraining steps for the checkpoints the study trains, then one step registering them all."""
+    entries, deps = [], []
+    for name, c in g.cfg.checkpoints.items():
+        if c["baseline"]:
+            continue  # FBANK: no model, nothing to register (CheckpointRef resolves the name itself)
+        used = c["pretrain"] or c["pretrained_on"]
+        entry = {"name": name, "path": None, "pretrain_dir": None, "note": c["note"],
+                 "table3": {k: c[k] for k in ("hours", "male_pct", "female_pct", "unknown_pct") if c[k] is not None},
+                 "make_up": str(g.out / "manifests" / used / "selection_report.json") if used else None}
+        if used:
+            deps.append(f"manifest:{used}")
+        if c["pretrain"]:
+            run = str(g.out / "ssl" / name)
+            step = g.add(PretrainStep(name=f"pretrain:{name}", manifest=str(g.out / "manifests" / c["pretrain"]),
+                                      out=run, seed=g.seed, updates=c["updates"], preset=c["preset"],
+                                      continue_updates=c["continue_updates"], deps=[f"manifest:{c['pretrain']}"],
+                                      resources={**LIGHT, "time_min": 120}, checkpoint=name, outputs=[run]))
+            entry["pretrain_dir"], entry["note"] = run, entry["note"] or "pretrained by this study"
+            deps.append(step.name)
+        elif c["shipped"]:
+            entry["path"] = str(SHIPPED / f"{c['shipped']}.safetensors")
+            entry["note"] = entry["note"] or f"shipped with gendergap; see {SHIPPED / 'PROVENANCE.md'}"
+        else:
+            entry["path"] = g.path(c["path"])
+        entries.append(entry)
+    g.add(CheckpointsStep(name="checkpoints", registry=g.registry, entries=entries, trust=g.trust,
+                          deps=sorted(set(deps)), outputs=[g.registry]))
+
+
+def plan_features(g: Graph) -> None:
+    """One extraction step per checkpoint (and precision) for everything its frozen-feature tasks
+    read: each task's rows and layers is a request (probes: the probe rows only), and the step
+    extracts each utterance once into as few store entries as cover them."""
+    groups: dict[tuple, list[dict]] = {}
+    for t in g.cfg.tasks.values():
+        if t["type"] in FROZEN_TASKS:
+            for ck in g.checkpoints_of(t):
+                groups.setdefault((ck, t["precision"]), []).append(t)
+    for (ck, precision), tasks in groups.items():
+        requests = [_request(g, ck, t) for t in tasks]
+        gpus = max(t["resources"]["gpus"] for t in tasks)
+        res = max((t["resources"] for t in tasks), key=lambda r: (r["gpus"], r["cpus"]))
+        name = f"features:{ck}" + ("" if precision == "fp32" else f":{precision}")
+        # a GPU only when the job asked for one (gendergap.steps.base.runtime)
+        g.features[(ck, precision)] = g.add(FeaturesStep(
+            name=name, table=g.table, ckpt=ck, registry=g.registry, store=g.store, requests=requests,
+            device="auto" if gpus >= 1 else "cpu", precision=precision, trust=g.trust,
+            deps=["checkpoints"] + g.table_deps, resources=dict(res), checkpoint=ck, outputs=[g.store]))
+
+
+def _request(g: Graph, ck: str, t: dict) -> dict:
+    probe = t["type"] == "probes"
+    splits = ["train", "valid", "dev", "test"] if probe else sorted(set(t["splits"].values()))
+    layers = "all" if probe and g.is_baseline(ck) else g.layer(ck, t["layers" if probe else "layer"])
+    return {"corpus": t["corpus"], "splits": splits, "layers": layers, "probe_seed": g.seed if probe else None}

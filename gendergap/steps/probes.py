@@ -1,0 +1,54 @@
+"""Probe steps: gender probes on each layer's hidden states (`gendergap probe run`)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from gendergap.config_schema import ProbesTask
+from gendergap.steps.base import Graph, Step, register_task, runtime
+
+
+@dataclass(kw_only=True)
+class ProbesStep(Step):
+    """Train gender probes on one checkpoint's layers (and, as a control, its random-init twin)."""
+    KIND = "probes"
+    ckpt: str
+    registry: str
+    table: str
+    corpus: str | None
+    layers: str
+    probes: list
+    control: bool
+    random_init: bool
+    feature_store: str
+    out: str
+    db: str
+    seed: int
+    device: str
+    precision: str
+    trust: bool = False
+
+    def run(self) -> None:
+        from gendergap.cmd_probe import probe_run
+
+        probe_run(ckpt=[self.ckpt], registry=self.registry, table=self.table, corpus=self.corpus, layers=self.layers,
+                  probes=",".join(self.probes), control=self.control, random_init=self.random_init,
+                  feature_store=self.feature_store, out=self.out, db=self.db, seed=self.seed, device=self.device,
+                  precision=self.precision, trust_checkpoint=self.trust, quiet=True)
+
+
+def plan_probes(g: Graph, tname: str, t: dict) -> None:
+    """Probes per checkpoint; the first pretrained one also probes its random-init twin."""
+    ckpts = g.checkpoints_of(t)
+    twin_of = next((ck for ck in ckpts if not g.is_baseline(ck)), None)
+    for ck in ckpts:
+        out = str(Path(g.out) / tname / ck)
+        g.add(ProbesStep(
+            name=f"{tname}:{ck}", ckpt=ck, registry=g.registry, table=g.table, corpus=t["corpus"],
+            layers=t["layers"] if not g.is_baseline(ck) else "all", probes=list(t["probes"]), control=t["control"],
+            random_init=bool(t["random_init"] and ck == twin_of), feature_store=g.store, out=out, db=g.db,
+            seed=g.seed, **runtime(t), trust=g.trust, deps=["checkpoints", g.features_of(ck, t)] + g.table_deps,
+            resources=dict(t["resources"]), task=tname, checkpoint=ck, outputs=[out]))
+
+
+register_task("probes", ProbesTask, plan_probes)

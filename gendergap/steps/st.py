@@ -1,0 +1,115 @@
+"""ST steps: st and gender-st (frozen features -> fairseq s2t), and MuST-SHE scoring.
+
+A step trains one model, decodes the test split and stores per-gender BLEU: it calls the same
+functions as `gendergap st train` and `gendergap st decode` (gendergap/cmd_st.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from gendergap.config_schema import StTask
+from gendergap.steps.base import Graph, Step, register_task, runtime
+from gendergap.steps.seeds import SUBSET, add_seeded
+
+
+@dataclass(kw_only=True)
+class StStep(Step):
+    """Train an ST model on one checkpoint's features for one language pair, decode, score."""
+    task_type: str              # st or gender-st: the task its rows are filed under
+    ckpt: str
+    layer: str
+    registry: str
+    feature_store: str
+    table: str
+    corpus: str
+    splits: dict
+    src: str
+    tgt: str
+    out: str
+    preset: str
+    train_seed: int
+    overrides: list
+    db: str
+    bootstrap: int
+    seed: int                   # the bootstrap's seed
+    device: str
+    precision: str
+    subset: str | None = None
+    trust: bool = False
+
+    @property
+    def kind(self) -> str:
+        return self.task_type
+
+    def run(self) -> None:
+        from gendergap.cmd_st import st_decode, st_train
+
+        st_train(ckpt=self.ckpt, layer=self.layer, registry=self.registry, feature_store=self.feature_store,
+                 device=self.device, precision=self.precision, trust_checkpoint=self.trust, corpus=self.corpus,
+                 train=self.table, train_split=self.splits["train"], valid=self.table,
+                 valid_split=self.splits["valid"], src=self.src, tgt=self.tgt, out=self.out, preset=self.preset,
+                 seed=self.train_seed, overrides=list(self.overrides))
+        st_decode(model=self.out, test=self.table, test_split=self.splits["test"], corpus=self.corpus,
+                  out=str(Path(self.out) / "test.hyp"), db=self.db, name=self.ckpt, bootstrap=self.bootstrap,
+                  seed=self.seed, task=self.task_type, **({"subset": self.subset} if self.subset else {}))
+
+
+@dataclass(kw_only=True)
+class MustsheStep(Step):
+    """MuST-SHE coverage and accuracy of an ST run's test hypotheses, into the results DB."""
+    KIND = "mustshe"
+    tsv: str
+    hyps: str
+    db: str
+    ckpt: str
+    lang_pair: str
+    subset: str = "test"
+
+    def run(self) -> None:
+        from analysis.mustshe import score_mustshe, store_mustshe
+        from corpora.base.atomic import write_json
+
+        result = score_mustshe(self.tsv, self.hyps)
+        write_json(str(self.hyps) + ".mustshe.json", result)
+        store_mustshe(self.db, result, self.ckpt, self.lang_pair, self.subset,
+                      {"mustshe": str(Path(self.tsv).resolve()), "hyps": str(Path(self.hyps).resolve())},
+                      [self.tsv, self.hyps])
+
+
+def plan_st(g: Graph, tname: str, t: dict) -> None:
+    """One step per checkpoint and pair (or one per seed, then a pooling step), then MuST-SHE."""
+    for ck in g.checkpoints_of(t):
+        for pair in t["pairs"]:
+            model = Path(g.out) / tname / f"{ck}.{pair}"
+            src, tgt = pair.split("-")
+            step = StStep(
+                name=f"{tname}:{ck}:{pair}", task_type=t["type"], ckpt=ck, layer=g.layer(ck, t["layer"]),
+                registry=g.registry, feature_store=g.store, table=g.table, corpus=t["corpus"],
+                splits=dict(t["splits"]), src=src, tgt=tgt, out=str(model), preset=_preset(g, t["preset"]),
+                train_seed=g.seed + 1, overrides=list(t["overrides"]), db=g.db, bootstrap=g.bootstrap, seed=g.seed,
+                **runtime(t), trust=g.trust, deps=[g.features_of(ck, t)], resources=dict(t["resources"]),
+                task=tname, checkpoint=ck, pair=pair, outputs=[str(model)])
+            if not t["seeds"]:
+                g.add(step)
+                hyp, scored = model / "test.hyp", step.name
+            else:
+                add_seeded(g, step, [(s, dataclasses.replace(
+                    step, name=f"{step.name}:seed{s}", out=str(model / f"seed{s}"), train_seed=s,
+                    subset=f"{SUBSET}@seed{s}", deps=list(step.deps), outputs=[str(model / f"seed{s}")]),
+                    str(model / f"seed{s}" / "test.hyp.json")) for s in t["seeds"]])
+                hyp = model / f"seed{t['seeds'][0]}" / "test.hyp"  # MuST-SHE: the first seed's output
+                scored = f"{step.name}:seed{t['seeds'][0]}"
+            if t["mustshe"]:
+                g.add(MustsheStep(name=f"mustshe:{ck}:{pair}", tsv=g.path(t["mustshe"], base=Path(g.table).parent),
+                                  hyps=str(hyp), db=g.db, ckpt=ck, lang_pair=pair, deps=[scored], task=tname,
+                                  checkpoint=ck, pair=pair))
+
+
+def _preset(g: Graph, preset: str) -> str:
+    return preset if preset in ("xs", "tiny") else g.path(preset)
+
+
+register_task("st", StTask, plan_st)
+register_task("gender-st", StTask, plan_st)

@@ -1,0 +1,49 @@
+"""Serving several consumers' feature requests from as few feature-store entries as cover them.
+
+A study's frozen-feature tasks each want some rows of a table at some layers of one checkpoint
+(frozen ASR: every layer of a corpus; ST: one layer; probes: every layer of the probe rows).
+Extracting each request on its own would extract an utterance once per task; instead the
+requests are merged: a request whose rows and layers an entry already holds adds nothing, one
+with the same layers as an entry adds its rows to it. Each utterance is then extracted once
+per distinct layer set (ssl_pretrain.feature_store keys an entry by extractor, rows and layers).
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from corpora.table import resolve_audio
+from ssl_pretrain.feature_store import FeatureStore
+
+
+def union_layers(options: list[str], n_outputs: int) -> list[int]:
+    """The layer options of several tasks ("all", "last", "1", "0,2,4") as one list."""
+    wanted = set()
+    for option in options:
+        for item in str(option).split(","):
+            item = item.strip()
+            if item == "all":
+                return list(range(n_outputs))
+            wanted.add(n_outputs - 1 if item == "last" else int(item))
+    return sorted(wanted)
+
+
+def extract_covering(store: str, extractor, table: str, requests: list[tuple[pd.DataFrame, str]]) -> list:
+    """Extract what ``requests`` ((table rows, layer option) each) need into the store at ``store``,
+    merged as the module docstring says; returns the store views written (or found)."""
+    wanted = [(rows, set(union_layers([layers], extractor.n_outputs))) for rows, layers in requests]
+    entries: list[list] = []  # [rows, layers]
+    for rows, layers in sorted(wanted, key=lambda w: -len(w[1])):
+        ids = set(rows["id"])
+        if any(ids <= set(e[0]["id"]) and layers <= e[1] for e in entries):
+            continue
+        same = next((e for e in entries if e[1] == layers), None)
+        if same is not None:
+            same[0] = pd.concat([same[0], rows]).drop_duplicates("id")
+        else:
+            entries.append([rows, layers])
+    views = []
+    for rows, layers in entries:
+        rows = rows.reset_index(drop=True)
+        rows = rows.assign(audio=resolve_audio(rows, table).to_numpy())
+        views.append(FeatureStore(store).view(extractor, rows, sorted(layers), progress=False))
+    return views

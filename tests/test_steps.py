@@ -1,0 +1,93 @@
+"""The study graph's typed steps: a new downstream task from a test-only module runs through a
+real sweep (submitit's local executor), its rows point back to their step, and a re-run is a
+no-op."""
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import toy_task
+from analysis.store import ResultsStore
+from gendergap import config
+from gendergap.config import load_config
+from gendergap.plan import plan_jobs
+from gendergap.steps import PLANNERS
+from gendergap.sweep import run_sweep
+
+CONFIG = """\
+name: toy
+corpus: {synth: tiny}
+checkpoints:
+  F-tiny: {shipped: tiny-female}
+  M-tiny: {shipped: tiny-male}
+tasks:
+  seconds: {type: utt-seconds, corpus: synth-fr, scale: %s}
+report: {bootstrap: 10}
+"""
+
+
+@pytest.fixture
+def toy_registered(monkeypatch):
+    """The toy type registered for this test only (both registries restored after)."""
+    models, planners = dict(config._TASK_MODELS), dict(PLANNERS)
+    toy_task.register()
+    # the job processes unpickle toy_task's step: they import it from tests/
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+    yield
+    config._TASK_MODELS.clear()
+    config._TASK_MODELS.update(models)
+    PLANNERS.clear()
+    PLANNERS.update(planners)
+
+
+def _plan(tmp_path, scale):
+    path = tmp_path / f"c{scale}.yaml"
+    path.write_text(CONFIG % scale)
+    return plan_jobs(load_config(path), tmp_path / "o")
+
+
+def test_a_toy_task_runs_through_the_sweep(tmp_path, toy_registered):
+    steps = _plan(tmp_path, 2.0)
+    by = {s.name: s for s in steps}
+    assert list(by) == ["corpus", "checkpoints", "seconds:F-tiny", "seconds:M-tiny", "report"]
+    assert by["seconds:F-tiny"].deps == ["checkpoints", "corpus"] and by["seconds:F-tiny"].kind == "utt-seconds"
+    assert set(by["report"].deps) == {"checkpoints", "seconds:F-tiny", "seconds:M-tiny"}
+    out = tmp_path / "o"
+    states = run_sweep(steps, out, parallel=2, quiet=True)
+    assert set(states.values()) == {"done"}, states
+
+    # the numbers: what the toy's function computes from the generated table, per checkpoint
+    table = pd.read_csv(out / "corpus" / "utterances.tsv", sep="\t")
+    test = table[(table["corpus"] == "synth-fr") & (table["split"] == "test")]
+    with ResultsStore(out / "results.db") as store:
+        scores = store.scores(task="utt-seconds")
+        assert sorted(set(scores["checkpoint"])) == ["F-tiny", "M-tiny"]
+        for g in ("F", "M"):
+            want = 2.0 * test.loc[test["gender"] == g, "duration"].mean()
+            assert scores.loc[scores["gender"] == g, "value"].tolist() == pytest.approx([want, want])
+        # one hop from each row's run to the step that made it: kind, fields and key
+        for run_id, ck in scores[["run_id", "checkpoint"]].drop_duplicates().itertuples(index=False):
+            step = store.step_of(run_id)
+            assert step["key"] == by[f"seconds:{ck}"].key and step["kind"] == "utt-seconds"
+            assert step["name"] == f"seconds:{ck}" and step["fields"]["scale"] == 2.0 and step["fields"]["ckpt"] == ck
+    assert (out / "report" / "report.md").is_file()
+
+    # re-running is a no-op; a changed toy config re-runs the toy steps and the report only
+    n_runs = len(sqlite3.connect(out / "results.db").execute("SELECT id FROM runs").fetchall())
+    assert set(run_sweep(steps, out, quiet=True).values()) == {"done"}
+    again = {s.name: s.key for s in _plan(tmp_path, 3.0)}
+    assert {n for n in again if again[n] != by[n].key} == {"seconds:F-tiny", "seconds:M-tiny", "report"}
+    assert len(sqlite3.connect(out / "results.db").execute("SELECT id FROM runs").fetchall()) == n_runs
+
+
+def test_a_task_type_takes_its_schema_and_planner_once(toy_registered):
+    from gendergap.steps import register_task
+
+    toy_task.register()   # the same pair again: nothing changes
+    with pytest.raises(ValueError, match="already has a planner"):
+        register_task(toy_task.TYPE, toy_task.UttSecondsTask, lambda g, n, t: None)
+    assert "utt-seconds" in config.schema_text()
