@@ -132,6 +132,14 @@ def _intro(db_path: str | os.PathLike, subset: str, df: pd.DataFrame) -> list[st
             "filterbanks, no pretraining) is the reference row: the gap the downstream model has on its own.\n"]
 
 
+def _table_files(out_dir: Path, written: dict[str, Path], stem: str, markdown: str, latex: str,
+                 frame: pd.DataFrame) -> None:
+    """The three files of one table: STEM.md, STEM.tex and STEM.csv (its rows, unrounded)."""
+    written[f"{stem}.md"] = _text(out_dir / f"{stem}.md", markdown)
+    written[f"{stem}.tex"] = _text(out_dir / f"{stem}.tex", latex)
+    written[f"{stem}.csv"] = _write_csv(frame, out_dir / f"{stem}.csv")
+
+
 def _asr_section(asr: pd.DataFrame, out_dir: Path, written: dict[str, Path]) -> list[str]:
     """Table 4 files (md, tex, csv) and its report.md lines."""
     if not len(asr):
@@ -139,10 +147,8 @@ def _asr_section(asr: pd.DataFrame, out_dir: Path, written: dict[str, Path]) -> 
     blocks = tables.asr_blocks(asr)
     body = "".join(f"**{title}**\n\n" + tables.markdown_table(tables.ASR_HEADER, rows) + "\n"
                    for title, rows in blocks)
-    written["table4_asr.md"] = _text(out_dir / "table4_asr.md", body)
-    written["table4_asr.tex"] = _text(out_dir / "table4_asr.tex", tables.latex_table(
-        tables.ASR_HEADER, blocks, tables.ASR_CAPTION, "tab:asr"))
-    written["table4_asr.csv"] = _write_csv(asr, out_dir / "table4_asr.csv")
+    _table_files(out_dir, written, "table4_asr", body,
+                 tables.latex_table(tables.ASR_HEADER, blocks, tables.ASR_CAPTION, "tab:asr"), asr)
     return ["## Table 4 — ASR (WER, %)\n", body, *tables.significance_lines(asr, "WER"),
             *tables.noise_level_lines(asr), ""]
 
@@ -153,10 +159,8 @@ def _st_section(st: pd.DataFrame, out_dir: Path, written: dict[str, Path]) -> li
         return []
     header, rows = tables.st_layout(st)
     body = tables.markdown_table(header, rows)
-    written["table5_st.md"] = _text(out_dir / "table5_st.md", body)
-    written["table5_st.tex"] = _text(out_dir / "table5_st.tex", tables.latex_table(
-        header, [("", rows)], tables.ST_CAPTION, "tab:st"))
-    written["table5_st.csv"] = _write_csv(st, out_dir / "table5_st.csv")
+    _table_files(out_dir, written, "table5_st", body,
+                 tables.latex_table(header, [("", rows)], tables.ST_CAPTION, "tab:st"), st)
     return ["## Table 5 — Speech translation (BLEU)\n", body, *tables.significance_lines(st, "BLEU"), ""]
 
 
@@ -166,11 +170,9 @@ def _mustshe_section(df: pd.DataFrame, out_dir: Path, written: dict[str, Path]) 
         return []
     header, rows = tables.mustshe_layout(ms)
     body = tables.markdown_table(header, rows)
-    written["gender_translation.md"] = _text(out_dir / "gender_translation.md", body)
-    written["gender_translation.tex"] = _text(out_dir / "gender_translation.tex", tables.latex_table(
+    _table_files(out_dir, written, "gender_translation", body, tables.latex_table(
         header, [("", rows)], "MuST-SHE term coverage and gender accuracy (%), per category; BLEU against "
-        "the correct and the wrong references.", "tab:mustshe"))
-    written["gender_translation.csv"] = _write_csv(ms, out_dir / "gender_translation.csv")
+        "the correct and the wrong references.", "tab:mustshe"), ms)
     return ["## Gender translation — MuST-SHE\n",
             "Coverage = gender-marked terms found / annotated; accuracy = correct / (correct + wrong) among "
             "those found (1 = speaker talks about themselves, 2 = about others; F/M = required form).\n",
