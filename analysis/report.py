@@ -83,11 +83,16 @@ def write_report(db_path: str | os.PathLike, out_dir: str | os.PathLike, subset:
                  registry: str | os.PathLike | None = None) -> dict[str, Path]:
     """Build every table and plot the DB's rows allow; returns {name: path} of what was written.
 
-    ``registry``: a checkpoint-registry JSON; when given, Table 3 (pre-training data) comes first.
+    ``registry``: a checkpoint-registry JSON; when given, Table 3 (pre-training data) comes first
+    and every table lists the checkpoints in the registry's order (each random-init twin after its
+    checkpoint). Without it they come in the order their runs were stored, which jobs running in
+    parallel make vary from run to run.
     """
     out_dir = Path(out_dir)
     entries = load_registry(registry) if registry is not None else None  # bad file: fail before writing
     df, speaker = _subset_rows(db_path, subset)
+    if entries is not None:
+        df, speaker = _registry_order(df, entries), _registry_order(speaker, entries)
     written: dict[str, Path] = {}
     md = _intro(db_path, subset, df)
     if entries is not None:
@@ -105,6 +110,21 @@ def write_report(db_path: str | os.PathLike, out_dir: str | os.PathLike, subset:
         log.warning("no table matched the DB's tasks (%s); only report.md is written", tasks)
     written["report.md"] = _text(out_dir / "report.md", "\n".join(md) + "\n")
     return written
+
+
+def _registry_order(df: pd.DataFrame, entries: list[dict]) -> pd.DataFrame:
+    """The rows, stably sorted so that checkpoints come in registry order (tables list checkpoints
+    in the order they first appear); a twin ``NAME+random-init`` follows NAME, and names the
+    registry does not hold (FBANK, imported rows) keep their places after those it does."""
+    rank = {e["name"]: i for i, e in enumerate(entries)}
+    twin = plots.RANDOM_INIT_SUFFIX
+
+    def key(name: str) -> float:
+        base = name[:-len(twin)] if name.endswith(twin) else name
+        return rank[base] + (0.5 if base != name else 0) if base in rank else len(rank)
+    if df.empty:
+        return df
+    return df.iloc[df["checkpoint"].map(key).argsort(kind="stable")]
 
 
 def _subset_rows(db_path: str | os.PathLike, subset: str) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -27,11 +27,6 @@ from corpora.base.errors import UserError
 from gendergap.config import task_types
 from gendergap.jobs import SweepJob, read_json
 
-# rough minutes per job kind on the built-in study: the local scheduler starts the job with the
-# longest chain of work behind it first (critical path), so two cores stay busy to the end
-COST = {"pretrain": 10, "asr-e2e": 3, "st": 2.5, "gender-st": 1.5, "asr-frozen": 1.5, "probes": 1, "features": 0.6,
-        "corpus": 0.4}
-OWNED_OUTPUTS = ("asr-e2e", "asr-frozen", "st", "gender-st", "probes")  # run dirs a changed job starts afresh
 
 
 def state_dir(out: Path, name: str) -> Path:
@@ -91,7 +86,7 @@ def _priority(jobs: list) -> dict[str, float]:
     for j in jobs:
         for d in j.deps:
             after[d].append(j.name)
-    cost = {j.name: COST.get(j.kind, 0.1) for j in jobs}
+    cost = {j.name: j.cost_min for j in jobs}
     prio: dict[str, float] = {}
     for j in reversed(jobs):  # jobs are in dependency order
         prio[j.name] = cost[j.name] + max((prio[n] for n in after[j.name]), default=0.0)
@@ -116,7 +111,7 @@ def _prepare(jobs: list, out: Path, retry_failed: bool, quiet: bool) -> dict[str
     for j in jobs:
         folder = state_dir(out, j.name)
         if states[j.name] == "changed":
-            if j.kind in OWNED_OUTPUTS:
+            if j.owns_outputs:
                 for o in j.outputs:
                     if Path(o).exists():
                         if not quiet:

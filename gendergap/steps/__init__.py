@@ -4,6 +4,6 @@ Importing this package registers the built-in task types (asr-e2e, asr-frozen, s
 probes): each step module declares its step classes, its planner and ``register_task``.
 """
 from gendergap.steps import asr, probes, st  # noqa: F401 -- registers the built-in task types
-from gendergap.steps.base import GRAPH_FIELDS, LIGHT, PLANNERS, Graph, Step, register_task, runtime
+from gendergap.steps.base import GRAPH_FIELDS, LIGHT, PLANNERS, Graph, ModelStep, Step, register_task, runtime
 
-__all__ = ["GRAPH_FIELDS", "LIGHT", "PLANNERS", "Graph", "Step", "register_task", "runtime"]
+__all__ = ["GRAPH_FIELDS", "LIGHT", "PLANNERS", "Graph", "ModelStep", "Step", "register_task", "runtime"]

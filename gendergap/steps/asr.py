@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gendergap.config_schema import AsrE2ETask, AsrFrozenTask
-from gendergap.steps.base import Graph, Step, register_task, runtime
+from gendergap.steps.base import Graph, ModelStep, register_task, runtime
 from gendergap.steps.data import asr_data
 from gendergap.steps.seeds import SUBSET, add_seeded
 
 
 @dataclass(kw_only=True)
-class AsrStep(Step):
+class AsrStep(ModelStep):
     """Train one ASR model on a checkpoint, decode its test CSV, store WER per gender."""
     recipe: str                 # finetune (asr-e2e) or frozen (asr-frozen)
     ckpt: str
@@ -29,18 +29,21 @@ class AsrStep(Step):
     db: str
     bootstrap: int
     seed: int                   # the bootstrap's seed
-    device: str
-    precision: str
     subset: str | None = None   # default: the test CSV's stem
     overrides: list = dataclasses.field(default_factory=list)
     hparams: str | None = None
     layer: str | None = None    # frozen: the layer read
     feature_store: str | None = None
-    trust: bool = False
+
+    OWNS_OUTPUTS = True
 
     @property
     def kind(self) -> str:
         return "asr-e2e" if self.recipe == "finetune" else "asr-frozen"
+
+    @property
+    def cost_min(self) -> float:
+        return 3 if self.recipe == "finetune" else 1.5
 
     def run(self) -> None:
         from gendergap.cmd_asr import asr_finetune, asr_frozen

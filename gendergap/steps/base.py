@@ -29,6 +29,11 @@ class Step:
     """The part every step shares: where it sits in the graph. Subclasses add typed fields and
     ``run()``; ``KIND`` names the step kind (a subclass serving two task types overrides ``kind``)."""
     KIND: ClassVar[str] = ""
+    # rough minutes on the built-in study: the local scheduler starts the step with the longest
+    # chain of work behind it first (critical path), so two cores stay busy to the end
+    COST_MIN: ClassVar[float] = 0.1
+    # its outputs are its own run folders: when its key changes they are removed and it starts afresh
+    OWNS_OUTPUTS: ClassVar[bool] = False
     name: str
     deps: list[str] = field(default_factory=list)
     resources: dict = field(default_factory=lambda: dict(LIGHT))
@@ -42,6 +47,14 @@ class Step:
     def kind(self) -> str:
         return self.KIND
 
+    @property
+    def cost_min(self) -> float:
+        return self.COST_MIN
+
+    @property
+    def owns_outputs(self) -> bool:
+        return self.OWNS_OUTPUTS
+
     def fields(self) -> dict:
         """What the step computes: its own dataclass fields, JSON-able (they make its key)."""
         return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name not in GRAPH_FIELDS}
@@ -54,7 +67,7 @@ class Step:
         return {"key": self.key, "kind": self.kind, "name": self.name, "fields": self.fields()}
 
     def as_dict(self) -> dict:
-        """Everything about the step, for job.json and `sweep --dry-run`."""
+        """Everything about the step: what the sweep writes to its job.json."""
         return {"name": self.name, "kind": self.kind, "task": self.task, "checkpoint": self.checkpoint,
                 "pair": self.pair, "deps": list(self.deps), "resources": dict(self.resources),
                 "outputs": list(self.outputs), "key": self.key, "fields": self.fields()}
@@ -64,6 +77,15 @@ class Step:
 
     def run(self) -> None:
         raise NotImplementedError(f"{type(self).__name__}.run")
+
+
+@dataclass(kw_only=True)
+class ModelStep(Step):
+    """A step that runs a model: on which device, in what autocast precision, and whether its
+    checkpoints may be unpickled fully (trust_checkpoints)."""
+    device: str
+    precision: str
+    trust: bool = False
 
 
 def _plain(value):
@@ -99,7 +121,10 @@ def register_task(type_: str, schema, planner: Planner) -> None:
 
 @dataclass
 class Graph:
-    """What every planner needs: the config, the output folder and the steps so far."""
+    """What every planner needs: the config, the output folder and the steps so far. Also ``d``
+    (the config's values), ``seed``, ``trust`` (trust_checkpoints), ``bootstrap`` (the report's
+    resamples), and the study's shared files: ``db`` (results), ``registry`` (checkpoints) and
+    ``store`` (frozen features)."""
     cfg: object                                   # gendergap.config.StudyConfig
     out: Path
     steps: list[Step] = field(default_factory=list)
@@ -107,33 +132,10 @@ class Graph:
     table_deps: list[str] = field(default_factory=list)   # the step writing it, if the study does
     features: dict = field(default_factory=dict)  # (checkpoint, precision) -> its FeaturesStep
 
-    @property
-    def d(self) -> dict:
-        return self.cfg.data
-
-    @property
-    def seed(self) -> int:
-        return self.cfg.data["seed"]
-
-    @property
-    def db(self) -> str:
-        return str(self.out / "results.db")
-
-    @property
-    def registry(self) -> str:
-        return str(self.out / "checkpoints.json")
-
-    @property
-    def store(self) -> str:
-        return str(self.out / "features")
-
-    @property
-    def trust(self) -> bool:
-        return bool(self.d["trust_checkpoints"])
-
-    @property
-    def bootstrap(self) -> int:
-        return self.d["report"]["bootstrap"]
+    def __post_init__(self):
+        d = self.d = self.cfg.data
+        self.seed, self.trust, self.bootstrap = d["seed"], bool(d["trust_checkpoints"]), d["report"]["bootstrap"]
+        self.db, self.registry, self.store = (str(self.out / n) for n in ("results.db", "checkpoints.json", "features"))
 
     def add(self, step: Step) -> Step:
         self.steps.append(step)

@@ -14,6 +14,7 @@ DEFAULT_SPLITS = {"train": "train", "valid": "valid", "test": "test"}
 class CorpusStep(Step):
     """Generate the built-in synthetic corpus (corpora.synth) into ``out``."""
     KIND = "corpus"
+    COST_MIN = 0.4
     out: str
     size: str
     seed: int

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gendergap.steps.base import LIGHT, Graph, Step
+from gendergap.steps.base import LIGHT, Graph, ModelStep, Step
 from ssl_pretrain.study_checkpoints import SHIPPED
 
 FROZEN_TASKS = ("asr-frozen", "st", "gender-st", "probes")   # the tasks that read the feature store
@@ -13,6 +13,7 @@ FROZEN_TASKS = ("asr-frozen", "st", "gender-st", "probes")   # the tasks that re
 class PretrainStep(Step):
     """Pretrain a tiny wav2vec 2.0 on a manifest until it learns (ssl_pretrain.study_checkpoints)."""
     KIND = "pretrain"
+    COST_MIN = 10
     manifest: str
     out: str
     seed: int
@@ -41,20 +42,18 @@ class CheckpointsStep(Step):
 
 
 @dataclass(kw_only=True)
-class FeaturesStep(Step):
+class FeaturesStep(ModelStep):
     """Extract, once, what a checkpoint's frozen-feature tasks read from the feature store.
 
     Each request is a task's rows (corpus + splits; probes: the rows probe_splits draws with
     ``probe_seed``) and layers; see gendergap/steps/features.py."""
     KIND = "features"
+    COST_MIN = 0.6
     table: str
     ckpt: str
     registry: str
     store: str
     requests: list
-    device: str
-    precision: str
-    trust: bool = False
 
     def run(self) -> None:
         from gendergap.steps.features import extract_features

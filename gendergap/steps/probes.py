@@ -5,13 +5,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gendergap.config_schema import ProbesTask
-from gendergap.steps.base import Graph, Step, register_task, runtime
+from gendergap.steps.base import Graph, ModelStep, register_task, runtime
 
 
 @dataclass(kw_only=True)
-class ProbesStep(Step):
+class ProbesStep(ModelStep):
     """Train gender probes on one checkpoint's layers (and, as a control, its random-init twin)."""
     KIND = "probes"
+    COST_MIN = 1
+    OWNS_OUTPUTS = True
     ckpt: str
     registry: str
     table: str
@@ -24,9 +26,6 @@ class ProbesStep(Step):
     out: str
     db: str
     seed: int
-    device: str
-    precision: str
-    trust: bool = False
 
     def run(self) -> None:
         from gendergap.cmd_probe import probe_run

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gendergap.config_schema import StTask
-from gendergap.steps.base import Graph, Step, register_task, runtime
+from gendergap.steps.base import Graph, ModelStep, Step, register_task, runtime
 from gendergap.steps.seeds import SUBSET, add_seeded
 
 
 @dataclass(kw_only=True)
-class StStep(Step):
+class StStep(ModelStep):
     """Train an ST model on one checkpoint's features for one language pair, decode, score."""
     task_type: str              # st or gender-st: the task its rows are filed under
     ckpt: str
@@ -34,14 +34,17 @@ class StStep(Step):
     db: str
     bootstrap: int
     seed: int                   # the bootstrap's seed
-    device: str
-    precision: str
     subset: str | None = None
-    trust: bool = False
+
+    OWNS_OUTPUTS = True
 
     @property
     def kind(self) -> str:
         return self.task_type
+
+    @property
+    def cost_min(self) -> float:
+        return 2.5 if self.task_type == "st" else 1.5   # gender-st: the smaller gender set
 
     def run(self) -> None:
         from gendergap.cmd_st import st_decode, st_train
