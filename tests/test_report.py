@@ -270,3 +270,31 @@ def test_report_reads_a_read_only_db_and_never_writes_to_foreign_files(tmp_path,
         assert len(err) == 1 and "not a gendergap results DB" in err[0] and str(path) in err[0]
     assert {p: p.read_bytes() for p in (empty, foreign)} == before  # no tables added, no journal left
     assert not list(tmp_path.glob("*.db-*")) and not (tmp_path / "o2").exists()
+
+
+def test_tables_follow_the_registry_order_not_the_order_runs_finished(tmp_path):
+    """Jobs running in parallel store their runs in any order; with the registry the tables do not
+    depend on it: registry order, a random-init twin right after its checkpoint, FBANK last."""
+    db, reg = tmp_path / "r.db", tmp_path / "checkpoints.json"
+    fill(db)  # F-tiny's runs first, then LB_1K's
+    store = ResultsStore(db)
+    for ckpt in ("FBANK", "LB_1K", "F-tiny+random-init", "F-tiny"):  # as parallel probe jobs might finish
+        rid = store.start_run("probe", {"ckpt": ckpt})
+        store.add_scores(rid, [{"checkpoint": ckpt, "task": "probe", "gender": "all", "metric": f"f1_macro:L0:{p}",
+                                "value": 60.0} for p in ("attention", "mean")], finish=True)
+    store.close()
+    reg.write_text(json.dumps(REGISTRY), encoding="utf-8")  # LB_1K, then F-tiny
+
+    def order(written, name):
+        table = pd.read_csv(written[name])
+        if "task" in table:
+            table = table[table["task"] == "asr-e2e"]  # one block of Table 4 (asr-hybrid has F-tiny only)
+        return list(dict.fromkeys(table["checkpoint"]))
+    plain = write_report(db, tmp_path / "plain")
+    assert order(plain, "table4_asr.csv") == ["F-tiny", "LB_1K"]   # without a registry: the order runs came in
+    assert order(plain, "probes.csv") == ["LB_1K", "F-tiny+random-init", "F-tiny", "FBANK"]
+    ordered = write_report(db, tmp_path / "ordered", registry=reg)
+    assert order(ordered, "table4_asr.csv") == ["LB_1K", "F-tiny"]
+    assert order(ordered, "probes.csv") == ["LB_1K", "F-tiny", "F-tiny+random-init", "FBANK"]
+    md = ordered["report.md"].read_text(encoding="utf-8")
+    assert md.index("| LB_1K | 0 |") < md.index("| F-tiny | 0 |") < md.index("| F-tiny+random-init | 0 |")

@@ -129,8 +129,10 @@ def rows_for_store(results: list[ProbeResult], checkpoint: str, seed: int, recip
 
 
 def probe_table(scores: pd.DataFrame) -> pd.DataFrame:
-    """Probe rows of a store's scores() as columns checkpoint, layer, probe, measure, gender, value."""
-    sub = scores[scores["task"] == "probe"]
+    """Probe rows of a store's scores() as columns checkpoint, layer, probe, measure, gender, value.
+    A probe-task row whose metric is not ``measure:L<layer>:probe`` (an imported score) is left out
+    here; the report lists it with the other scores."""
+    sub = scores[(scores["task"] == "probe") & scores["metric"].str.fullmatch(r"[^:]+:L\d+:.+")]
     parts = sub["metric"].str.split(":", n=2, expand=True)
     if sub.empty or parts.shape[1] < 3:
         return pd.DataFrame(columns=["checkpoint", "layer", "probe", "measure", "gender", "value", "subset", "id"])
