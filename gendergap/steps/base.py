@@ -56,8 +56,13 @@ class Step:
         return self.OWNS_OUTPUTS
 
     def fields(self) -> dict:
-        """What the step computes: its own dataclass fields, JSON-able (they make its key)."""
-        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self) if f.name not in GRAPH_FIELDS}
+        """What the step computes: its dataclass fields but the graph's, JSON-able (they make its
+        key). The class's own fields come first, then its bases' (ModelStep's device, precision,
+        trust), so that `describe()` reads as the step; the key does not depend on the order."""
+        names = {f.name for f in dataclasses.fields(self)} - set(GRAPH_FIELDS)
+        ordered = dict.fromkeys(n for klass in type(self).__mro__ for n in vars(klass).get("__annotations__", {})
+                                if n in names)
+        return {n: _plain(getattr(self, n)) for n in ordered}
 
     def make_key(self, dep_keys: list[str]) -> str:
         return config_hash({"kind": self.kind, "fields": self.fields(), "deps": dep_keys})
