@@ -33,7 +33,7 @@ examples:
 
 
 def register(subparsers, group: str, help: str) -> None:
-    """Add the `score` group and its leaves (asr, st, delta, compare; mustshe, winomt if built)."""
+    """Add the `score` group and its leaves (asr, st, delta, compare, mustshe, winomt)."""
     p = subparsers.add_parser(group, help=help, description=help, epilog=SCORE_EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="score_command", metavar="SUBCOMMAND")
@@ -41,13 +41,8 @@ def register(subparsers, group: str, help: str) -> None:
 
     _add_metric_leaves(sub)
     _add_delta_and_compare(sub)
-    try:
-        from gendergap import cmd_score_gender
-    except ModuleNotFoundError as e:
-        if e.name != "gendergap.cmd_score_gender":
-            raise
-    else:
-        cmd_score_gender.add_gender_commands(sub)
+    from gendergap import cmd_score_gender
+    cmd_score_gender.add_gender_commands(sub)
 
 
 def _add_metric_leaves(sub) -> None:

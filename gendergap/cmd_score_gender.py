@@ -6,7 +6,6 @@ gendergap/cmd_score.py, which calls add_gender_commands().
 from __future__ import annotations
 
 import argparse
-import sys
 
 from corpora.base.atomic import write_json
 
@@ -163,9 +162,3 @@ def run_winomt(args) -> int:
     print(f"  {signature(result)}")
     return 0
 
-
-if __name__ == "__main__":  # pragma: no cover - handy for a quick look without cmd_score.py
-    parser = argparse.ArgumentParser(prog="score")
-    add_gender_commands(parser.add_subparsers(dest="leaf", required=True))
-    a = parser.parse_args()
-    sys.exit(a.func(a))
