@@ -15,7 +15,7 @@ from analysis.store import ResultsStore
 from gendergap import config
 from gendergap.config import load_config
 from gendergap.plan import plan_jobs
-from gendergap.steps import PLANNERS
+from gendergap.steps import FEATURE_REQUESTS, PLANNERS
 from gendergap.sweep import run_sweep
 
 CONFIG = """\
@@ -33,15 +33,14 @@ report: {bootstrap: 10}
 @pytest.fixture
 def toy_registered(monkeypatch):
     """The toy type registered for this test only (both registries restored after)."""
-    models, planners = dict(config._TASK_MODELS), dict(PLANNERS)
+    saved = [(registry, dict(registry)) for registry in (config._TASK_MODELS, PLANNERS, FEATURE_REQUESTS)]
     toy_task.register()
     # the job processes unpickle toy_task's step: they import it from tests/
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
     yield
-    config._TASK_MODELS.clear()
-    config._TASK_MODELS.update(models)
-    PLANNERS.clear()
-    PLANNERS.update(planners)
+    for registry, before in saved:
+        registry.clear()
+        registry.update(before)
 
 
 def _plan(tmp_path, scale):
@@ -53,8 +52,14 @@ def _plan(tmp_path, scale):
 def test_a_toy_task_runs_through_the_sweep(tmp_path, toy_registered):
     steps = _plan(tmp_path, 2.0)
     by = {s.name: s for s in steps}
-    assert list(by) == ["corpus", "checkpoints", "seconds:F-tiny", "seconds:M-tiny", "report"]
-    assert by["seconds:F-tiny"].deps == ["checkpoints", "corpus"] and by["seconds:F-tiny"].kind == "utt-seconds"
+    assert sorted(by) == ["checkpoints", "corpus", "features:F-tiny", "features:M-tiny", "report", "seconds:F-tiny",
+                          "seconds:M-tiny"]
+    position = {s.name: i for i, s in enumerate(steps)}
+    assert all(position[d] < position[s.name] for s in steps for d in s.deps)   # dependency order
+    assert by["seconds:F-tiny"].deps == ["checkpoints", "features:F-tiny"] and by["seconds:F-tiny"].kind == "utt-seconds"
+    # the checkpoint's features step extracts what the toy said it reads, and nothing else
+    assert by["features:M-tiny"].requests == [{"corpus": "synth-fr", "splits": ["test"], "layers": "last",
+                                                "probe_seed": None}]
     assert set(by["report"].deps) == {"checkpoints", "seconds:F-tiny", "seconds:M-tiny"}
     out = tmp_path / "o"
     states = run_sweep(steps, out, parallel=2, quiet=True)
@@ -68,12 +73,19 @@ def test_a_toy_task_runs_through_the_sweep(tmp_path, toy_registered):
         assert sorted(set(scores["checkpoint"])) == ["F-tiny", "M-tiny"]
         for g in ("F", "M"):
             want = 2.0 * test.loc[test["gender"] == g, "duration"].mean()
-            assert scores.loc[scores["gender"] == g, "value"].tolist() == pytest.approx([want, want])
+            seconds = scores[(scores["gender"] == g) & (scores["metric"] == "seconds")]
+            assert seconds["value"].tolist() == pytest.approx([want, want])
+            # wav2vec 2.0 gives a frame per 20 ms: the toy read real features from the store
+            frames = scores[(scores["gender"] == g) & (scores["metric"] == "frames")]
+            assert frames["value"].tolist() == pytest.approx([want / 2.0 * 50] * 2, rel=0.03)
         # one hop from each row's run to the step that made it: kind, fields and key
         for run_id, ck in scores[["run_id", "checkpoint"]].drop_duplicates().itertuples(index=False):
             step = store.step_of(run_id)
             assert step["key"] == by[f"seconds:{ck}"].key and step["kind"] == "utt-seconds"
             assert step["name"] == f"seconds:{ck}" and step["fields"]["scale"] == 2.0 and step["fields"]["ckpt"] == ck
+            assert step["fields"]["device"] == "cpu" and step["fields"]["layer"] == "last"
+    # the toy's view was the features step's entry: one entry per checkpoint, none extracted twice
+    assert len(list((out / "features").glob("*/*/entry.json"))) == 2
     assert (out / "report" / "report.md").is_file()
 
     # re-running is a no-op; a changed toy config re-runs the toy steps and the report only

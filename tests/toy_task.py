@@ -1,6 +1,10 @@
 """A toy downstream task, declared outside gendergap as a new task would be: its config schema,
-its package function, its step and its planner, registered with one call. Used by
-tests/test_steps.py to show that a new task needs no other file touched."""
+its package function, its step, its planner and the frozen features it reads, registered with
+one call. Used by tests/test_steps.py to show that a new task needs no other file touched.
+
+The toy measures, per gender, the mean duration of a corpus split's utterances and the mean
+number of frozen-feature frames a checkpoint gives them (read from the study's feature store,
+where the checkpoint's features step put them)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -8,7 +12,7 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from gendergap.config import TaskBase
-from gendergap.steps import Graph, Step, register_task
+from gendergap.steps import Graph, ModelStep, register_task, runtime
 
 TYPE = "utt-seconds"
 
@@ -17,49 +21,71 @@ class UttSecondsTask(TaskBase):
     """utt-seconds: per-gender mean duration of a corpus split, scaled by `scale` (a toy)."""
     corpus: str = Field(description="table corpus whose rows are measured")
     split: str = Field("test", description="table split measured")
-    scale: float = Field(1.0, description="multiplies every value (so a config edit changes the numbers)")
+    scale: float = Field(1.0, description="multiplies the seconds (so a config edit changes the numbers)")
+    layer: str = Field("last", description="layer whose frames are counted")
 
 
-def utt_seconds(table: str, corpus: str, split: str, scale: float, checkpoint: str, db: str) -> dict:
-    """The package function: per-gender mean seconds of the rows, stored as one run."""
+def utt_seconds(table: str, corpus: str, split: str, scale: float, checkpoint: str, db: str, *, registry: str,
+                store: str, layer: str, device: str, precision: str) -> dict:
+    """The package function: per gender, mean seconds x scale and mean feature frames of the rows,
+    stored as one run."""
     from analysis.store import ResultsStore
     from corpora.base.provenance import file_fingerprint
-    from corpora.table import read_table
+    from corpora.table import read_table, resolve_audio
+    from ssl_pretrain.checkpoints import CheckpointRef
+    from ssl_pretrain.feature_store import FeatureStore, extractor_for
 
     df = read_table(table)
-    rows = df[(df["corpus"] == corpus) & (df["split"] == split)]
-    means = {g: float(rows.loc[rows["gender"] == g, "duration"].mean()) * scale for g in ("F", "M")}
-    means["all"] = float(rows["duration"].mean()) * scale
-    config = {"kind": TYPE, "table": table, "corpus": corpus, "split": split, "scale": scale, "checkpoint": checkpoint}
-    with ResultsStore(db) as store:
-        if store.find_done(config, kind=TYPE) is None:
-            run_id = store.start_run(TYPE, config, name=checkpoint, inputs=[file_fingerprint(table)])
-            store.add_scores(run_id, [{"checkpoint": checkpoint, "task": TYPE, "gender": g, "metric": "seconds",
-                                       "value": v, "n_utts": int((rows["gender"] == g).sum()) if g != "all"
-                                       else len(rows)} for g, v in means.items()], finish=True)
-    return means
+    rows = df[(df["corpus"] == corpus) & (df["split"] == split)].reset_index(drop=True)
+    rows = rows.assign(audio=resolve_audio(rows, table).to_numpy())
+    extractor = extractor_for(CheckpointRef.resolve(checkpoint, registry), device, precision)
+    view = FeatureStore(store).view(extractor, rows, layer, progress=False)
+    frames = rows["id"].map(view.n_frames)
+    scores = []
+    for g in ("F", "M", "all"):
+        mine = rows["gender"] == g if g != "all" else rows["gender"].notna()
+        common = {"checkpoint": checkpoint, "task": TYPE, "gender": g, "n_utts": int(mine.sum())}
+        scores += [{**common, "metric": "seconds", "value": float(rows.loc[mine, "duration"].mean()) * scale},
+                   {**common, "metric": "frames", "value": float(frames[mine].mean())}]
+    config = {"kind": TYPE, "table": table, "corpus": corpus, "split": split, "scale": scale, "checkpoint": checkpoint,
+              "layer": layer, "features": str(view.dir)}
+    with ResultsStore(db) as results:
+        if results.find_done(config, kind=TYPE) is None:
+            run_id = results.start_run(TYPE, config, name=checkpoint, inputs=[file_fingerprint(table)])
+            results.add_scores(run_id, scores, finish=True)
+    return {"view": str(view.dir), "scores": scores}
 
 
 @dataclass(kw_only=True)
-class UttSecondsStep(Step):
+class UttSecondsStep(ModelStep):
     KIND = TYPE
     table: str
     corpus: str
     split: str
     scale: float
+    layer: str
     ckpt: str
+    registry: str
+    store: str
     db: str
 
     def run(self) -> None:
-        utt_seconds(self.table, self.corpus, self.split, self.scale, self.ckpt, self.db)
+        utt_seconds(self.table, self.corpus, self.split, self.scale, self.ckpt, self.db, registry=self.registry,
+                    store=self.store, layer=self.layer, device=self.device, precision=self.precision)
 
 
 def plan_utt_seconds(g: Graph, tname: str, t: dict) -> None:
     for ck in g.checkpoints_of(t):
         g.add(UttSecondsStep(name=f"{tname}:{ck}", table=g.table, corpus=t["corpus"], split=t["split"],
-                             scale=t["scale"], ckpt=ck, db=g.db, deps=["checkpoints"] + g.table_deps,
+                             scale=t["scale"], layer=g.layer(ck, t["layer"]), ckpt=ck, registry=g.registry,
+                             store=g.store, db=g.db, **runtime(t), deps=["checkpoints", g.features_of(ck, t)],
                              task=tname, checkpoint=ck))
 
 
+def features_read(g: Graph, ck: str, t: dict) -> dict:
+    """The rows and layer the toy reads: its split of its corpus."""
+    return {"corpus": t["corpus"], "splits": [t["split"]], "layers": g.layer(ck, t["layer"]), "probe_seed": None}
+
+
 def register() -> None:
-    register_task(TYPE, UttSecondsTask, plan_utt_seconds)
+    register_task(TYPE, UttSecondsTask, plan_utt_seconds, features=features_read)

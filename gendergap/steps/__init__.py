@@ -1,9 +1,18 @@
 """The study graph: each step a small typed object (gendergap/steps/base.py).
 
-Importing this package registers the built-in task types (asr-e2e, asr-frozen, st, gender-st,
-probes): each step module declares its step classes, its planner and ``register_task``.
+Importing this package imports every module in it, and so registers their task types (the
+built-in ones: asr-e2e, asr-frozen, st, gender-st, probes): each step module declares its
+step classes, its planner and ``register_task``. A new task's module dropped here is found
+the same way; nothing else lists it.
 """
-from gendergap.steps import asr, probes, st  # noqa: F401 -- registers the built-in task types
-from gendergap.steps.base import GRAPH_FIELDS, LIGHT, PLANNERS, Graph, ModelStep, Step, register_task, runtime
+import importlib
+import pkgutil
 
-__all__ = ["GRAPH_FIELDS", "LIGHT", "PLANNERS", "Graph", "ModelStep", "Step", "register_task", "runtime"]
+from gendergap.steps.base import (FEATURE_REQUESTS, GRAPH_FIELDS, LIGHT, PLANNERS, Graph, ModelStep, Step,
+                                  register_task, runtime)
+
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
+
+__all__ = ["FEATURE_REQUESTS", "GRAPH_FIELDS", "LIGHT", "PLANNERS", "Graph", "ModelStep", "Step", "register_task",
+           "runtime"]

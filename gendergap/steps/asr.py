@@ -84,4 +84,4 @@ def plan_asr(g: Graph, tname: str, t: dict) -> None:
 
 
 register_task("asr-e2e", AsrE2ETask, plan_asr)
-register_task("asr-frozen", AsrFrozenTask, plan_asr)
+register_task("asr-frozen", AsrFrozenTask, plan_asr, features=Graph.split_request)

@@ -107,19 +107,27 @@ def _plain(value):
 # --- task types: a config schema and a planner each --------------------------------------------
 
 Planner = Callable[["Graph", str, dict], None]   # (graph, task name, validated task config) -> adds steps
+# (graph, checkpoint, task config) -> what the task reads from the feature store: {corpus, splits,
+# layers, probe_seed} (gendergap/steps/features.py)
+FeatureRequest = Callable[["Graph", str, dict], dict]
 PLANNERS: dict[str, Planner] = {}
+FEATURE_REQUESTS: dict[str, FeatureRequest] = {}
 
 
-def register_task(type_: str, schema, planner: Planner) -> None:
+def register_task(type_: str, schema, planner: Planner, features: FeatureRequest | None = None) -> None:
     """Make ``type_`` a task type: ``schema`` (a subclass of gendergap.config.TaskBase) checks its
-    config keys and ``planner`` adds its steps to the graph. This is all a new downstream task
-    needs besides its step class and its package function (docs/architecture.md)."""
+    config keys and ``planner`` adds its steps to the graph; a task on frozen features also says
+    which rows and layers it reads (``features``), and the checkpoint's features step extracts
+    them before its steps run. This is all a new downstream task needs besides its step class
+    and its package function (docs/architecture.md)."""
     from gendergap.config import register_task_type
 
     if PLANNERS.get(type_, planner) is not planner:
         raise ValueError(f"task type {type_!r} already has a planner ({PLANNERS[type_].__qualname__})")
     register_task_type(type_, schema)
     PLANNERS[type_] = planner
+    if features is not None:
+        FEATURE_REQUESTS[type_] = features
 
 
 # --- the graph being built --------------------------------------------------------------------
@@ -163,6 +171,12 @@ class Graph:
     def layer(self, ck: str, layer) -> str:
         """The layer a task reads; filterbanks have one output (0), so any layer but `all` means it."""
         return str(layer) if not self.is_baseline(ck) or str(layer) == "all" else "0"
+
+    def split_request(self, ck: str, t: dict) -> dict:
+        """A feature request for a task reading its splits of its corpus at its `layer` (frozen
+        ASR, ST)."""
+        return {"corpus": t["corpus"], "splits": sorted(set(t["splits"].values())), "layers": self.layer(ck, t["layer"]),
+                "probe_seed": None}
 
     def features_of(self, ck: str, t: dict) -> str:
         """The name of the step extracting ``ck``'s features for task ``t``."""

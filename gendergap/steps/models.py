@@ -3,10 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gendergap.steps.base import LIGHT, Graph, ModelStep, Step
+from gendergap.steps.base import FEATURE_REQUESTS, LIGHT, Graph, ModelStep, Step
 from ssl_pretrain.study_checkpoints import SHIPPED
-
-FROZEN_TASKS = ("asr-frozen", "st", "gender-st", "probes")   # the tasks that read the feature store
 
 
 @dataclass(kw_only=True)
@@ -94,15 +92,16 @@ def plan_checkpoints(g: Graph) -> None:
 
 def plan_features(g: Graph) -> None:
     """One extraction step per checkpoint (and precision) for everything its frozen-feature tasks
-    read: each task's rows and layers is a request (probes: the probe rows only), and the step
-    extracts each utterance once into as few store entries as cover them."""
+    read: each task's rows and layers is a request (its type's FEATURE_REQUESTS entry; probes: the
+    probe rows only), and the step extracts each utterance once into as few store entries as
+    cover them."""
     groups: dict[tuple, list[dict]] = {}
     for t in g.cfg.tasks.values():
-        if t["type"] in FROZEN_TASKS:
+        if t["type"] in FEATURE_REQUESTS:
             for ck in g.checkpoints_of(t):
                 groups.setdefault((ck, t["precision"]), []).append(t)
     for (ck, precision), tasks in groups.items():
-        requests = [_request(g, ck, t) for t in tasks]
+        requests = [FEATURE_REQUESTS[t["type"]](g, ck, t) for t in tasks]
         gpus = max(t["resources"]["gpus"] for t in tasks)
         res = max((t["resources"] for t in tasks), key=lambda r: (r["gpus"], r["cpus"]))
         name = f"features:{ck}" + ("" if precision == "fp32" else f":{precision}")
@@ -111,10 +110,3 @@ def plan_features(g: Graph) -> None:
             name=name, table=g.table, ckpt=ck, registry=g.registry, store=g.store, requests=requests,
             device="auto" if gpus >= 1 else "cpu", precision=precision, trust=g.trust,
             deps=["checkpoints"] + g.table_deps, resources=dict(res), checkpoint=ck, outputs=[g.store]))
-
-
-def _request(g: Graph, ck: str, t: dict) -> dict:
-    probe = t["type"] == "probes"
-    splits = ["train", "valid", "dev", "test"] if probe else sorted(set(t["splits"].values()))
-    layers = "all" if probe and g.is_baseline(ck) else g.layer(ck, t["layers" if probe else "layer"])
-    return {"corpus": t["corpus"], "splits": splits, "layers": layers, "probe_seed": g.seed if probe else None}

@@ -114,5 +114,5 @@ def _preset(g: Graph, preset: str) -> str:
     return preset if preset in ("xs", "tiny") else g.path(preset)
 
 
-register_task("st", StTask, plan_st)
-register_task("gender-st", StTask, plan_st)
+register_task("st", StTask, plan_st, features=Graph.split_request)
+register_task("gender-st", StTask, plan_st, features=Graph.split_request)
