@@ -21,7 +21,9 @@ utterance level (its functions, our seed) when the hypothesis files are at hand.
 """
 from __future__ import annotations
 
+import json
 import logging
+from pathlib import Path
 
 import numpy as np
 
@@ -219,9 +221,6 @@ def _sacrebleu_paired_p(test: str, metric, refs: list[str], hyps_a: list[str], h
 
 def load_result_json(path: str) -> dict:
     """A result JSON written by `gendergap score asr|st --json` (one clear error if it is not one)."""
-    import json
-    from pathlib import Path
-
     p = Path(path)
     if not p.is_file():
         raise UserError("no such result JSON", path=p, fix="write it with `gendergap score asr|st --json`")
@@ -234,8 +233,6 @@ def load_result_json(path: str) -> dict:
 
 def result_from_db(db: str, run_id: int) -> dict:
     """Re-derive a stored scoring run's per-speaker statistics from its recorded inputs."""
-    import json
-
     from analysis.scoring import score_files
     from analysis.store import ResultsStore
 

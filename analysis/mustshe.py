@@ -321,7 +321,5 @@ def store_mustshe(db, result: dict, name: str, lang_pair: str, subset: str, conf
     from corpora.base.provenance import file_fingerprint
 
     with ResultsStore(db) as store:
-        run_id = store.find_done(config, kind="score-mustshe")
-        if run_id is None:
-            run_id = store.start_run("score-mustshe", config, name=name, inputs=[file_fingerprint(p) for p in inputs])
-        store.add_scores(run_id, score_rows_for_store(result, name, lang_pair, subset), finish=True)
+        store.store_run("score-mustshe", config, score_rows_for_store(result, name, lang_pair, subset), name=name,
+                        inputs=[file_fingerprint(p) for p in inputs])

@@ -281,10 +281,7 @@ def store_result(db: str | os.PathLike, result: dict, *, checkpoint: str, task: 
     config = {"metric": result["metric"], "checkpoint": checkpoint, "task": task, "lang_pair": lang_pair,
               "subset": subset, "signature": result["signature"], **(config or {})}
     inputs = list((result.get("inputs") or {}).values())
+    rows = score_rows(result, checkpoint, task, lang_pair, subset)
     with ResultsStore(db) as store:
-        run_id = store.find_done(config, kind=f"score-{result['metric']}")
-        if run_id is None:
-            run_id = store.start_run(f"score-{result['metric']}", config, name=checkpoint,
-                                     seed=result["bootstrap"]["seed"], inputs=inputs)
-        store.add_scores(run_id, score_rows(result, checkpoint, task, lang_pair, subset), finish=True)
-    return run_id
+        return store.store_run(f"score-{result['metric']}", config, rows, name=checkpoint,
+                               seed=result["bootstrap"]["seed"], inputs=inputs)

@@ -21,6 +21,9 @@ the mean Δrel exceeds the seed sd in size: outside what the speakers and the se
 """
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 
 from analysis.bootstrap import GENDERS, draw_counts, percentile_ci, resample_scores
@@ -123,9 +126,6 @@ def pool_and_store(results: list[str], seeds: list[int], key: str | None, db: st
     """Pool one task's per-seed scoring results (their JSON files; ``key``: where the scoring
     result sits in each, e.g. ``bleu``) and store mean ± sd and the seed-and-speaker CI in the
     results DB as one run (a second call with the same inputs stores nothing new)."""
-    import json
-    from pathlib import Path
-
     from analysis.store import ResultsStore
     from corpora.base.provenance import file_fingerprint
 
@@ -135,11 +135,8 @@ def pool_and_store(results: list[str], seeds: list[int], key: str | None, db: st
     config = {"kind": "seeds", "checkpoint": checkpoint, "task": task, "lang_pair": lang_pair, "subset": subset,
               "signature": pooled["signature"], "results": results}
     with ResultsStore(db) as store:
-        run_id = store.find_done(config, kind="seeds")
-        if run_id is None:
-            run_id = store.start_run("seeds", config, name=checkpoint, seed=seed,
-                                     inputs=[file_fingerprint(r) for r in results])
-        store.add_scores(run_id, pooled_rows(pooled, checkpoint, task, lang_pair, subset), finish=True)
+        store.store_run("seeds", config, pooled_rows(pooled, checkpoint, task, lang_pair, subset), name=checkpoint,
+                        seed=seed, inputs=[file_fingerprint(r) for r in results])
     print(f"{checkpoint} {task} {lang_pair} over seeds {seeds}: " + ", ".join(
         f"{k} {pooled['mean'][k]:.2f} ± {pooled['sd'][k] or 0:.2f}" for k in ("all", "delta_rel")
         if pooled["mean"][k] is not None) + f" (Δrel CI {pooled['ci']['delta_rel']})", flush=True)

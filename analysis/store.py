@@ -183,6 +183,17 @@ class ResultsStore:
                  step["key"] if step else None))
             return int(cur.lastrowid)
 
+    def store_run(self, kind: str, config: dict, rows: Iterable[dict], *, name: str = "", seed: int | None = None,
+                  inputs: Iterable[dict] = ()) -> int:
+        """Store ``rows`` as one finished run of ``kind``; returns its id. A finished run with the
+        same config gets its rows replaced instead: scoring the same thing again never adds a
+        second run."""
+        run_id = self.find_done(config, kind=kind)
+        if run_id is None:
+            run_id = self.start_run(kind, config, name=name, seed=seed, inputs=inputs)
+        self.add_scores(run_id, rows, finish=True)
+        return run_id
+
     def step_of(self, run_id: int) -> dict | None:
         """The study step that made a run: {key, kind, name, fields}, or None (a command run by hand)."""
         row = self.conn.execute("SELECT s.key, s.kind, s.name, s.fields FROM runs r JOIN steps s ON s.key = r.step_key "

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from corpora.base.errors import UserError
-from gendergap.options import add_model_options, call, feature_store, runtime, store_path
+from gendergap.options import add_model_options, call, runtime, store_path
 
 
 EPILOG = """\
@@ -315,7 +315,7 @@ def run_kaldi_export(args) -> int:
     layer = args.layer if args.layer == "last" else _int_layer(args.layer)
     extractor = extractor_for(CheckpointRef.resolve(args.ckpt, args.registry, trust=args.trust_checkpoint), device,
                              precision)
-    view = FeatureStore(feature_store(args)).view(extractor, table.assign(audio=audio), layer,
+    view = FeatureStore(store_path(args.feature_store)).view(extractor, table.assign(audio=audio), layer,
                                                   batch_seconds=args.batch_seconds)
     summary = kaldi_export(view, table, audio, args.out, repeat=2 if args.repeat_frames else 1)
     print(f"wrote {args.out}: {summary['utterances']} utterances, {summary['speakers']} speakers, "

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from gendergap.options import add_model_options, add_trust_option, feature_store, runtime
+from gendergap.options import add_model_options, add_trust_option, runtime, store_path
 
 EPILOG = """\
 The registry is a JSON file (default runs/checkpoints.json; --registry or $GENDERGAP_CHECKPOINTS).
@@ -78,7 +78,7 @@ def run_eval(args) -> int:
         if args.split_rows:
             table = table[table["split"] == args.split_rows].reset_index(drop=True)
         rows = table.assign(audio=resolve_audio(table, args.table).to_numpy())
-        store = FeatureStore(feature_store(args))
+        store = FeatureStore(store_path(args.feature_store))
         print(f"cross-speaker sentence retrieval by layer ({len(table)} utterances, "
               f"{table['speaker'].nunique()} speakers; chance ~1/{table.groupby('speaker').size().min()})")
         for name, r in ((ref.name, ref), ("random-init twin", ref.twin(args.seed))):
@@ -104,7 +104,7 @@ def run_features(args) -> int:
         table = table[table["split"] == args.split].reset_index(drop=True)
     rows = table.assign(audio=resolve_audio(table, args.table).to_numpy())
     layer = args.layer if args.layer in ("last", "all") else _int(args.layer)
-    view = FeatureStore(feature_store(args)).view(extractor_for(_ref(args), device, precision), rows, layer,
+    view = FeatureStore(store_path(args.feature_store)).view(extractor_for(_ref(args), device, precision), rows, layer,
                                                   batch_seconds=args.batch_seconds,
                                                   shard_bytes=int(args.shard_mb * 1e6))
     print(f"features of {len(rows)} utterances, layers {view.layers}, in {view.dir}")

@@ -117,11 +117,7 @@ def _store(args, kind: str, rows: list[dict], inputs: list[str]) -> None:
         raise UserError("--db needs --checkpoint", fix="name the model the translations come from")
     config = {k: v for k, v in vars(args).items() if k not in ("func", "db", "debug", "quiet", "version")}
     with ResultsStore(args.db) as store:
-        # the same scoring again replaces its rows (run found by config), never adds a second set
-        run_id = store.find_done(config, kind=kind)
-        if run_id is None:
-            run_id = store.start_run(kind, config, inputs=[file_fingerprint(p) for p in inputs])
-        store.add_scores(run_id, rows, finish=True)
+        store.store_run(kind, config, rows, inputs=[file_fingerprint(p) for p in inputs])
 
 
 def run_mustshe(args) -> int:

@@ -12,8 +12,8 @@ Expand a study config (checkpoints x tasks x language pairs) into jobs with depe
 run them through submitit: locally (--executor local, N at a time) or as SLURM job arrays with
 per-task resources. Each job is one typed study step (gendergap/steps/). Idempotent: a job whose
 key (its step's kind and fields + the keys of the steps it reads) already finished is skipped, a
-failed one is retried only with --retry-failed, and re-running after a kill finishes the rest. Scores go to OUT/results.db (one row set per job), the report
-to OUT/report/.
+failed one is retried only with --retry-failed, and re-running after a kill finishes the rest.
+Scores go to OUT/results.db (one row set per job), the report to OUT/report/.
 
 jobs, in dependency order:
   corpus -> pretraining manifests -> [pretraining] -> checkpoints (registry OUT/checkpoints.json)

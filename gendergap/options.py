@@ -38,11 +38,6 @@ def store_path(feature_store: str | None) -> str:
     return str(Path(feature_store or os.environ.get("GENDERGAP_FEATURE_STORE") or DEFAULT_STORE).resolve())
 
 
-def feature_store(args) -> str:
-    """store_path of a parsed --feature-store option."""
-    return store_path(args.feature_store)
-
-
 def call(fn, args) -> int:
     """Run a command's keyword function with the parsed options it takes (a leaf's handler).
 

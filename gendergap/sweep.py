@@ -28,7 +28,6 @@ from gendergap.config import task_types
 from gendergap.jobs import SweepJob, read_json
 
 
-
 def state_dir(out: Path, name: str) -> Path:
     return Path(out) / "sweep" / "jobs" / name.replace(":", "_").replace("/", "_")
 

@@ -333,3 +333,18 @@ def test_register_task_type_refuses_what_would_change_a_config(toy_registered):
     with pytest.raises(TypeError, match="TaskBase"):
         register_task_type("plain", dict)
     assert config._TASK_MODELS["st"].__name__ == "StTask"
+
+
+def test_steps_take_their_device_and_precision_from_the_task(tmp_path):
+    """`auto` is the GPU only for a job that asked SLURM for one, else the CPU; a task in another
+    precision gets its own features step (the store keys entries by precision)."""
+    boito = plan_jobs(load_config(CONFIG_DIR / "boito2022.yaml"), tmp_path / "b")
+    models = [j for j in boito if j.kind in ("asr-e2e", "st", "features")]
+    assert models and {j.device for j in models} == {"auto"} and all(j.resources["gpus"] == 1 for j in models)
+    text = GOOD + "  probes: {corpus: synth-fr, checkpoints: [F-tiny], precision: bf16}\n"
+    by = {j.name: j for j in plan_jobs(load_config(write(tmp_path, text)), tmp_path / "o")}
+    assert (by["probes:F-tiny"].device, by["probes:F-tiny"].precision) == ("cpu", "bf16")
+    bf16 = by["features:F-tiny:bf16"]
+    assert (bf16.device, bf16.precision) == ("cpu", "bf16") and [r["probe_seed"] for r in bf16.requests] == [0]
+    assert "features:F-tiny:bf16" in by["probes:F-tiny"].deps and "features:F-tiny" not in by["probes:F-tiny"].deps
+    assert all(r["probe_seed"] is None for r in by["features:F-tiny"].requests)  # fp32: frozen ASR and ST only

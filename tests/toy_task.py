@@ -50,9 +50,7 @@ def utt_seconds(table: str, corpus: str, split: str, scale: float, checkpoint: s
     config = {"kind": TYPE, "table": table, "corpus": corpus, "split": split, "scale": scale, "checkpoint": checkpoint,
               "layer": layer, "features": str(view.dir)}
     with ResultsStore(db) as results:
-        if results.find_done(config, kind=TYPE) is None:
-            run_id = results.start_run(TYPE, config, name=checkpoint, inputs=[file_fingerprint(table)])
-            results.add_scores(run_id, scores, finish=True)
+        results.store_run(TYPE, config, scores, name=checkpoint, inputs=[file_fingerprint(table)])
     return {"view": str(view.dir), "scores": scores}
 
 

@@ -154,9 +154,6 @@ class Graph:
         self.steps.append(step)
         return step
 
-    def has(self, name: str) -> bool:
-        return any(s.name == name for s in self.steps)
-
     def path(self, value: str | None, base: Path | None = None) -> str | None:
         """Config paths are relative to the config file (or to ``base`` when given)."""
         return config_path(self.cfg, value, base)
@@ -191,8 +188,8 @@ def config_path(cfg, value: str | None, base: Path | None = None) -> str | None:
 
 
 def runtime(t: dict) -> dict:
-    """device / precision / trust of a model task. ``auto`` becomes the GPU the job asked for
-    (resources.gpus) or the CPU, so a job never takes a GPU it did not ask SLURM for."""
+    """The device and precision fields of a model task's steps. ``auto`` becomes the GPU the job
+    asked for (resources.gpus) or the CPU, so a job never takes a GPU it did not ask SLURM for."""
     device = t["device"]
     if device == "auto" and t["resources"]["gpus"] < 1:
         device = "cpu"

@@ -5,9 +5,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from corpora.base.provenance import config_hash
+from gendergap.config_schema import SPLITS
 from gendergap.steps.base import Graph, Step
-
-DEFAULT_SPLITS = {"train": "train", "valid": "valid", "test": "test"}
 
 
 @dataclass(kw_only=True)
@@ -84,7 +83,7 @@ def plan_corpus(g: Graph) -> None:
 
 def asr_data(g: Graph, t: dict) -> AsrDataStep:
     """The SpeechBrain CSVs of a task's rows; tasks on the same rows share one export."""
-    tag = t["corpus"] + ("" if t["splits"] == DEFAULT_SPLITS else "." + config_hash(t["splits"])[:8])
+    tag = t["corpus"] + ("" if t["splits"] == SPLITS else "." + config_hash(t["splits"])[:8])
     name = f"asr-data:{tag}"
     for s in g.steps:
         if s.name == name:
