@@ -48,25 +48,68 @@ _GENDER_MAP = {
 }
 
 
-def normalise_gender(raw) -> tuple[str, bool]:
-    """Map a corpus's gender label to F/M/U. Returns (code, known); unknown labels give U."""
+def parse_gender_map(spec: str | dict | None, source: str = "--gender-map") -> dict[str, str]:
+    """``'Multi-Mix=U,Femme=F'`` (or a mapping, as a study config gives it) -> ``{'multi-mix': 'U',
+    'femme': 'F'}``: labels (matched case-insensitively, spaces stripped) the user maps to F, M or U.
+    They are looked up before the built-in spellings, so they can also re-map a known one."""
+    if not spec:
+        return {}
+    items = spec.items() if isinstance(spec, dict) else (
+        part.rsplit("=", 1) if "=" in part else (part, None) for part in str(spec).split(",") if part.strip())
+    out = {}
+    for label, code in items:
+        code = str(code or "").strip().upper()
+        if code not in GENDERS or not str(label).strip():
+            raise UserError(f"{source}: bad entry {label!s}={code or ''}",
+                            fix="LABEL=F, LABEL=M or LABEL=U, comma-separated, e.g. --gender-map 'Multi-Mix=U,Femme=F'")
+        out[str(label).strip().lower()] = code
+    return out
+
+
+def normalise_gender(raw, mapping: dict[str, str] | None = None) -> tuple[str, bool]:
+    """Map a corpus's gender label to F/M/U. Returns (code, known); unknown labels give U.
+    ``mapping`` (from parse_gender_map) is the user's own labels, looked up first."""
     key = "" if raw is None or (isinstance(raw, float) and raw != raw) else str(raw).strip().lower()
+    if mapping and key in mapping:
+        return mapping[key], True
     if "/" in key and all(k in _GENDER_MAP for k in key.split("/")):
         return "U", True  # "F/M": a reader found conflicting labels for one speaker (and warned)
     code = _GENDER_MAP.get(key)
     return (code, True) if code is not None else ("U", False)
 
 
-def normalise_genders(raw: pd.Series, source: str | os.PathLike) -> pd.Series:
-    """Vectorised normalise_gender; logs every unknown label once with its count (never drops)."""
-    codes = raw.map(lambda r: normalise_gender(r)[0])
-    known = raw.map(lambda r: normalise_gender(r)[1])
+GENDER_MAP_FIX = ("if a label means F, M or U, map it: --gender-map 'LABEL=F,...' (corpus index) or "
+                  "corpus.gender_map (study config)")
+
+
+def normalise_genders(raw: pd.Series, source, mapping: dict[str, str] | None = None) -> pd.Series:
+    """Vectorised normalise_gender. Unknown labels become U (never dropped) and are listed in ONE
+    warning line, each with its count. ``source`` is a path, or a Series (aligned with ``raw``)
+    naming the file each label came from."""
+    pairs = raw.map(lambda r: normalise_gender(r, mapping))
+    codes = pairs.map(lambda p: p[0])
+    known = pairs.map(lambda p: p[1]).astype(bool)
     if not known.all():
         counts = raw[~known].value_counts()
-        for label, n in counts.items():
-            log.warning("%s: unknown gender label %r on %d row(s), mapped to U "
-                        "(add it to corpora.table._GENDER_MAP if it means F or M)", source, label, n)
+        sources = (pd.Series(source, index=raw.index)[~known].astype(str).unique()
+                   if isinstance(source, pd.Series) else [os.fspath(source)])
+        labels = ", ".join(f"{label!r} on {n} row(s)" for label, n in counts.items())
+        log.warning("%s: unknown gender label%s %s, mapped to U -- %s", ", ".join(sources),
+                    "s" if len(counts) > 1 else "", labels, GENDER_MAP_FIX)
     return codes
+
+
+def apply_gender_map(df: pd.DataFrame, mapping: dict[str, str] | None, source) -> pd.DataFrame:
+    """``gender`` re-derived from ``gender_raw`` for the rows whose raw label ``mapping`` names
+    (a study config's corpus.gender_map on a table indexed without it). Other rows keep theirs."""
+    if not mapping or "gender_raw" not in df.columns:
+        return df
+    hit = df["gender_raw"].astype(str).str.strip().str.lower().isin(mapping)
+    if hit.any():
+        df = df.copy()
+        df.loc[hit, "gender"] = df.loc[hit, "gender_raw"].astype(str).str.strip().str.lower().map(mapping)
+        log.info("%s: gender map applied to %d row(s)", os.fspath(source), int(hit.sum()))
+    return df
 
 
 def new_table(rows: list[dict]) -> pd.DataFrame:
@@ -148,6 +191,36 @@ def read_table(path: str | os.PathLike, validate: bool = True) -> pd.DataFrame:
     return _coerce_types(df) if set(COLUMNS) <= set(df.columns) else df
 
 
+def table_paths(table) -> list[Path]:
+    """One path or several (``--table`` given more than once, a config's list) as a list."""
+    if isinstance(table, (str, os.PathLike)):
+        return [Path(table)]
+    paths = [Path(t) for t in table]
+    if not paths:
+        raise UserError("no utterance table given", fix="name one or more tables (--table T.tsv, repeatable)")
+    return paths
+
+
+def table_source(table) -> str:
+    """How error messages name a table argument: its path, or ``A.tsv+B.tsv`` for several."""
+    return "+".join(os.fspath(p) for p in table_paths(table))
+
+
+def read_tables(table, validate: bool = True, gender_map: dict[str, str] | None = None) -> pd.DataFrame:
+    """The utterance table(s) a command reads: one path is read_table; several are merged in
+    memory by corpora.merge's rules (ids made unique, translations of one segment joined, audio
+    paths absolute), said in one log line. Never keeps only one of them."""
+    paths = table_paths(table)
+    if len(paths) == 1 and not gender_map:
+        return read_table(paths[0], validate=validate)
+    from corpora.merge import merge_tables   # lazy: corpora.merge builds on this module
+
+    df, report = merge_tables(paths, gender_map=gender_map)
+    if len(paths) > 1:
+        log.info("read %d tables merged in memory: %s", len(paths), report["summary"])
+    return df
+
+
 def write_table(df: pd.DataFrame, path: str | os.PathLike, validate: bool = True) -> Path:
     """Validate, then write atomically. Columns: the standard ones first, then the rest."""
     path = Path(path)
@@ -173,8 +246,9 @@ PIPE_FIX = ("dump the piped audio to files first (ESPnet: scripts/audio/format_w
             "command once into a .wav), point wav.scp at them and index the data dir again")
 
 
-def resolve_audio(df: pd.DataFrame, table_path: str | os.PathLike) -> pd.Series:
-    """Absolute audio paths: relative ones are relative to the table's directory.
+def resolve_audio(df: pd.DataFrame, table_path) -> pd.Series:
+    """Absolute audio paths: relative ones are relative to the table's directory (``table_path``
+    may be the list of tables read_tables merged: their paths are absolute already).
 
     Every command that reads audio for a model gets its paths here, so a Kaldi ``cmd |`` row
     is refused here, in one line naming the table's line: the engines open paths with
@@ -185,10 +259,12 @@ def resolve_audio(df: pd.DataFrame, table_path: str | os.PathLike) -> pd.Series:
     pipes = df["audio"].astype(str).str.rstrip().str.endswith("|")   # is_pipe, vectorised
     if pipes.any():
         first = str(df["id"][pipes].iloc[0])
+        paths = table_paths(table_path)
         raise UserError(f"row {first!r} ({int(pipes.sum())} row(s) in all) names a piped command, not an audio "
-                        f"file: {str(df['audio'][pipes].iloc[0]).strip()!r}", path=table_path,
-                        line=_line_of_id(table_path, first), fix=PIPE_FIX)
-    base = Path(table_path).resolve().parent
+                        f"file: {str(df['audio'][pipes].iloc[0]).strip()!r}", path=table_source(table_path),
+                        line=_line_of_id(paths[0], first) if len(paths) == 1 else None, fix=PIPE_FIX)
+    # Several tables were merged (read_tables), which made their paths absolute already.
+    base = table_paths(table_path)[0].resolve().parent
     return df["audio"].map(lambda a: a if os.path.isabs(a) else str(base / a))
 
 

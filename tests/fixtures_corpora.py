@@ -208,3 +208,44 @@ def make_generic(root: Path) -> Path:
         "u2,wav/long.wav,A,Female,deuxième,2.0,1.5,30\n"
         "u3,wav/short.wav,B,Male,court,0,1.0,41\n", encoding="utf-8")
     return d / "meta.csv"
+
+
+# Talk -> (recording seconds, segments (offset, duration, speaker)) of the four mTEDx pairs below.
+MTEDX_TALKS = {"train": {"a1": (6.0, [(0.5, 2.0, "a1"), (3.0, 2.5, "a1")]),
+                         "b2": (4.0, [(1.0, 1.5, "b2")]),
+                         "d4": (5.0, [(0.0, 2.0, "d4"), (2.5, 2.0, "d4")])},
+               "test": {"c3": (3.0, [(0.0, 2.0, "c3")])}}
+# Which talks each pair has (the subsets share talks; fr-pt lacks b2, fr-en lacks d4), and the
+# pair where one segment is cut differently (same id b2_0, another duration).
+MTEDX_PAIR_TALKS = {"fr": ["a1", "b2", "c3", "d4"], "en": ["a1", "b2", "c3"], "es": ["a1", "b2", "c3", "d4"],
+                    "pt": ["a1", "c3", "d4"]}
+MTEDX_RECUT = ("es", "b2", 1.4)
+
+
+def make_mtedx_pairs(root: Path) -> tuple[Path, Path]:
+    """mtedx/ as released with four pairs fr-fr, fr-en, fr-es, fr-pt sharing talks: each pair has
+    its own wav/ copies of its talks (same file names, same content) and the same segment ids
+    (``<talk>_<k>``, as the reader names them) and source text for the same segment. In fr-es
+    segment b2_0 is cut differently (duration 1.4 instead of 1.5). Returns (corpus root,
+    speaker->gender file: a1 F, b2 M, c3 'Frau', d4 'Multi-Mix' -- two labels gendergap does
+    not know, for --gender-map)."""
+    d = root / "mtedx"
+    for tgt, talks_in in MTEDX_PAIR_TALKS.items():
+        data = d / f"fr-{tgt}" / "data"
+        for split, talks in MTEDX_TALKS.items():
+            chosen = {}
+            for talk, (length, segs) in talks.items():
+                if talk not in talks_in:
+                    continue
+                if (tgt, talk) == MTEDX_RECUT[:2]:
+                    segs = [(segs[0][0], MTEDX_RECUT[2], segs[0][2])] + segs[1:]
+                chosen[talk] = (length, segs, "")
+            if not chosen:
+                continue
+            keys = [(t, k) for t, (_, segs, _) in chosen.items() for k in range(len(segs))]
+            texts = (lambda keys, tgt: lambda i: (f"phrase {keys[i][0]} {keys[i][1]}",
+                                                   f"{tgt} sentence {keys[i][0]} {keys[i][1]}"))(keys, tgt)
+            _ted_split(data, split, chosen, "fr", tgt, ".flac", texts)
+    genders = root / "mtedx_pairs_speakers.tsv"
+    genders.write_text("speaker\tgender\na1\tF\nb2\tM\nc3\tFrau\nd4\tMulti-Mix\n", encoding="utf-8")
+    return d, genders

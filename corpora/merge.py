@@ -1,0 +1,266 @@
+"""One utterance table from several (``gendergap corpus merge``; ``read_tables`` in memory).
+
+The rules, in order (nothing is ever dropped silently: every rename, join and duplicate is in
+the report and in one summary line):
+
+1. **Audio paths absolute.** Each input's relative paths are relative to its own directory
+   (corpora.table.resolve_audio); Kaldi ``cmd |`` entries stay as given.
+2. **Translations joined within one corpus.** Rows of the SAME ``corpus`` value with the same
+   ``id`` that are the same segment -- the same recording (same path, or same file name and
+   size: each mTEDx pair ships its own copy of a talk), offset, duration, speaker, source text
+   and split -- and whose other columns agree (or are empty in one of them) become ONE row
+   holding every input's ``tgt_text_<lang>`` columns. So mTEDx fr-en and fr-es indexed under
+   one corpus name (``--corpus mtedx``) give one row per segment with ``tgt_text_en`` and
+   ``tgt_text_es``. Rows of DIFFERENT corpus names are never joined: a task selects its rows by
+   ``corpus`` (an ST task on ``mtedx-fr-en`` reads ``tgt_text_en`` of exactly those rows), so
+   each corpus keeps the rows it had, and its row selection is the same as with its own table.
+   Such a segment shared by several corpora is counted (``shared_across_corpora``), not warned
+   about: it is how the mTEDx subsets are distributed.
+3. **Ids kept when unique.** An id that is still on several rows (another corpus's row, or a
+   different segment of the same corpus: e.g. segment ``a1_0`` cut differently in two pairs)
+   becomes ``<corpus>/<id>`` on each of them; if that is still not unique (same corpus, different
+   segments) ``#<n>`` is appended, n the position of the row's input table (1 = first). The
+   original id is kept in ``orig_id`` and every rename is listed in the report with its input
+   file and line; same-corpus different segments are also warned about, naming what differs.
+4. **Duplicate audio reported.** The same audio segment under two different original ids (the
+   same clip indexed twice, e.g. a LeBenchmark list that includes MLS) gives one warning line
+   and is listed in the report; both rows are kept.
+5. ``gender_map`` (``corpus.gender_map`` of a study config) re-maps ``gender`` from
+   ``gender_raw`` before the rows are compared.
+
+The report also holds the provenance: a fingerprint (path, size, mtime) of every input table.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from corpora.base.errors import UserError
+from corpora.base.provenance import file_fingerprint, git_sha
+from corpora.table import (COLUMNS, apply_gender_map, is_pipe, read_table, table_paths, table_source,
+                           validate_table)
+
+log = logging.getLogger(__name__)
+
+_NUMERIC = ("offset", "duration", "sample_rate")
+_INTERNAL = ("_input", "_line")          # bookkeeping columns, never written
+# What makes two rows candidates for "the same segment" (the recording is checked after).
+_SEGMENT = ["corpus", "orig_id", "_base", "offset", "duration", "speaker", "text", "split"]
+_EXAMPLES = 20   # entries of each kind listed in full in the report beyond the counts
+
+
+def merge_tables(paths, *, gender_map: dict[str, str] | None = None) -> tuple[pd.DataFrame, dict]:
+    """Merge utterance tables by the rules above. Returns (table, report)."""
+    paths = table_paths(paths)
+    seen: dict[Path, int] = {}
+    for i, p in enumerate(paths):
+        r = p.resolve()
+        if r in seen:
+            raise UserError(f"table given twice (inputs {seen[r] + 1} and {i + 1})", path=p,
+                            fix="name each table once")
+        seen[r] = i
+    frames = [_load(p, i) for i, p in enumerate(paths)]
+    df = pd.concat(frames, ignore_index=True, sort=False)
+    for col in df.columns:
+        if col not in _NUMERIC and col not in ("_input", "_line"):
+            df[col] = df[col].fillna("").astype(str)
+    df = apply_gender_map(df, gender_map, table_source(paths))
+    df["_base"] = df["audio"].map(os.path.basename)
+
+    df, joined, not_joined = _join(df)
+    df, renames, collisions = _make_ids_unique(df, paths)
+    shared, dups = _duplicates(df)
+
+    report = {
+        "inputs": [dict(file_fingerprint(p), rows=int(len(f))) for p, f in zip(paths, frames)],
+        "rows_in": int(sum(len(f) for f in frames)),
+        "rows_out": int(len(df)),
+        "translations_joined": joined,
+        "not_joined": not_joined,
+        "ids_renamed": len(renames),
+        "renames": renames,
+        "same_id_different_segment": collisions,
+        "shared_across_corpora": shared,
+        "duplicate_audio": dups,
+        "gender_map": dict(gender_map or {}),
+        "git_sha": git_sha(),
+    }
+    report["summary"] = summary_line(report)
+    _warn(report, paths)
+    if not renames and "orig_id" in df.columns and (df["orig_id"] == df["id"]).all() \
+            and not any("orig_id" in f.columns for f in frames):
+        df = df.drop(columns="orig_id")   # nothing renamed: no column to carry
+    out = df.drop(columns=[c for c in (*_INTERNAL, "_base") if c in df.columns])
+    extra = [c for c in out.columns if c not in COLUMNS]
+    out = out[COLUMNS + extra].reset_index(drop=True)
+    validate_table(out, table_source(paths))
+    return out, report
+
+
+def summary_line(report: dict) -> str:
+    return (f"{len(report['inputs'])} table(s), {report['rows_in']} rows in -> {report['rows_out']} rows out; "
+            f"{report['translations_joined']['rows']} row(s) joined with translations from several tables; "
+            f"{report['ids_renamed']} id(s) renamed (<corpus>/<id>); "
+            f"{report['same_id_different_segment']['count']} same-id different segment(s); "
+            f"{report['shared_across_corpora']['count']} segment(s) shared by several corpora (one row each); "
+            f"{report['duplicate_audio']['count']} duplicate audio segment(s) under different ids")
+
+
+def _load(path: Path, i: int) -> pd.DataFrame:
+    df = read_table(path)   # validated: unique ids, F/M/U genders, numbers...
+    pipe = df["audio"].map(is_pipe)
+    base = path.resolve().parent
+    df.loc[~pipe, "audio"] = df.loc[~pipe, "audio"].map(
+        lambda a: os.path.normpath(a if os.path.isabs(a) else base / a))
+    if "orig_id" not in df.columns:
+        df["orig_id"] = df["id"]
+    else:   # a merged table merged again: its own originals stay the originals
+        df["orig_id"] = df["orig_id"].where(df["orig_id"] != "", df["id"])
+    df["_input"] = i
+    df["_line"] = range(2, len(df) + 2)
+    return df
+
+
+def _recording(audio: str):
+    """What makes two audio paths the same recording: the path itself, or, for copies (each
+    mTEDx pair has its own wav/ folder), the same file name and size. Headers only, no hashing."""
+    if is_pipe(audio):
+        return ("pipe", audio.strip())
+    try:
+        return ("file", os.path.basename(audio), os.stat(audio).st_size)
+    except OSError:
+        return ("path", audio)
+
+
+def _compatible(a: dict, b: dict, cols) -> list[str]:
+    """The columns where both rows have a value and the values differ."""
+    return [c for c in cols if a[c] != b[c] and a[c] != "" and b[c] != ""]
+
+
+def _join(df: pd.DataFrame) -> tuple[pd.DataFrame, dict, dict]:
+    """Rule 2: rows of one corpus that are the same segment become one row."""
+    cand = df.duplicated(_SEGMENT, keep=False)
+    joined = {"rows": 0, "examples": []}
+    not_joined = {"count": 0, "examples": []}
+    if not cand.any():
+        return df, joined, not_joined
+    other = [c for c in df.columns if c not in ("audio", "id", "orig_id", *_INTERNAL, "_base")]
+    keep = df[~cand]
+    merged_rows = []
+    for _, group in df[cand].groupby(_SEGMENT, sort=False):
+        clusters: list[dict] = []
+        for row in group.to_dict("records"):
+            rec = _recording(row["audio"])
+            for c in clusters:
+                if c["_recid"] == rec and not _compatible(c, row, other):
+                    for col in other:
+                        if c[col] == "":
+                            c[col] = row[col]
+                    c["_from"].append((row["_input"], row["_line"]))
+                    break
+            else:
+                clusters.append(dict(row, _recid=rec, _from=[(row["_input"], row["_line"])]))
+        for c in clusters:
+            if len(c["_from"]) > 1:
+                joined["rows"] += 1
+                if len(joined["examples"]) < _EXAMPLES:
+                    joined["examples"].append({"corpus": c["corpus"], "id": c["id"],
+                                               "tgt": sorted(k for k in c if k.startswith("tgt_text_") and c[k]),
+                                               "inputs": [i + 1 for i, _ in c["_from"]]})
+        if len(clusters) > 1:
+            not_joined["count"] += len(clusters) - 1
+            if len(not_joined["examples"]) < _EXAMPLES:
+                a, b = clusters[0], clusters[1]
+                why = (["audio file"] if a["_recid"] != b["_recid"] else []) + _compatible(a, b, other)
+                not_joined["examples"].append({"corpus": a["corpus"], "id": a["orig_id"], "differ": why})
+        merged_rows += [{k: v for k, v in c.items() if k not in ("_recid", "_from")} for c in clusters]
+    out = pd.concat([keep, pd.DataFrame(merged_rows, columns=df.columns)], ignore_index=True)
+    out = out.sort_values(["_input", "_line"], kind="stable").reset_index(drop=True)
+    for col in _NUMERIC:
+        out[col] = out[col].astype(df[col].dtype)
+    return out, joined, not_joined
+
+
+def _make_ids_unique(df: pd.DataFrame, paths: list[Path]) -> tuple[pd.DataFrame, list[dict], dict]:
+    """Rule 3: ``<corpus>/<id>`` for ids on several rows, then ``#<input>`` if needed."""
+    df = df.copy()
+    dup = df["id"].duplicated(keep=False)
+    renames: list[dict] = []
+    collisions = {"count": 0, "examples": []}
+    if not dup.any():
+        return df, renames, collisions
+    new = df.loc[dup, "corpus"] + "/" + df.loc[dup, "id"]
+    again = new.duplicated(keep=False)
+    if again.any():   # same corpus, same id, not the same segment (rule 2 would have joined it)
+        groups = df.loc[dup][again].groupby(["corpus", "id"], sort=False)
+        collisions["count"] = int(groups.ngroups)
+        for (corpus, uid), g in list(groups)[:_EXAMPLES]:
+            collisions["examples"].append({"corpus": corpus, "id": uid, "inputs": [int(i) + 1 for i in g["_input"]],
+                                           "differ": _differ(g.iloc[0], g.iloc[1])})
+        new[again] = new[again] + "#" + (df.loc[dup, "_input"][again] + 1).astype(str)
+    taken = set(df.loc[~dup, "id"])
+    for idx, nid in new.items():
+        base, n = nid, 1
+        while nid in taken:   # a table that already had an id like mtedx/a1_0: count up
+            n += 1
+            nid = f"{base}~{n}"
+        taken.add(nid)
+        renames.append({"input": os.fspath(paths[int(df.at[idx, "_input"])]), "line": int(df.at[idx, "_line"]),
+                        "corpus": df.at[idx, "corpus"], "id": df.at[idx, "id"], "new_id": nid})
+        df.at[idx, "id"] = nid
+    return df, renames, collisions
+
+
+def _differ(a: pd.Series, b: pd.Series) -> list[str]:
+    """The columns two rows with one id differ in (the audio compared as a recording)."""
+    skip = {"id", "orig_id", "audio", "_base", *_INTERNAL}
+    out = ["audio file"] if _recording(a["audio"]) != _recording(b["audio"]) else []
+    return out + [c for c in a.index if c not in skip and str(a[c]) != str(b[c]) and str(a[c]) and str(b[c])]
+
+
+def _duplicates(df: pd.DataFrame) -> tuple[dict, dict]:
+    """Rule 4: one audio segment on several rows: the same original id in several corpora is
+    the subsets' overlap (counted); different original ids are a duplicate (warned about)."""
+    key = ["_base", "offset", "duration"]
+    cand = df[df.duplicated(key, keep=False)]
+    shared = {"count": 0, "examples": []}
+    dups = {"count": 0, "examples": []}
+    for _, g in cand.groupby(key, sort=False):
+        by_rec: dict = {}
+        for row in g.to_dict("records"):
+            by_rec.setdefault(_recording(row["audio"]), []).append(row)
+        for rows in by_rec.values():
+            if len(rows) < 2:
+                continue
+            if len({r["orig_id"] for r in rows}) == 1 and len({r["corpus"] for r in rows}) == 1:
+                continue   # one corpus's segment not joined (rule 2 said why): in same_id_different_segment
+            if len({r["orig_id"] for r in rows}) > 1:
+                dups["count"] += 1
+                if len(dups["examples"]) < _EXAMPLES:
+                    dups["examples"].append({"audio": rows[0]["audio"], "offset": rows[0]["offset"],
+                                             "duration": rows[0]["duration"], "ids": [r["id"] for r in rows]})
+            else:
+                shared["count"] += 1
+                if len(shared["examples"]) < _EXAMPLES:
+                    shared["examples"].append({"id": rows[0]["orig_id"], "corpora": sorted({r["corpus"] for r in rows})})
+    return shared, dups
+
+
+def _warn(report: dict, paths: list[Path]) -> None:
+    src = table_source(paths)
+    c = report["same_id_different_segment"]
+    if c["count"]:
+        ex = c["examples"][0]
+        log.warning("%s: %d id(s) name different segments (or conflicting rows) of one corpus in several tables "
+                    "(e.g. %s/%s in inputs %s, differing in %s): kept as separate rows, ids <corpus>/<id>#<input> "
+                    "(the report lists them)", src, c["count"], ex["corpus"], ex["id"],
+                    ", ".join(map(str, ex["inputs"])), ", ".join(ex["differ"]) or "nothing")
+    d = report["duplicate_audio"]
+    if d["count"]:
+        ex = d["examples"][0]
+        log.warning("%s: %d audio segment(s) appear under different ids (e.g. %s at %.3f s for %.3f s: %s): both "
+                    "rows kept -- drop one of the copies if the same clip was indexed twice", src, d["count"],
+                    ex["audio"], ex["offset"], ex["duration"], ", ".join(ex["ids"]))
