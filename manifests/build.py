@@ -76,9 +76,11 @@ def read_id_list(path: str | os.PathLike, column: str = "speaker") -> list:
 
 def export(fmt: str, splits: dict, out_dir: Path, final_dir: Path, **options) -> dict:
     """Run one exporter over the selected splits (audio paths absolute)."""
+    audio = {k: options.get(k) for k in ("resample", "audio_cache", "jobs")}   # prepared audio (fairseq, kaldi)
     if fmt == "fairseq":
         return export_wav2vec(splits, out_dir, final_dir=final_dir, root=options.get("root"),
-                              materialise=options.get("materialise", "auto"))
+                              materialise=options.get("materialise", "auto"),
+                              audio_format=options.get("audio_format") or "flac", **audio)
     if fmt == "s2t":
         keys = ("feature_template", "n_frames", "text_column", "tgt_lang", "vocab_size", "vocab_type", "audio_root")
         return export_s2t(splits, out_dir, **{k: v for k, v in options.items() if k in keys and v is not None})
@@ -86,7 +88,7 @@ def export(fmt: str, splits: dict, out_dir: Path, final_dir: Path, **options) ->
         return export_speechbrain(splits, out_dir, text_column=options.get("text_column") or "text",
                                   data_root=options.get("data_root"))
     if fmt == "kaldi":
-        return export_kaldi(splits, out_dir, text_column=options.get("text_column") or "text")
+        return export_kaldi(splits, out_dir, text_column=options.get("text_column") or "text", **audio)
     raise UserError(f"unknown format {fmt!r}", fix="use one of: " + ", ".join(FORMATS))
 
 

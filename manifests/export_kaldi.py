@@ -7,7 +7,15 @@ speaker are written as ``<speaker>-<id>`` (the file ``utt2table_id`` maps them b
 Every row becomes a segment of its recording, so long recordings need no cutting; Kaldi reads
 RIFF wav itself, other formats go through a ``sox ... |`` pipe in ``wav.scp``.
 
+Kaldi recipes read 16 kHz audio (the mTEDx and Common Voice recipes' ``conf/mfcc.conf``:
+``--sample-frequency=16000``; ``compute-mfcc-feats`` stops at another rate), so ``export_kaldi``
+refuses other rates at build time unless ``resample`` is given: then each recording not
+already 16 kHz mono wav is prepared once as a 16 kHz mono wav in the prepared-audio cache
+(corpora.prepared_audio, whole recordings: ``segments`` keeps its times) and ``wav.scp``
+points at it -- no sox pipe, the corpus untouched.
+
     export_kaldi({"train": df}, "data")       # writes data/train/{wav.scp,...}, validated
+    export_kaldi({"train": df}, "data", resample=16000, audio_cache="runs/prepared-audio")
     validate_kaldi_dir("data/train")           # raises UserError naming the file and line
 """
 from __future__ import annotations
@@ -21,6 +29,10 @@ import pandas as pd
 
 from corpora.base.atomic import write_text
 from corpora.base.errors import UserError
+from corpora.prepared_audio import (AudioCache, Source, Target, default_cache_dir, engine_readable, rate_counts,
+                                    read_header, run_parallel)
+
+KALDI_RATE = 16000   # conf/mfcc.conf --sample-frequency of the recipes (mTEDx, Common Voice)
 
 log = logging.getLogger(__name__)
 _WS = re.compile(r"\s+")
@@ -76,9 +88,11 @@ def _wav_entry(path: str, sample_rate: int) -> str:
 
 
 def export_kaldi_dir(df: pd.DataFrame, out_dir: str | os.PathLike, text_column: str = "text",
-                     qualify: bool | None = None) -> dict:
+                     qualify: bool | None = None, prepared: dict[str, str] | None = None,
+                     prepared_rate: int | None = None) -> dict:
     """Write one Kaldi data dir for the rows (absolute audio paths); validate it; return a summary.
-    ``qualify``: speaker ids as ``<corpus>-<speaker>`` (kaldi_speakers)."""
+    ``qualify``: speaker ids as ``<corpus>-<speaker>`` (kaldi_speakers). ``prepared``: audio path
+    -> its prepared wav (at ``prepared_rate``), which wav.scp then names instead."""
     out_dir = Path(out_dir)
     if text_column not in df.columns:
         raise UserError(f"no column {text_column!r} for text", fix="pick the transcript column with --text-column")
@@ -103,7 +117,9 @@ def export_kaldi_dir(df: pd.DataFrame, out_dir: str | os.PathLike, text_column: 
         "utt2table_id": [f"{u} {_kaldi_id(i)}" for u, i in zip(rows["utt"], df.loc[rows.index, "id"])],
     }
     recs = rows.drop_duplicates("rec")
-    files["wav.scp"] = _c_sorted([f"{r} {_wav_entry(a, s)}" for r, a, s in zip(recs["rec"], recs["audio"], recs["sr"])])
+    prepared = prepared or {}
+    files["wav.scp"] = _c_sorted([f"{r} {prepared[a]}" if a in prepared else f"{r} {_wav_entry(a, s)}"
+                                  for r, a, s in zip(recs["rec"], recs["audio"], recs["sr"])])
     by_spk = rows.groupby("spk", sort=False)["utt"].agg(list)
     files["spk2utt"] = _c_sorted([f"{s} {' '.join(us)}" for s, us in by_spk.items()])
     genders = rows.groupby("spk")["gender"].first()
@@ -117,17 +133,47 @@ def export_kaldi_dir(df: pd.DataFrame, out_dir: str | os.PathLike, text_column: 
         write_text(out_dir / name, "".join(line + "\n" for line in lines))
     validate_kaldi_dir(out_dir)
     return {"utterances": len(rows), "speakers": len(by_spk), "recordings": len(recs),
-            "spk2gender": "spk2gender" in files}
+            "spk2gender": "spk2gender" in files, "prepared": int(recs["audio"].isin(list(prepared)).sum())}
 
 
-def export_kaldi(splits: dict[str, pd.DataFrame], out_dir: str | os.PathLike, text_column: str = "text") -> dict:
+def export_kaldi(splits: dict[str, pd.DataFrame], out_dir: str | os.PathLike, text_column: str = "text", *,
+                 resample: int | None = None, audio_cache: str | os.PathLike | None = None,
+                 jobs: int | None = None) -> dict:
     """One validated data dir per split: ``<out>/<split>/``. Speaker ids are corpus-qualified in
     every split when any split's speaker ids are shared across corpora, so train and valid name
-    the same speakers alike."""
+    the same speakers alike. Rates other than 16 kHz are refused unless ``resample`` (then
+    recordings are prepared into ``audio_cache`` with ``jobs`` threads; see the module doc)."""
     qualify = shared_speaker_ids(pd.concat(list(splits.values()))) if splits else False
     if qualify:
         log.info("%s: speaker ids shared across corpora: Kaldi speakers are written <corpus>-<speaker>", out_dir)
-    return {split: export_kaldi_dir(df, Path(out_dir) / split, text_column, qualify) for split, df in splits.items()}
+    prepared = _prepare_recordings(splits, resample, audio_cache, jobs)
+    return {split: export_kaldi_dir(df, Path(out_dir) / split, text_column, qualify, prepared, resample)
+            for split, df in splits.items()}
+
+
+def _prepare_recordings(splits: dict[str, pd.DataFrame], resample: int | None, audio_cache, jobs) -> dict[str, str]:
+    """Refuse recordings at another rate than Kaldi's (without ``resample``), or prepare every
+    recording Kaldi cannot read as it lies (another rate, stereo, not RIFF wav) as a 16 kHz
+    mono wav; returns {audio path: prepared wav}."""
+    if not splits:
+        return {}
+    rates = pd.concat([df[["audio", "sample_rate"]] for df in splits.values()]).drop_duplicates("audio")
+    if not resample:
+        other = rates[rates["sample_rate"].astype(int) != KALDI_RATE]
+        if len(other):
+            raise UserError(f"Kaldi recipes read {KALDI_RATE} Hz audio (conf/mfcc.conf --sample-frequency); of "
+                            f"{len(rates)} recordings, {rate_counts(other['sample_rate'])} (e.g. {other['audio'].iloc[0]})",
+                            fix=f"add `--resample {KALDI_RATE}` to `gendergap manifest build` ({KALDI_RATE} Hz wav "
+                                "copies are written once into the prepared-audio cache; the corpus is not modified)")
+        return {}
+    cache = AudioCache(audio_cache or default_cache_dir(), Target(int(resample), "wav"))
+    paths = list(rates["audio"])
+    headers = run_parallel(read_header, paths, jobs, "audio headers")
+    todo = [a for a, h in zip(paths, headers)   # Kaldi reads RIFF wav of integer PCM itself
+            if not (engine_readable(a, h, cache.target.sample_rate) and str(h.format) == "WAV"
+                    and str(h.subtype).startswith("PCM"))]
+    done = cache.prepare([Source(a) for a in todo], jobs)
+    return {s.path: p.path for s, p in done.items()}
 
 
 # --------------------------------------------------------------------------- validation

@@ -13,8 +13,11 @@ from pathlib import Path
 import soundfile as sf
 
 from corpora.base.errors import UserError
+from corpora.prepared_audio import rate_counts
 
 FIX_REBUILD = "rebuild the manifest with `gendergap manifest build ... --format fairseq`"
+FIX_RESAMPLE = ("rebuild with `gendergap manifest build ... --format fairseq --resample {rate}` ({rate} Hz mono "
+                "copies in the prepared-audio cache; the corpus is not modified)")
 
 
 def read_wav2vec_manifest(path: str | os.PathLike) -> tuple[Path, list[tuple[str, int, int]]]:
@@ -74,21 +77,34 @@ def check_manifest_dir(manifest_dir: str | os.PathLike, sample_rate: int = 16000
             picked = random.Random(seed).sample(rows, min(n_checked, len(rows)))
         else:
             picked = []
+        infos = []
         for rel, n, lineno in picked:
             try:
-                info = sf.info(str(root / rel))
+                infos.append((rel, n, lineno, sf.info(str(root / rel))))
             except RuntimeError as e:
                 raise UserError(f"cannot read audio header of {root / rel}: {e}", path=tsv, line=lineno,
-                                fix="convert the file to 16-bit PCM wav or flac") from None
-            if info.samplerate != sample_rate:
-                raise UserError(f"{root / rel} is sampled at {info.samplerate} Hz, the model expects {sample_rate} Hz",
-                                path=tsv, line=lineno,
-                                fix=f"resample the audio to {sample_rate} Hz (e.g. `sox in.wav -r {sample_rate} out.wav`)")
+                                fix=FIX_RESAMPLE.format(rate=sample_rate)) from None
+        _check_rates(tsv, root, infos, sample_rate, len(rows))
+        for rel, n, lineno, info in infos:
             if info.channels != 1:
                 raise UserError(f"{root / rel} has {info.channels} channels; wav2vec 2.0 takes mono audio",
-                                path=tsv, line=lineno, fix="downmix to mono")
+                                path=tsv, line=lineno, fix=FIX_RESAMPLE.format(rate=sample_rate))
             if info.frames != n:
                 raise UserError(f"manifest says {n} samples, the file has {info.frames}", path=tsv, line=lineno,
                                 fix=FIX_REBUILD)
         stats[split] = {"files": len(rows), "hours": round(sum(n for _, n, _ in rows) / sample_rate / 3600, 4)}
     return stats
+
+
+def _check_rates(tsv: Path, root: Path, infos: list, sample_rate: int, n_rows: int) -> None:
+    """One line for every checked file at another rate than the model's: the rates with their
+    counts, the first such file's line. The model's rate is ``sample_rate`` (task.sample_rate),
+    whatever rate most files have."""
+    other = [(rel, lineno, int(info.samplerate)) for rel, _, lineno, info in infos if info.samplerate != sample_rate]
+    if not other:
+        return
+    checked = "" if len(infos) == n_rows else f" (of {len(infos)} checked)"
+    rel, lineno, _ = other[0]
+    raise UserError(f"fairseq's audio_pretraining reads {sample_rate} Hz audio; "
+                    f"{rate_counts(r for _, _, r in other)}{checked}, e.g. {root / rel}",
+                    path=tsv, line=lineno, fix=FIX_RESAMPLE.format(rate=sample_rate))
