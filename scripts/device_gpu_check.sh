@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The project's GPU checks in one go, as run on a lent GPU machine that has CUDA torch but not
+# the project's other dependencies and no network (the workplace's "device" machine: Python 3.12,
+# torch 2.11.0+cu130, transformers 5.17). Runs, each under its own time limit, logging to $OUT:
+#   0. env.log     the GPU, the Python packages that matter, an import check of every engine;
+#   1. pytest.log  `pytest -m gpu` (tests/test_gpu.py) plus the two CPU tests whose expectations
+#                  change where CUDA is present (--device auto picks the GPU);
+#   2. bench.log   benchmarks/bench_features.py --throughput --skip-store --device cuda
+#                  (audio-s/s and MFU of the base and large presets in fp32/fp16/bf16);
+#   3. smoke.log   scripts/gpu_smoke.sh (base pretraining at fp16 with fairseq, extraction,
+#                  frozen-ASR steps), with whatever time is left; pretrain.log = fairseq's log tail.
+#
+# Before the call, here (a machine with pip and network), put the wheels of
+# requirements/gpu-device-wheels.txt into .whl/ (cp312 manylinux; see that file), then:
+#   run(command="bash scripts/device_gpu_check.sh", carry=[".whl"], timeout_s=600)
+# Elsewhere: OUT=/some/dir BUDGET_S=900 bash scripts/device_gpu_check.sh   (needs .whl/ too)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/runs/device_gpu_check}"
+BUDGET_S="${BUDGET_S:-570}"            # the whole script; the device's per-call limit is 600 s
+START=$(date +%s)
+left() { echo $(( BUDGET_S - ($(date +%s) - START) )); }
+cap() { local l; l=$(left); echo $(( l < $1 ? (l > 1 ? l : 1) : $1 )); }   # timeout 0 would mean none
+mkdir -p "$OUT"
+PY="$(command -v python3)"
+
+# wheels into a private site folder: --no-deps, exactly the versions in .whl/ (one of each)
+"$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "device_gpu_check: the wheels in .whl/ did not install" >&2; exit 1; }
+export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
+    TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 MPLBACKEND=Agg
+
+{
+  nvidia-smi -L; "$PY" --version
+  "$PY" -m pip list 2>/dev/null | grep -iE "^(torch|torchaudio|transformers|numpy|sacrebleu|typing.extensions|pandas|scipy|sentencepiece|safetensors|pytest) "
+  "$PY" -c 'import torch, fairseq, fairseq_cli.train, speechbrain, soundfile, hydra, pydantic, jiwer, submitit, kaldiio, espeakng_loader, pyrealb, transformers, gendergap.cli
+print("imports ok; torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name(0),
+      "| fairseq", fairseq.__version__, "| speechbrain", speechbrain.__version__, "| transformers", transformers.__version__,
+      "| libsndfile", soundfile.__libsndfile_version__)'
+} 2>&1 | tee "$OUT/env.log"
+
+echo "== pytest ($(left) s left)"
+T0=$(date +%s)
+timeout "$(cap 300)" "$PY" -m pytest -p no:cacheprovider -v --durations=0 \
+    tests/test_gpu.py \
+    tests/test_feature_store.py::test_device_and_precision_options \
+    tests/test_config.py::test_steps_take_their_device_and_precision_from_the_task 2>&1 | tee "$OUT/pytest.log"
+echo "pytest wall: $(( $(date +%s) - T0 )) s" | tee -a "$OUT/pytest.log"
+
+echo "== bench ($(left) s left)"
+timeout "$(cap 150)" "$PY" benchmarks/bench_features.py --throughput --skip-store \
+    --device cuda 2>&1 | tee "$OUT/bench.log"
+
+echo "== gpu_smoke ($(left) s left)"
+if [ "$(left)" -gt 60 ]; then
+  T0=$(date +%s)
+  timeout $(( $(left) - 10 )) env PYTHON="$PY" bash scripts/gpu_smoke.sh /tmp/gpu_smoke 2>&1 | tee "$OUT/smoke.log"
+  echo "gpu_smoke wall: $(( $(date +%s) - T0 )) s (exit ${PIPESTATUS[0]})" | tee -a "$OUT/smoke.log"
+  tail -n 60 /tmp/gpu_smoke/ssl_base/train.log > "$OUT/pretrain.log" 2>/dev/null
+else
+  echo "gpu_smoke: not run, too little time left" | tee "$OUT/smoke.log"
+fi
+echo "device_gpu_check: done in $(( $(date +%s) - START )) s"
