@@ -17,11 +17,17 @@ examples:
   # the study's balanced ASR set: 20 h train, 1 h valid (0:30 per gender), test speakers kept out
   gendergap manifest build --table mtedx.tsv --gender balanced --hours 20 --valid-hours 1 \\
       --exclude-speakers mtedx_test.tsv --format speechbrain --out m/asr
+  # Common Voice (48 kHz mp3, some 32 kHz) for fairseq pretraining: 16 kHz FLAC copies, written
+  # once into the prepared-audio cache (re-runs reuse them; a killed run resumes), 4 threads
+  gendergap manifest build --table cv.tsv --gender F --format fairseq --resample 16000 --jobs 4 --out m/cvF
   # 30% female, 10 h, for fr->en ST on features a later stage writes
   gendergap manifest build --table mtedx.tsv --gender p=0.3 --hours 10 --format s2t \\
       --text-column tgt_text_en --tgt-lang en --out m/st
 the output dir gets selection_<split>.tsv, selection_report.json (what was dropped and why)
 and the format's files; it appears complete or not at all.
+fairseq pretraining and Kaldi recipes read 16 kHz audio only: a table with other rates is refused
+here, naming the rates and their counts, unless --resample 16000 is given (nothing is resampled
+without asking: copies of a large corpus take disk space). The corpus itself is never modified.
 """
 
 STATS_EPILOG = """\
@@ -50,6 +56,9 @@ def run_build(args) -> int:
     from manifests.build import build_manifests
     from manifests.select import hhmm
 
+    if args.resample and args.format not in ("fairseq", "kaldi"):
+        raise UserError(f"--resample is for --format fairseq or kaldi, not {args.format}",
+                        fix="leave it out: s2t features and the SpeechBrain pipeline resample where they read audio")
     report = build_manifests(
         args.table, args.out, gender=args.gender, fmt=args.format, hours=args.hours,
         hours_per_gender=args.hours_per_gender, valid_hours=args.valid_hours, seed=args.seed,
@@ -61,6 +70,8 @@ def run_build(args) -> int:
                            "train_splits": tuple(args.train_split) if args.train_split else None,
                            "exclude_unknown": None if not args.keep_unknown else False},
         export_options={"root": args.root, "materialise": args.materialise, "text_column": args.text_column,
+                        "resample": args.resample, "audio_cache": args.audio_cache, "jobs": args.jobs,
+                        "audio_format": args.audio_format,
                         "tgt_lang": args.tgt_lang, "vocab_size": args.vocab_size,
                         "feature_template": args.feature_template, "n_frames": args.n_frames_column,
                         "audio_root": args.audio_root, "data_root": args.data_root})
@@ -69,6 +80,11 @@ def run_build(args) -> int:
         print(f"{split}: {s['all']['rows']} utterances, {hhmm(s['all']['seconds'], True)} h:mm:ss -- {parts}")
     for d in report["dropped"]:
         log.info("dropped %d rows (%s): %s", d["rows"], d["hours"], d["reason"])
+    if report["export"].get("audio_cache") or args.resample:
+        n = report["export"].get("prepared")
+        if n is None:   # kaldi: a summary per split
+            n = sum(v.get("prepared", 0) for v in report["export"].values() if isinstance(v, dict))
+        print(f"audio: {n} file(s) read from {args.resample} Hz copies in the prepared-audio cache")
     print(f"wrote {args.out} ({args.format}); see selection_report.json")
     return 0
 
@@ -89,7 +105,8 @@ def register(subparsers, group: str, help: str) -> None:
                        description="Select a gender-filtered, duration-targeted, speaker-disjoint train "
                                    "(+ valid) set from an utterance table and export it.",
                        epilog=BUILD_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    b.add_argument("--table", required=True, help="utterance table TSV (gendergap corpus index/synth)")
+    b.add_argument("--table", required=True, action="append", help="utterance table TSV (gendergap corpus index/synth); "
+                   "repeat it for several: they are merged as `corpus merge` does (see its --help), never one kept")
     b.add_argument("--gender", required=True, help="F, M, balanced, any, or p=SHARE (female share)")
     b.add_argument("--format", required=True, choices=["fairseq", "s2t", "speechbrain", "kaldi"],
                    help="fairseq = wav2vec manifest; s2t = fairseq speech_to_text TSV + config + spm")
@@ -117,6 +134,15 @@ def register(subparsers, group: str, help: str) -> None:
     e.add_argument("--root", help="fairseq: the manifest's root line (default: the common directory)")
     e.add_argument("--materialise", choices=["auto", "always", "never"], default="auto",
                    help="fairseq: cut segments into wavs under OUT/audio (auto: segments only)")
+    e.add_argument("--resample", type=int, metavar="RATE",
+                   help="fairseq/kaldi: read audio at another rate, stereo, mp3/opus or .wav.gz from RATE Hz mono "
+                        "copies (fairseq and Kaldi read 16000 only), e.g. --resample 16000")
+    e.add_argument("--audio-cache", metavar="DIR",
+                   help="where --resample writes its copies, shared by every manifest built from the same audio "
+                        "(default $GENDERGAP_AUDIO_CACHE, else prepared-audio beside the feature store: runs/prepared-audio)")
+    e.add_argument("--audio-format", choices=["flac", "wav"], default="flac",
+                   help="fairseq --resample: format of the copies, 16-bit (default flac; kaldi always gets wav)")
+    e.add_argument("--jobs", type=int, metavar="N", help="threads preparing or cutting audio (default: cores, at most 8)")
     e.add_argument("--text-column", help="s2t/speechbrain/kaldi: the text column (default: text)")
     e.add_argument("--tgt-lang", help="s2t: tgt_lang column value")
     e.add_argument("--vocab-size", type=int, help="s2t: sentencepiece vocabulary size (default 1000, fewer on tiny text)")
