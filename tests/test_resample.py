@@ -7,7 +7,8 @@ for a 16 kHz model, the 48 and 8 kHz files must give the same frame counts as th
 and features close to its own: through the feature store (fbank and a shipped wav2vec 2.0
 checkpoint) and through the SpeechBrain pipeline of fine-tuning. A segment starting at 0.25 s
 checks that offsets are converted with the file's own rate. 16 kHz audio keeps its exact
-samples (no resampler runs); fairseq pretraining manifests still refuse other rates, in one line.
+samples (no resampler runs); fairseq pretraining manifests still refuse other rates, in one line
+(unless built with --resample: tests/test_prepared_audio.py).
 """
 from __future__ import annotations
 
@@ -128,13 +129,16 @@ def test_speechbrain_pipeline_resamples_48k_and_8k(wavs, tmp_path):
 
 def test_fairseq_pretraining_manifest_still_refuses_other_rates_in_one_line(wavs, tmp_path):
     """fairseq's audio_pretraining opens the manifest's files itself and refuses rates other than
-    task.sample_rate: the export refuses them first, naming a file and how to resample."""
+    task.sample_rate: the export refuses them first (even when all files share one other rate),
+    naming the model's rate, the rates found with counts, a file, and `--resample 16000`
+    (tests/test_prepared_audio.py builds with it)."""
     from manifests.export_fairseq import export_wav2vec
     rows = pd.DataFrame({"id": ["a", "b"], "audio": [str(wavs[16000]), str(wavs[48000])], "offset": 0.0,
                          "duration": TOTAL_S})
     with pytest.raises(UserError) as e:
         export_wav2vec({"train": rows}, tmp_path / "m")
     line = str(e.value)
-    assert "\n" not in line and str(wavs[48000]) in line and "48000 Hz" in line and "sox" in line
-    with pytest.raises(UserError, match="has sample rate 48000 Hz"):
-        export_wav2vec({"train": rows.iloc[1:]}, tmp_path / "m2", sample_rate=16000)
+    assert "\n" not in line and str(wavs[48000]) in line and "1 file is 48000 Hz" in line and "16000 Hz" in line
+    assert "--resample 16000" in line and "sox" not in line
+    with pytest.raises(UserError, match="one sample rate, 16000 Hz .* 1 file is 48000 Hz"):
+        export_wav2vec({"train": rows.iloc[1:]}, tmp_path / "m2")
