@@ -26,6 +26,7 @@ import pandas as pd
 
 from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
+from corpora.checks import Finding
 from corpora.base.provenance import config_hash, engine_versions, git_sha
 from downstream_st.average import average_checkpoints, last_checkpoints
 from downstream_st.data import build_s2t_dir, filter_frames, target_column
@@ -70,10 +71,91 @@ def run_fairseq(cmd: list[str], log_path: Path, poll_s: float = 0.5, threads: in
         stop(proc)
         raise
     if proc.returncode != 0:
-        tail = log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:]
+        text = log_path.read_text(encoding="utf-8", errors="replace")[offset:]
+        known = explain_failure(text, cmd)
+        if known is not None:
+            raise UserError(known.message, path=log_path, fix=known.fix)
+        tail = text.strip().splitlines()[-3:]
         raise UserError(f"fairseq exited with code {proc.returncode}: {' | '.join(tail)}", path=log_path,
                         fix="read the end of the log; fix the data or preset and run the same command again "
                             "(it resumes)")
+
+
+# --- fairseq's failures whose cause this tool can name ------------------------------------------
+
+FAIRSEQ_BATCH_MULTIPLE = 8   # fairseq's default required_batch_size_multiple (dataset config)
+
+
+def _flag(cmd_or_flags, name: str, default=None):
+    """A flag's value in a command line (list) or a preset's train section (dict)."""
+    if isinstance(cmd_or_flags, dict):
+        for key, value in cmd_or_flags.items():
+            if key.lstrip("-").replace("_", "-") == name:
+                return value
+        return default
+    flag = f"--{name}"
+    return cmd_or_flags[cmd_or_flags.index(flag) + 1] if flag in cmd_or_flags[:-1] else default
+
+
+def explain_failure(log_text: str, cmd) -> Finding | None:
+    """fairseq's own failure text, translated where the cause is known: an empty batch list
+    ("The dataset is empty": fairseq drops a last batch whose size is not a multiple of
+    required-batch-size-multiple, so a split that fits in one batch vanishes) and running out of
+    memory at the preset's max-tokens. None for anything else."""
+    mult = int(_flag(cmd, "required-batch-size-multiple", FAIRSEQ_BATCH_MULTIPLE))
+    max_tokens = _flag(cmd, "max-tokens")
+    if "The dataset is empty" in log_text:
+        return Finding(f"fairseq made no batch from a split (\"The dataset is empty\"): it drops a last batch "
+                       f"whose size is not a multiple of required-batch-size-multiple ({mult}), and this split "
+                       f"fits in one batch of max-tokens={max_tokens} frames",
+                       "add the override required-batch-size-multiple=1 (or give the split more utterances)")
+    if is_oom_text(log_text):
+        return Finding(f"fairseq ran out of memory with batches of max-tokens={max_tokens} frames",
+                       f"lower it, e.g. max-tokens={int(max_tokens) // 2 if max_tokens else 20000}, and double "
+                       "update-freq to keep the batch per update")
+    return None
+
+
+def is_oom_text(text: str) -> bool:
+    """torch's out-of-memory messages (CUDA, and the CPU allocator's)."""
+    return any(m in text for m in ("CUDA out of memory", "OutOfMemoryError", "DefaultCPUAllocator: can't allocate",
+                                   "out of memory"))
+
+
+def batch_findings(frames: dict[str, list[int]], train_flags: dict) -> list[Finding]:
+    """Before fairseq starts: would it make at least one batch of each split (``frames``: split ->
+    source frames per utterance), by fairseq's own batching (data_utils.batch_by_size, utterances
+    longest first as SpeechToTextDataset orders them), and does the longest utterance fit
+    max-tokens? Either fault stops fairseq-train with a message that names neither cause."""
+    import numpy as np
+    from fairseq.data.data_utils import batch_by_size
+
+    mult = int(_flag(train_flags, "required-batch-size-multiple", FAIRSEQ_BATCH_MULTIPLE))
+    max_tokens = _flag(train_flags, "max-tokens")
+    max_sentences = _flag(train_flags, "batch-size")
+    found = []
+    for split, n in frames.items():
+        n = np.asarray(sorted(n, reverse=True), dtype=np.int64)
+        if split != "train" and max_tokens:
+            n = n[n <= int(max_tokens)]   # skip-invalid-size-inputs-valid-test: fairseq skips those
+        if not len(n):
+            continue
+        if max_tokens and n[0] > int(max_tokens):
+            found.append(Finding(f"the longest {split} utterance has {n[0]} feature frames, more than max-tokens="
+                                 f"{max_tokens} (frames per batch): fairseq cannot batch it",
+                                 f"add the override max-tokens={n[0]}, or lower data.max_frames below {max_tokens}"))
+            continue
+        batches = batch_by_size(np.arange(len(n)), num_tokens_fn=None, num_tokens_vec=n,
+                                max_tokens=int(max_tokens) if max_tokens else None,
+                                max_sentences=int(max_sentences) if max_sentences else None,
+                                required_batch_size_multiple=mult)
+        if not batches:
+            found.append(Finding(f"the {split} split's {len(n)} utterance(s) fit in one batch whose size is not a "
+                                 f"multiple of required-batch-size-multiple ({mult}): fairseq drops it and stops "
+                                 "with \"The dataset is empty\"",
+                                 "add the override required-batch-size-multiple=1 (or give the split more "
+                                 f"utterances, a multiple of {mult})"))
+    return found
 
 
 def _echo_progress(log_path: Path, offset: int) -> int:
@@ -151,6 +233,12 @@ def train_st(train: pd.DataFrame, valid: pd.DataFrame, out_dir: str | os.PathLik
                         train_source=train_source, valid_source=valid_source)
     save_dir = out_dir / "checkpoints"
     cmd = build_train_command(out_dir / "data", save_dir, preset["train"])
+    # fairseq's batching, checked before it starts (its own failure text names neither cause)
+    lo, hi = int(preset["data"].get("min_frames") or 0), preset["data"].get("max_frames")
+    problems = batch_findings({name: [n for n in df["n_frames"].astype(int) if n >= lo and (not hi or n <= int(hi))]
+                               for name, df in (("train", train), ("valid", valid))}, preset["train"])
+    if problems:
+        raise UserError(problems[0].message, path=preset.get("_source"), fix=problems[0].fix)
     old = _read_meta(out_dir / META)
     if (old.get("status") == "done" and old.get("command") == cmd and old.get("data", {}).get("fingerprint")
             == data["fingerprint"] and Path(old.get("checkpoint", "")).is_file()):
@@ -185,3 +273,33 @@ def read_model_meta(model_dir: str | os.PathLike) -> dict:
         raise UserError("this ST model has not finished training (no averaged checkpoint)", path=path,
                         fix="run the same `gendergap st train` command again: it resumes")
     return meta
+
+
+def frames_of(duration_s: float) -> int:
+    """Feature frames of an utterance before extraction: wav2vec 2.0's CNN gives one per 20 ms
+    (receptive field 400 samples, stride 320 at 16 kHz); the FBANK baseline stacks to 20 ms too."""
+    return max(0, (int(round(duration_s * 16000)) - 400) // 320 + 1)
+
+
+def table_batch_findings(table, corpus: str, splits: dict, preset: str, overrides=(),
+                         eval_corpus: str | None = None) -> list[Finding]:
+    """batch_findings for a study's ST task before its features exist: frames estimated from the
+    table's durations (frames_of), the preset and overrides as `st train` applies them."""
+    from corpora.checks import load_table
+    from downstream_st.presets import apply_overrides, load_preset
+
+    df, found = load_table(table)
+    if df is None:
+        return []   # the table's own finding is reported by the rows check
+    try:
+        recipe = apply_overrides(load_preset(preset), overrides)
+    except UserError as e:
+        return [Finding(f"ST preset: {e.message}", e.fix or "")]
+    lo, hi = int(recipe["data"].get("min_frames") or 0), recipe["data"].get("max_frames")
+    frames = {}
+    for role in ("train", "valid"):
+        corp = eval_corpus if role == "valid" and eval_corpus else corpus
+        rows = df[(df["corpus"] == corp) & (df["split"] == splits[role])]
+        frames[role] = [n for n in map(frames_of, rows["duration"].astype(float))
+                        if n >= lo and (not hi or n <= int(hi))]
+    return batch_findings(frames, recipe["train"])

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 from pathlib import Path
 
 from corpora.base.errors import UserError
@@ -23,12 +24,20 @@ jobs, in dependency order:
   everything -> report
 
 examples:
-  gendergap sweep --config configs/mini.yaml --dry-run            # validate, print the plan
+  gendergap sweep --config configs/mini.yaml --dry-run            # validate, print the plan, check the inputs
   gendergap sweep --config configs/mini.yaml --out runs/mini      # run it here, 2 jobs at a time
   gendergap sweep --config configs/mini.yaml --only st,report     # ST (and what it needs) only
   gendergap sweep status --config configs/mini.yaml --out runs/mini
   gendergap sweep --config configs/boito2022.yaml --executor slurm --retry-failed
   gendergap sweep --schema                                        # every config key, documented
+
+Checked before anything runs (--dry-run and every real sweep): each job's inputs against the
+data, without running it: the table reads (no duplicate ids), each task's corpus and splits
+have rows, ST pairs have their tgt_text_<lang> translations, every audio file's header reads
+(headers only, each file once, with a progress bar), pretraining audio is 16 kHz, test speakers
+have a gender, fairseq can batch each ST split with the preset (xs: required-batch-size-multiple
+8), checkpoint files exist. Every problem is one line, `config.yaml:LINE: task 'x': what -- fix`;
+then exit 2, and nothing is submitted. Inputs a job of the sweep will write are not checked.
 
 SLURM: each array is throttled to executor.array_parallelism elements at once (%N); re-running a
 sweep while an earlier run's jobs are still queued submits only the rest, and a new job waits on
@@ -47,7 +56,8 @@ def register(subparsers, group: str, help_: str) -> None:
     p.add_argument("--executor", choices=("local", "slurm"), help="default: the config's executor.name")
     p.add_argument("--parallel", type=int, help="local executor: jobs at once (default: the config's)")
     p.add_argument("--only", help="comma-separated task names (plus the jobs they need, and 'report')")
-    p.add_argument("--dry-run", action="store_true", help="validate the config and print the plan (every job with its resources; under SLURM the job arrays); run nothing")
+    p.add_argument("--dry-run", action="store_true", help="validate the config, print the plan (every job with its resources; under SLURM the job arrays) and "
+                   "check every job's inputs against the data (exit 2 on any problem); run nothing")
     p.add_argument("--retry-failed", action="store_true", help="run jobs that failed before again")
     p.add_argument("--schema", action="store_true", help="print every config key with its type, default, meaning")
     p.set_defaults(func=run)
@@ -65,28 +75,50 @@ def load(args):
     return cfg, out, plan_jobs(cfg, out, only=only)
 
 
-def check_inputs(cfg, jobs) -> None:
-    """Inputs the config names must exist before a real run starts (the dry run skips this), and
-    a checkpoint that would unpickle more than genuine checkpoints do is refused here, before any
-    job runs (unless the config says trust_checkpoints: true)."""
-    from ssl_pretrain.safe_load import TRUST_FIX, unsafe_classes
-    for e in [e for job in jobs if job.kind == "checkpoints" for e in job.entries]:
-        unsafe = unsafe_classes(e["path"]) if e.get("path") and not cfg.data["trust_checkpoints"] else []
-        if unsafe:
-            raise UserError(f"checkpoint {e['name']!r}: {e['path']} would unpickle {', '.join(unsafe)}, "
-                            "which no genuine checkpoint needs (and which could run code)", path=cfg.path,
-                            line=cfg.lines.get(f"checkpoints.{e['name']}"),
-                            fix=TRUST_FIX.replace("pass --trust-checkpoint (trust_checkpoints: true in a "
-                                                  "study config)", "set trust_checkpoints: true"))
-        if e.get("path") and not Path(e["path"]).exists():
-            raise UserError(f"checkpoint {e['name']!r}: {e['path']} does not exist", path=cfg.path,
-                            line=cfg.lines.get(f"checkpoints.{e['name']}"), fix="fix its `path:`")
-    if cfg.data["corpus"]["table"]:
-        from gendergap.steps.base import config_path
-        table = Path(config_path(cfg, cfg.data["corpus"]["table"]))
-        if not table.is_file():
-            raise UserError(f"corpus table {table} does not exist", path=cfg.path,
-                            fix="fill in corpus.table (an utterance table from `gendergap corpus index`)")
+def preflight(cfg, jobs, out) -> None:
+    """Check every step's inputs against the data before any job runs (gendergap.sweep.check_steps:
+    tables, corpora, splits, translation columns, audio headers, speakers' genders, fairseq's
+    batching, checkpoint files), print every problem as one line naming the config line and the
+    fix, and refuse (exit 2) while there is any: nothing is submitted, no job state is written."""
+    from gendergap.sweep import check_steps
+
+    found = check_steps(jobs, out)
+    if not found:
+        return
+    lines = _key_lines(cfg)
+    errors = [problem_error(cfg, lines, p) for p in found]
+    if len(errors) == 1:
+        raise errors[0]
+    for e in errors:
+        print(e, file=sys.stderr)
+    raise UserError(f"{len(found)} problem(s) with the study's inputs, listed above; nothing was submitted",
+                    path=cfg.path, fix="fix each one, then run again (`sweep --dry-run` checks without running)")
+
+
+def _key_lines(cfg) -> dict:
+    """Every key path of the config file -> its line (``corpus.table`` -> 34)."""
+    from corpora.base.strict_yaml import read_yaml
+    try:
+        _, marks = read_yaml(Path(cfg.path), missing_fix="")
+    except UserError:
+        return dict(cfg.lines)
+    return {**{".".join(map(str, k)): v for k, v in marks.items()}, **cfg.lines}
+
+
+def problem_error(cfg, lines: dict, p) -> UserError:
+    """A step's problem as the one-line error ``config.yaml:LINE: task 'fr-en-st': what -- fix``, on
+    the line of the config key it is about."""
+    key = p.key or ""
+    line = lines.get(key)
+    if line is None and "." in key:
+        line = lines.get(key.split(".")[0])
+    kind, _, name = key.partition(".")
+    subject = {"tasks": "task", "checkpoints": "checkpoint"}.get(kind)
+    if subject:
+        who = f"{subject}{'s' if p.also else ''} {', '.join(repr(n) for n in (name, *p.also))}: "
+    else:
+        who = f"{key}: " if key else ""
+    return UserError(who + p.message, path=cfg.path, line=line, fix=p.fix)
 
 
 def _resources(res: dict) -> str:
@@ -132,6 +164,9 @@ def run(args) -> int:
             if executor == "slurm" and not shutil.which("sbatch"):
                 print("note: no `sbatch` here; a real run needs a SLURM login node")
             print_plan(jobs, out.resolve(), {r["job"]: r["state"] for r in rows}, executor, cfg.data["executor"])
+            sys.stdout.flush()
+            preflight(cfg, jobs, out)
+            print("inputs checked: no problem found")
             return 0
         counts = {}
         for r in rows:
@@ -141,7 +176,7 @@ def run(args) -> int:
         print(", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
         return 0
     sweep.check_executor(executor)
-    check_inputs(cfg, jobs)
+    preflight(cfg, jobs, out)
     states = sweep.run_sweep(jobs, out, executor=executor, parallel=args.parallel or cfg.data["executor"]["parallel"],
                              retry_failed=args.retry_failed, slurm=cfg.data["executor"])
     bad = [n for n, s in states.items() if s in ("failed", "blocked")]

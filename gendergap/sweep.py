@@ -339,3 +339,42 @@ def summary(jobs: list, out: str | Path) -> list[dict]:
                      "started": done.get("started"), "finished": done.get("finished"),
                      "log": sub.get("stdout", ""), "error": failed.get("error") if state == "failed" else None})
     return rows
+
+
+def check_steps(jobs: list, out: str | Path, progress: bool = True) -> list:
+    """Every step's check (gendergap.steps.base.Step.check) over the whole graph, before any job
+    runs: each table read once, each audio header once (corpora.checks.one_pass). Inputs that a
+    step not yet done will write are skipped. A problem of a step with no task of its own (the
+    ASR data export) belongs to the tasks reading its output. Returns the problems, each once."""
+    import dataclasses
+
+    from corpora.checks import one_pass
+    from gendergap.steps.base import CheckContext
+
+    out = Path(out).resolve()
+    ctx = CheckContext(pending=[o for j in jobs if job_state(j, out) != "done" for o in j.outputs])
+    readers: dict[str, list] = {}
+    for j in jobs:
+        for d in j.deps:
+            readers.setdefault(d, []).append(j)
+
+    def tasks_reading(name: str) -> list[str]:
+        seen, todo, tasks = set(), [name], []
+        while todo:
+            for r in readers.get(todo.pop(), []):
+                if r.name not in seen:
+                    seen.add(r.name)
+                    tasks += [r.task] if r.task else []
+                    todo += [] if r.task else [r.name]
+        return list(dict.fromkeys(tasks))
+
+    found = []
+    with one_pass(progress):
+        for j in jobs:
+            for p in j.check(ctx):
+                if p.key is None:
+                    tasks = [j.task] if j.task else tasks_reading(j.name)
+                    p = dataclasses.replace(p, key=f"tasks.{tasks[0]}" if tasks else None, also=tuple(tasks[1:]))
+                if p not in found:
+                    found.append(p)
+    return found

@@ -83,6 +83,13 @@ class Step:
     def run(self) -> None:
         raise NotImplementedError(f"{type(self).__name__}.run")
 
+    def check(self, ctx: "CheckContext") -> list["Problem"]:
+        """What is wrong with this step's inputs, found WITHOUT running it (tables read, audio
+        headers probed: corpora.checks): the sweep runs every step's check before its first job
+        and refuses to start while any finds a problem. Inputs another step will write
+        (``ctx.pending``) are not checked. The default: nothing to check."""
+        return []
+
 
 @dataclass(kw_only=True)
 class ModelStep(Step):
@@ -91,6 +98,43 @@ class ModelStep(Step):
     device: str
     precision: str
     trust: bool = False
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing a step's check found: what is wrong, the fix, and the config key it comes from
+    (``tasks.<name>``, ``checkpoints.<name>``, ``corpus.table``, ``pretraining``): the sweep prints
+    it as ``config.yaml:LINE: task 'x': what -- fix``. ``key`` None: the task of the step, or of the
+    steps reading its output."""
+    message: str
+    fix: str
+    key: str | None = None
+    also: tuple = ()   # other tasks the problem concerns (a data step several tasks read)
+
+
+def problems(findings, key: str | None = None) -> list[Problem]:
+    """corpora.checks Findings (or anything with message and fix) as Problems of ``key``; one about
+    the table itself is the config's corpus.table's."""
+    return [Problem(f.message, f.fix, "corpus.table" if getattr(f, "scope", "") == "table" else key)
+            for f in findings]
+
+
+@dataclass
+class CheckContext:
+    """What a check pass knows of the graph: the outputs of the steps that have not run yet
+    (their files may be missing or stale: checked when they are written, not now)."""
+    pending: list[str] = field(default_factory=list)
+
+    def is_pending(self, path: str | None) -> bool:
+        """``path`` is, or is inside, an output a step not yet done will write."""
+        if not path:
+            return False
+        p = Path(path).resolve()
+        return any(p == Path(o).resolve() or Path(o).resolve() in p.parents for o in self.pending)
+
+    def readable(self, path: str | None) -> bool:
+        """Check this input now: it exists and no pending step will write it."""
+        return bool(path) and not self.is_pending(path) and Path(path).exists()
 
 
 def _plain(value):

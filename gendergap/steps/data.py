@@ -6,7 +6,7 @@ from pathlib import Path
 
 from corpora.base.provenance import config_hash
 from gendergap.config_schema import SPLITS
-from gendergap.steps.base import Graph, Step
+from gendergap.steps.base import CheckContext, Graph, Problem, Step, problems
 
 
 @dataclass(kw_only=True)
@@ -45,6 +45,15 @@ class ManifestStep(Step):
                        seed=self.seed, hours=self.hours,
                        selection_options={"corpora": [self.corpus]} if self.corpus else None)
 
+    def check(self, ctx: CheckContext) -> list[Problem]:
+        """The pretraining split has rows of the genders asked for, readable, at fairseq's 16 kHz."""
+        from corpora.checks import manifest_findings
+
+        if ctx.is_pending(self.table):
+            return []
+        return problems(manifest_findings(self.table, self.corpus, self.split, self.gender,
+                                          rate=None if getattr(self, "resample", None) else 16000), "pretraining")
+
 
 @dataclass(kw_only=True)
 class AsrDataStep(Step):
@@ -59,6 +68,12 @@ class AsrDataStep(Step):
         from manifests.export_speechbrain import export_table_splits
 
         export_table_splits(self.table, self.corpus, self.splits, self.out)
+
+    def check(self, ctx: CheckContext) -> list[Problem]:
+        """The corpus and its splits have rows, the test speakers a gender, the audio readable."""
+        from corpora.checks import rows_findings
+
+        return [] if ctx.is_pending(self.table) else problems(rows_findings(self.table, self.corpus, self.splits))
 
 
 def plan_corpus(g: Graph) -> None:

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
-from gendergap.steps.base import FEATURE_REQUESTS, LIGHT, Graph, ModelStep, Step
+from gendergap.steps.base import FEATURE_REQUESTS, LIGHT, CheckContext, Graph, ModelStep, Problem, Step
 from ssl_pretrain.study_checkpoints import SHIPPED
 
 
@@ -37,6 +38,28 @@ class CheckpointsStep(Step):
         from ssl_pretrain.study_checkpoints import register_study_checkpoints
 
         register_study_checkpoints(self.registry, self.entries, trust=self.trust)
+
+    def check(self, ctx: CheckContext) -> list[Problem]:
+        """Each checkpoint path exists, and unpickles nothing a genuine checkpoint does not (unless
+        trust_checkpoints: true): a crafted file is refused before any job runs."""
+        from ssl_pretrain.safe_load import TRUST_FIX, unsafe_classes
+
+        found = []
+        for e in self.entries:
+            if not e.get("path") or ctx.is_pending(e["path"]):
+                continue
+            key = f"checkpoints.{e['name']}"
+            if not Path(e["path"]).exists():
+                found.append(Problem(f"{e['path']} does not exist", "fix its `path:`", key))
+                continue
+            unsafe = [] if self.trust else unsafe_classes(e["path"])
+            if unsafe:
+                found.append(Problem(
+                    f"{e['path']} would unpickle {', '.join(unsafe)}, which no genuine "
+                    "checkpoint needs (and which could run code)",
+                    TRUST_FIX.replace("pass --trust-checkpoint (trust_checkpoints: true in a study config)",
+                                      "set trust_checkpoints: true"), key))
+        return found
 
 
 @dataclass(kw_only=True)

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gendergap.config_schema import ProbesTask
-from gendergap.steps.base import Graph, ModelStep, register_task, runtime
+from gendergap.steps.base import CheckContext, Graph, ModelStep, Problem, problems, register_task, runtime
 
 
 @dataclass(kw_only=True)
@@ -34,6 +34,12 @@ class ProbesStep(ModelStep):
                   probes=",".join(self.probes), control=self.control, random_init=self.random_init,
                   feature_store=self.feature_store, out=self.out, db=self.db, seed=self.seed, device=self.device,
                   precision=self.precision, trust_checkpoint=self.trust, quiet=True)
+
+    def check(self, ctx: CheckContext) -> list[Problem]:
+        """The probed corpus has rows of both genders (a gender probe needs F and M examples)."""
+        from corpora.checks import gender_findings
+
+        return [] if ctx.is_pending(self.table) else problems(gender_findings(self.table, self.corpus))
 
 
 def plan_probes(g: Graph, tname: str, t: dict) -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gendergap.config_schema import StTask
-from gendergap.steps.base import Graph, ModelStep, Step, register_task, runtime
+from gendergap.steps.base import CheckContext, Graph, ModelStep, Problem, Step, problems, register_task, runtime
 from gendergap.steps.seeds import SUBSET, add_seeded
 
 
@@ -57,6 +57,19 @@ class StStep(ModelStep):
         st_decode(model=self.out, test=self.table, test_split=self.splits["test"], corpus=self.corpus,
                   out=str(Path(self.out) / "test.hyp"), db=self.db, name=self.ckpt, bootstrap=self.bootstrap,
                   seed=self.seed, task=self.task_type, **({"subset": self.subset} if self.subset else {}))
+
+    def check(self, ctx: CheckContext) -> list[Problem]:
+        """The pair's rows (translations, speakers' genders, audio) and fairseq's batching of them."""
+        from corpora.checks import rows_findings
+        from downstream_st.train import table_batch_findings
+
+        if ctx.is_pending(self.table):
+            return []
+        other = getattr(self, "eval_corpus", None)   # valid and test rows from another corpus
+        found = rows_findings(self.table, self.corpus, self.splits, tgt=self.tgt, src=self.src,
+                              corpus_of={"valid": other, "test": other} if other else None)
+        found += table_batch_findings(self.table, self.corpus, self.splits, self.preset, self.overrides, other)
+        return problems(found)
 
 
 @dataclass(kw_only=True)
