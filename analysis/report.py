@@ -2,6 +2,10 @@
 
 Files written into the output directory (each atomically):
   report.md                        every table, the significance statements, the figures
+  table1_pretraining_data.{md,csv} per pretraining set and corpus: hours and speakers M / F
+                                   (only with ``data``: the study's manifest dirs)
+  table2_downstream_data.{md,csv}  per downstream data set (a corpus's splits, a selection) and
+                                   split: speakers and hours:minutes M, F, B, All (only with ``data``)
   table3_pretraining.{md,tex,csv}  updates, hours, M/F/U % per checkpoint (only with a registry)
   table4_asr.{md,tex,csv}          WER M, F, All, Δrel per checkpoint, one block per ASR task
   table5_st.{md,tex,csv}           BLEU All [M, F], Δrel per checkpoint and language pair
@@ -80,13 +84,17 @@ def _write_csv(df: pd.DataFrame, path: Path) -> Path:
 
 
 def write_report(db_path: str | os.PathLike, out_dir: str | os.PathLike, subset: str = "test",
-                 registry: str | os.PathLike | None = None) -> dict[str, Path]:
+                 registry: str | os.PathLike | None = None, data: dict | None = None) -> dict[str, Path]:
     """Build every table and plot the DB's rows allow; returns {name: path} of what was written.
 
     ``registry``: a checkpoint-registry JSON; when given, Table 3 (pre-training data) comes first
     and every table lists the checkpoints in the registry's order (each random-init twin after its
     checkpoint). Without it they come in the order their runs were stored, which jobs running in
     parallel make vary from run to run.
+
+    ``data``: the study's data sets, ``{"pretraining": {set: manifest dir}, "downstream": [set, ...]}``
+    (manifests.stats.pretraining_sets_table / downstream_sets_table); when given, Tables 1 and 2
+    describe them.
     """
     out_dir = Path(out_dir)
     entries = load_registry(registry) if registry is not None else None  # bad file: fail before writing
@@ -95,6 +103,8 @@ def write_report(db_path: str | os.PathLike, out_dir: str | os.PathLike, subset:
         df, speaker = _registry_order(df, entries), _registry_order(speaker, entries)
     written: dict[str, Path] = {}
     md = _intro(db_path, subset, df)
+    if data:
+        md += _data_sections(data, out_dir, written)
     if entries is not None:
         md += _pretraining_section(entries, df, out_dir, written, registry)
     asr, st = tables.asr_table(df), tables.st_table(df)
@@ -264,6 +274,25 @@ def _figures_section(asr: pd.DataFrame, st: pd.DataFrame, speaker: pd.DataFrame,
         written["per_speaker.png"] = p
         figures.append(("Per-speaker scores", p.name))
     return ["## Figures\n"] + [f"![{title}]({name})\n" for title, name in figures] if figures else []
+
+
+def _data_sections(data: dict, out_dir: Path, written: dict[str, Path]) -> list[str]:
+    """Tables 1 and 2 (the study's pretraining and downstream data), from the selection files."""
+    from manifests.stats import downstream_sets_table, pretraining_sets_table
+
+    md = []
+    for stem, title, frame in (
+            ("table1_pretraining_data", "Table 1 — pre-training data (train split; hours:minutes, M / F)",
+             pretraining_sets_table(data.get("pretraining") or {})),
+            ("table2_downstream_data", "Table 2 — downstream data (hours:minutes; B = speakers of both genders)",
+             downstream_sets_table(data.get("downstream") or []))):
+        if not len(frame):
+            continue
+        body = tables.markdown_table(list(frame.columns), [[str(v) for v in r] for r in frame.itertuples(index=False)])
+        written[f"{stem}.md"] = _text(out_dir / f"{stem}.md", body)
+        written[f"{stem}.csv"] = _write_csv(frame, out_dir / f"{stem}.csv")
+        md += [f"## {title}\n", body, ""]
+    return md
 
 
 def _pretraining_section(entries: list[dict], df: pd.DataFrame, out_dir: Path, written: dict[str, Path],

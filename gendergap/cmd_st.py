@@ -85,6 +85,9 @@ def register(subparsers, group: str, help: str) -> None:
     t.add_argument("--valid", required=True, metavar="TABLE", help="utterance table with the validation rows")
     t.add_argument("--train-split", default=None, help="keep only rows whose split column is this (e.g. train)")
     t.add_argument("--valid-split", default=None, help="keep only rows whose split column is this (e.g. valid)")
+    t.add_argument("--valid-corpus", default=None,
+                   help="validation rows of this corpus instead of --corpus (the paper validates every pair on "
+                        "fr-fr's valid set: e.g. --corpus mtedx-fr-en --valid-corpus mtedx-fr)")
     t.add_argument("--src", required=True, help="source speech language (checked against the table's lang column)")
     t.add_argument("--tgt", required=True, help="target language: the table column tgt_text_<tgt> is the reference")
     t.add_argument("--out", required=True, help="model dir (data/, checkpoints/, checkpoint_avg.pt, train.log, st.json)")
@@ -163,7 +166,7 @@ def st_train(*, train: str, valid: str, src: str, tgt: str, out: str, ckpt: str 
              layer: str = "last", trust_checkpoint: bool = False, device: str = "auto", precision: str = "fp32",
              feature_store: str | None = None, features_index: str | None = None, registry: str | None = None,
              corpus: str | None = None, train_split: str | None = None, valid_split: str | None = None,
-             preset: str = "tiny", seed: int | None = None, gpus: int = 1, overrides: Sequence[str] = ()) -> dict:
+             valid_corpus: str | None = None, preset: str = "tiny", seed: int | None = None, gpus: int = 1, overrides: Sequence[str] = ()) -> dict:
     """Train a speech-translation model on frozen features in ``out``: features from the store, the
     s2t data, fairseq-train, checkpoint averaging (a rerun resumes). The `st train` CLI leaf and the
     sweep's step both call it. Returns train_st's summary."""
@@ -181,12 +184,14 @@ def st_train(*, train: str, valid: str, src: str, tgt: str, out: str, ckpt: str 
                      registry=registry, trust_checkpoint=trust_checkpoint, device=device, precision=precision)
     started = time.time()
     train_rows = prepare_rows(train, source, corpus=corpus, split=train_split, src=src, tgt=tgt)
-    valid_rows = prepare_rows(valid, source, corpus=corpus, split=valid_split, src=src, tgt=tgt,
+    valid_corpus = valid_corpus or corpus
+    valid_rows = prepare_rows(valid, source, corpus=valid_corpus, split=valid_split, src=src, tgt=tgt,
                               expected_dim=train_rows.attrs["feature_dim"])
     meta = {**source.describe(), "runtime": runtime_info(device, precision), "preset_name": str(preset),
             "overrides": overrides,
             "tables": {"train": str(Path(train).resolve()), "valid": str(Path(valid).resolve())},
-            "selection": {"corpus": corpus, "train_split": train_split, "valid_split": valid_split}}
+            "selection": {"corpus": corpus, "train_split": train_split, "valid_split": valid_split,
+                          "valid_corpus": valid_corpus}}
     summary = train_st(train_rows, valid_rows, out, preset=recipe, src_lang=src, tgt_lang=tgt,
                        feature_dim=train_rows.attrs["feature_dim"], meta=meta, train_source=train,
                        valid_source=valid)

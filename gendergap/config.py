@@ -150,6 +150,16 @@ def _check_task_names(cfg: StudyConfig, name: str, t: dict) -> None:
         if t["type"] == "asr-e2e" and cfg.checkpoints[ck]["baseline"]:
             raise UserError(f"task '{name}' fine-tunes '{ck}', a baseline without a model", path=cfg.path,
                             line=line, fix="list only pretrained checkpoints for asr-e2e (FBANK runs the frozen tasks)")
+    selection = t.get("selection")
+    if selection is not None:
+        selections = cfg.data["selections"]
+        if selection not in selections:
+            raise UserError(f"task '{name}' trains on unknown selection '{selection}'", path=cfg.path, line=line,
+                            fix=f"define it under `selections:` (defined: {', '.join(selections) or 'none'})")
+        if selections[selection]["corpus"] != t["corpus"]:
+            raise UserError(f"task '{name}' (corpus '{t['corpus']}') trains on selection '{selection}', which draws "
+                            f"from corpus '{selections[selection]['corpus']}'", path=cfg.path, line=line,
+                            fix="a task tests on its corpus's test split: select from that same corpus")
     for other in t["after"]:
         if other not in cfg.tasks:
             raise UserError(f"task '{name}' runs after unknown task '{other}'", path=cfg.path, line=line,

@@ -61,6 +61,10 @@ Hparams = Annotated[str | None, Field(description="SpeechBrain hyperparameter ya
 AsrOverrides = Annotated[list[Annotated[str, AfterValidator(_key_value)]],
                          Field(description="KEY=VALUE hyperparameter overrides")]
 AsrCorpus = Annotated[str, Field(description="table corpus whose rows train/test the ASR")]
+AsrSelection = Annotated[str | None, Field(
+    description="train and validate on this entry of `selections` (a gender/hours subset of the corpus, e.g. "
+                "the paper's balanced ASR set) instead of the corpus's train/valid rows; test: the corpus's test "
+                "split (default: no selection)")]
 
 
 class Resources(Section):
@@ -107,6 +111,7 @@ class TaskBase(Section):
 class AsrE2ETask(TaskBase):
     """asr-e2e: wav2vec 2.0 fine-tuned with CTC (SpeechBrain)."""
     corpus: AsrCorpus
+    selection: AsrSelection = None
     splits: Splits = SPLITS
     hparams: Hparams = None
     overrides: AsrOverrides = []
@@ -116,6 +121,7 @@ class AsrE2ETask(TaskBase):
 class AsrFrozenTask(TaskBase):
     """asr-frozen: frozen SSL features -> TDNN CTC."""
     corpus: AsrCorpus
+    selection: AsrSelection = None
     splits: Splits = SPLITS
     layer: str | int = Field("all", description="SSL layer feeding the ASR: a number, last, or all (weighted sum)")
     hparams: Hparams = None
@@ -129,6 +135,10 @@ class StTask(TaskBase):
     pairs: list[Annotated[str, AfterValidator(_language_pair)]] = Field(
         description="language pairs, e.g. [fr-en, fr-es]")
     splits: Splits = SPLITS
+    eval_corpus: str | None = Field(
+        None, description="table corpus whose valid and test splits validate and test the model (default: "
+        "`corpus`, the pair's own). The paper validates and tests every pair on fr-fr's sets (mtedx-fr): those "
+        "rows need tgt_text_<tgt>, which `corpus merge` puts on each fr-fr segment a pair translates")
     layer: str | int = Field("last", description="SSL layer whose features feed the ST model")
     preset: str = Field("tiny", description="ST preset: xs (the study's), tiny, or a preset yaml")
     overrides: list[Annotated[str, AfterValidator(_key_value)]] = Field(
@@ -196,6 +206,30 @@ class CorpusSource(Section):
     table: str | None = Field(None, description="or: an utterance table from `gendergap corpus index`")
 
 
+class Selection(Section):
+    """A gender/hours subset of one corpus that tasks can train on (`manifest build`'s selection)."""
+    corpus: str = Field(description="table corpus the selection draws from")
+    gender: str = Field("balanced", description="F, M, balanced or p=SHARE (female share of the duration)")
+    hours: Num | None = Field(None, description="train hours overall, split by the share (default: all the "
+                              "corpus allows at that share; balanced: the scarcer gender whole)")
+    hours_per_gender: Num | None = Field(None, description="or: train hours per gender (the paper: ~38)")
+    valid_hours: Num | None = Field(None, description="valid hours overall, split by the share: the corpus's valid "
+                                    "rows first, then whole unused training speakers (the paper up-samples the "
+                                    "male valid set so); default: the valid rows as they are, gender-filtered")
+    splits: Splits = SPLITS
+
+    @field_validator("gender")
+    @classmethod
+    def _gender_spec(cls, gender: str) -> str:
+        from manifests.select import parse_gender_spec
+        from corpora.base.errors import UserError
+        try:
+            parse_gender_spec(gender)
+        except UserError as e:
+            raise refuse(e.message, e.fix or "use F, M, balanced or p=0.3") from None
+        return gender
+
+
 class Pretraining(Section):
     corpus: str | None = Field(None, description="table corpus the pretraining manifests draw from (default: all)")
     split: str = Field("pretrain", description="table split feeding the pretraining manifests")
@@ -234,6 +268,8 @@ class Study(Section):
                                     "from a source you trust")
     corpus: CorpusSource = Field(default_factory=CorpusSource, description="the corpus: exactly one of synth, table")
     pretraining: Pretraining = Field(default_factory=Pretraining, description="the pretraining manifests")
+    selections: dict[str, Selection] = Field({}, description="name -> a gender/hours subset of a corpus that a "
+                                             "task trains on (`selection:`); the report's Table 2 shows each")
     checkpoints: dict[str, Checkpoint] = Field({}, description="name -> checkpoint")
     tasks: dict[str, dict[str, Any] | None] = Field({}, description="name -> task (its keys depend on its type)")
     report: Report = Field(default_factory=Report, description="the report's tables")

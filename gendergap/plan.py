@@ -16,7 +16,7 @@ from gendergap.config import StudyConfig
 from gendergap.steps import PLANNERS, Graph, Step
 from gendergap.steps.data import plan_corpus
 from gendergap.steps.models import plan_checkpoints, plan_features
-from gendergap.steps.report import ReportStep
+from gendergap.steps.report import ReportStep, study_data
 
 
 def plan_jobs(cfg: StudyConfig, out: str | Path, only: list[str] | None = None) -> list[Step]:
@@ -35,7 +35,7 @@ def plan_jobs(cfg: StudyConfig, out: str | Path, only: list[str] | None = None) 
                              if s.task == tname and not re.search(r":seed\d+$", s.name)]
     _order_after(g, task_steps)
     g.add(ReportStep(name="report", db=g.db, out=str(g.out / "report"), registry=g.registry,
-                     subset=g.d["report"]["subset"], outputs=[str(g.out / "report")],
+                     subset=g.d["report"]["subset"], data=study_data(g), outputs=[str(g.out / "report")],
                      deps=sorted({n for names in task_steps.values() for n in names} | {"checkpoints"})))
     steps = _only(g.steps, only, cfg) if only else g.steps
     return _with_keys(steps)

@@ -142,3 +142,57 @@ def format_stats(splits: dict[str, pd.DataFrame], fmt: str = "text", with_second
     unit = "h:mm:ss" if with_seconds else "hours:minutes"
     return (f"{head}Per split ({unit}; B = speakers with both genders)\n\n" + _render(t2, fmt)
             + f"\n{head}Per corpus, M / F ({unit})\n\n" + _render(t1, fmt))
+
+
+# --- the study report's data tables ------------------------------------------------------------
+
+def _fill(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    return pd.concat(frames, ignore_index=True).fillna("-") if frames else pd.DataFrame()
+
+
+def pretraining_sets_table(manifests: dict[str, str | os.PathLike]) -> pd.DataFrame:
+    """Table 1 of the study: per pretraining set (a `manifest build` dir) and corpus, the train
+    split's Duration M / F and # speakers M / F, then the set's TOTAL. Missing dirs are skipped."""
+    frames = []
+    for name, mdir in manifests.items():
+        if not (Path(mdir) / "selection_train.tsv").is_file():
+            continue
+        train = {"train": read_table(Path(mdir) / "selection_train.tsv")}
+        t1 = table1(gender_counts(train), speakers_from=train)
+        t1["# speakers"] = _total_speakers(t1, train["train"])
+        t1.insert(0, "Set", name)
+        frames.append(t1)
+    return _fill(frames)
+
+
+def _total_speakers(t1: pd.DataFrame, rows: pd.DataFrame) -> list[str]:
+    """Table 1's speaker column with the TOTAL line filled in (distinct speakers of the set)."""
+    mixed = mixed_gender_speakers(rows)
+    m, f = (int(speaker_keys(rows[(rows["gender"] == g) & ~of_speakers(rows, mixed)]).nunique()) for g in ("M", "F"))
+    return [f"{m} / {f}" if d.startswith("TOTAL") else s for d, s in zip(t1["Dataset"], t1["# speakers"])]
+
+
+def downstream_sets_table(sets: list[dict]) -> pd.DataFrame:
+    """Table 2 of the study: per data set, per split a '# speakers' and a 'Duration' line
+    (columns M, F, B[, U], All). A set is ``{name, dir}`` (a selection written by
+    manifests.task_selection: its selection_<split>.tsv files) or ``{name, table, corpus, splits}``
+    (a corpus's rows under the table's split labels; ``splits`` maps a role to a label). Sets
+    whose files do not exist (yet) are skipped."""
+    frames, tables = [], {}
+    for s in sets:
+        if "dir" in s:
+            if not (Path(s["dir"]) / "selection_report.json").is_file():
+                continue
+            splits = load_selection(s["dir"])
+        else:
+            if s["table"] not in tables:
+                if not Path(s["table"]).is_file():
+                    continue
+                tables[s["table"]] = read_table(s["table"])
+            df = tables[s["table"]]
+            rows = df[df["corpus"] == s["corpus"]]
+            splits = {role: rows[rows["split"] == label] for role, label in s["splits"].items()}
+        t2 = table2(gender_counts(splits), splits)
+        t2.insert(0, "Dataset", s["name"])
+        frames.append(t2)
+    return _fill(frames)

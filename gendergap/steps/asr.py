@@ -11,8 +11,8 @@ from pathlib import Path
 
 from gendergap.config_schema import AsrE2ETask, AsrFrozenTask
 from gendergap.steps.base import Graph, ModelStep, register_task, runtime
-from gendergap.steps.data import asr_data
 from gendergap.steps.seeds import SUBSET, add_seeded
+from gendergap.steps.selection import task_data
 
 
 @dataclass(kw_only=True)
@@ -60,7 +60,7 @@ class AsrStep(ModelStep):
 
 def plan_asr(g: Graph, tname: str, t: dict) -> None:
     """One step per checkpoint (or one per seed, then a pooling step)."""
-    data = asr_data(g, t)
+    data = task_data(g, t)
     frozen = t["type"] == "asr-frozen"
     for ck in g.checkpoints_of(t):
         if not frozen and g.is_baseline(ck):

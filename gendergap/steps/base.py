@@ -152,8 +152,8 @@ def _plain(value):
 
 Planner = Callable[["Graph", str, dict], None]   # (graph, task name, validated task config) -> adds steps
 # (graph, checkpoint, task config) -> what the task reads from the feature store: {corpus, splits,
-# layers, probe_seed} (gendergap/steps/features.py)
-FeatureRequest = Callable[["Graph", str, dict], dict]
+# layers, probe_seed} (gendergap/steps/features.py), or a list of them (rows of several corpora)
+FeatureRequest = Callable[["Graph", str, dict], "dict | list[dict]"]
 PLANNERS: dict[str, Planner] = {}
 FEATURE_REQUESTS: dict[str, FeatureRequest] = {}
 

@@ -124,7 +124,10 @@ def plan_features(g: Graph) -> None:
             for ck in g.checkpoints_of(t):
                 groups.setdefault((ck, t["precision"]), []).append(t)
     for (ck, precision), tasks in groups.items():
-        requests = [FEATURE_REQUESTS[t["type"]](g, ck, t) for t in tasks]
+        requests = []
+        for t in tasks:   # a task reading rows of two corpora makes two requests
+            request = FEATURE_REQUESTS[t["type"]](g, ck, t)
+            requests += request if isinstance(request, list) else [request]
         gpus = max(t["resources"]["gpus"] for t in tasks)
         res = max((t["resources"] for t in tasks), key=lambda r: (r["gpus"], r["cpus"]))
         name = f"features:{ck}" + ("" if precision == "fp32" else f":{precision}")

@@ -35,6 +35,7 @@ class StStep(ModelStep):
     bootstrap: int
     seed: int                   # the bootstrap's seed
     subset: str | None = None
+    eval_corpus: str | None = None   # valid and test rows from this corpus (default: corpus)
 
     OWNS_OUTPUTS = True
 
@@ -52,9 +53,9 @@ class StStep(ModelStep):
         st_train(ckpt=self.ckpt, layer=self.layer, registry=self.registry, feature_store=self.feature_store,
                  device=self.device, precision=self.precision, trust_checkpoint=self.trust, corpus=self.corpus,
                  train=self.table, train_split=self.splits["train"], valid=self.table,
-                 valid_split=self.splits["valid"], src=self.src, tgt=self.tgt, out=self.out, preset=self.preset,
+                 valid_split=self.splits["valid"], valid_corpus=self.eval_corpus, src=self.src, tgt=self.tgt, out=self.out, preset=self.preset,
                  seed=self.train_seed, overrides=list(self.overrides))
-        st_decode(model=self.out, test=self.table, test_split=self.splits["test"], corpus=self.corpus,
+        st_decode(model=self.out, test=self.table, test_split=self.splits["test"], corpus=self.eval_corpus or self.corpus,
                   out=str(Path(self.out) / "test.hyp"), db=self.db, name=self.ckpt, bootstrap=self.bootstrap,
                   seed=self.seed, task=self.task_type, **({"subset": self.subset} if self.subset else {}))
 
@@ -106,7 +107,7 @@ def plan_st(g: Graph, tname: str, t: dict) -> None:
                 splits=dict(t["splits"]), src=src, tgt=tgt, out=str(model), preset=_preset(g, t["preset"]),
                 train_seed=g.seed + 1, overrides=list(t["overrides"]), db=g.db, bootstrap=g.bootstrap, seed=g.seed,
                 **runtime(t), trust=g.trust, deps=[g.features_of(ck, t)], resources=dict(t["resources"]),
-                task=tname, checkpoint=ck, pair=pair, outputs=[str(model)])
+                eval_corpus=t["eval_corpus"], task=tname, checkpoint=ck, pair=pair, outputs=[str(model)])
             if not t["seeds"]:
                 g.add(step)
                 hyp, scored = model / "test.hyp", step.name
@@ -127,5 +128,15 @@ def _preset(g: Graph, preset: str) -> str:
     return preset if preset in ("xs", "tiny") else g.path(preset)
 
 
-register_task("st", StTask, plan_st, features=Graph.split_request)
-register_task("gender-st", StTask, plan_st, features=Graph.split_request)
+def st_request(g: Graph, ck: str, t: dict) -> dict | list[dict]:
+    """The pair's own rows of its splits; with `eval_corpus`, its train split plus that corpus's
+    valid and test splits."""
+    own = Graph.split_request(g, ck, t)
+    if not t["eval_corpus"] or t["eval_corpus"] == t["corpus"]:
+        return own
+    return [dict(own, splits=[t["splits"]["train"]]),
+            dict(own, corpus=t["eval_corpus"], splits=sorted({t["splits"]["valid"], t["splits"]["test"]}))]
+
+
+register_task("st", StTask, plan_st, features=st_request)
+register_task("gender-st", StTask, plan_st, features=st_request)
