@@ -45,7 +45,7 @@ def print_result(r: dict, out=None) -> None:
     print(f"signature: {r['signature']}", file=out)
 
 
-def speakers_of_csv(test_csv: str, table: str | None):
+def speakers_of_csv(test_csv: str, table: str | list[str] | None):
     """id/speaker/gender rows for every id of a SpeechBrain test CSV (from ``table`` when given,
     else from the CSV's spk_id/gender columns), checked BEFORE any training (missing ids,
     unknown genders are UserErrors naming the file)."""
@@ -53,8 +53,10 @@ def speakers_of_csv(test_csv: str, table: str | None):
     if "ID" not in csv.columns:
         raise UserError("no ID column", path=test_csv, line=1, fix="give a SpeechBrain CSV")
     ids = csv["ID"].tolist()
-    if table:
-        return read_speakers(table, ids)
+    if table:   # one table, or several (--table repeated) merged as corpora.merge does
+        from corpora.table import read_tables, table_paths, table_source
+        paths = table_paths(table)
+        return read_speakers(paths[0] if len(paths) == 1 else read_tables(paths), ids, source=table_source(paths))
     if not {"spk_id", "gender"} <= set(csv.columns):
         raise UserError("the test CSV has no spk_id/gender columns for per-gender scoring", path=test_csv, line=1,
                         fix="pass --table with the utterance table the CSV was exported from")

@@ -16,6 +16,12 @@ the report and in one summary line):
    each corpus keeps the rows it had, and its row selection is the same as with its own table.
    Such a segment shared by several corpora is counted (``shared_across_corpora``), not warned
    about: it is how the mTEDx subsets are distributed.
+2b. **Translations lent across corpora.** Those rows of different corpora that are the same segment
+   (and agree on every column but corpus and translations) fill their EMPTY ``tgt_text_<lang>``
+   from each other, when the segment has one such translation: the fr-fr rows (corpus
+   ``mtedx-fr``) get ``tgt_text_en`` from fr-en, so ST can be validated and tested on fr-fr's
+   sets as the paper does. No row is added or removed and no non-empty value changes, so every
+   task still selects the same rows (``translations_lent`` counts them).
 3. **Ids kept when unique.** An id that is still on several rows (another corpus's row, or a
    different segment of the same corpus: e.g. segment ``a1_0`` cut differently in two pairs)
    becomes ``<corpus>/<id>`` on each of them; if that is still not unique (same corpus, different
@@ -70,7 +76,7 @@ def merge_tables(paths, *, gender_map: dict[str, str] | None = None) -> tuple[pd
     df = apply_gender_map(df, gender_map, table_source(paths))
     df["_base"] = df["audio"].map(os.path.basename)
 
-    df, joined, not_joined = _join(df)
+    df, joined, not_joined, lent = _join(df)
     df, renames, collisions = _make_ids_unique(df, paths)
     shared, dups = _duplicates(df)
 
@@ -80,6 +86,7 @@ def merge_tables(paths, *, gender_map: dict[str, str] | None = None) -> tuple[pd
         "rows_out": int(len(df)),
         "translations_joined": joined,
         "not_joined": not_joined,
+        "translations_lent": lent,
         "ids_renamed": len(renames),
         "renames": renames,
         "same_id_different_segment": collisions,
@@ -103,6 +110,7 @@ def merge_tables(paths, *, gender_map: dict[str, str] | None = None) -> tuple[pd
 def summary_line(report: dict) -> str:
     return (f"{len(report['inputs'])} table(s), {report['rows_in']} rows in -> {report['rows_out']} rows out; "
             f"{report['translations_joined']['rows']} row(s) joined with translations from several tables; "
+            f"{report['translations_lent']['rows']} row(s) given translations of the same segment in another corpus; "
             f"{report['ids_renamed']} id(s) renamed (<corpus>/<id>); "
             f"{report['same_id_different_segment']['count']} same-id different segment(s); "
             f"{report['shared_across_corpora']['count']} segment(s) shared by several corpora (one row each); "
@@ -140,21 +148,25 @@ def _compatible(a: dict, b: dict, cols) -> list[str]:
     return [c for c in cols if a[c] != b[c] and a[c] != "" and b[c] != ""]
 
 
-def _join(df: pd.DataFrame) -> tuple[pd.DataFrame, dict, dict]:
-    """Rule 2: rows of one corpus that are the same segment become one row."""
-    cand = df.duplicated(_SEGMENT, keep=False)
+def _join(df: pd.DataFrame) -> tuple[pd.DataFrame, dict, dict, dict]:
+    """Rule 2: rows of one corpus that are the same segment become one row; the same segment's
+    rows in other corpora lend each other their translations (rule 2b)."""
+    key = [c for c in _SEGMENT if c != "corpus"]
+    cand = df.duplicated(key, keep=False)
     joined = {"rows": 0, "examples": []}
     not_joined = {"count": 0, "examples": []}
+    lent = {"rows": 0, "examples": []}
     if not cand.any():
-        return df, joined, not_joined
+        return df, joined, not_joined, lent
     other = [c for c in df.columns if c not in ("audio", "id", "orig_id", *_INTERNAL, "_base")]
-    keep = df[~cand]
+    tgt = [c for c in other if c.startswith("tgt_text_")]
+    same = [c for c in other if c not in tgt and c != "corpus"]
     merged_rows = []
-    for _, group in df[cand].groupby(_SEGMENT, sort=False):
+    for _, group in df[cand].groupby(key, sort=False):
         clusters: list[dict] = []
         for row in group.to_dict("records"):
             rec = _recording(row["audio"])
-            for c in clusters:
+            for c in clusters:   # `other` holds corpus: rows of two corpora never join
                 if c["_recid"] == rec and not _compatible(c, row, other):
                     for col in other:
                         if c[col] == "":
@@ -168,20 +180,45 @@ def _join(df: pd.DataFrame) -> tuple[pd.DataFrame, dict, dict]:
                 joined["rows"] += 1
                 if len(joined["examples"]) < _EXAMPLES:
                     joined["examples"].append({"corpus": c["corpus"], "id": c["id"],
-                                               "tgt": sorted(k for k in c if k.startswith("tgt_text_") and c[k]),
+                                               "tgt": sorted(k for k in tgt if c[k]),
                                                "inputs": [i + 1 for i, _ in c["_from"]]})
-        if len(clusters) > 1:
-            not_joined["count"] += len(clusters) - 1
-            if len(not_joined["examples"]) < _EXAMPLES:
-                a, b = clusters[0], clusters[1]
-                why = (["audio file"] if a["_recid"] != b["_recid"] else []) + _compatible(a, b, other)
-                not_joined["examples"].append({"corpus": a["corpus"], "id": a["orig_id"], "differ": why})
+        by_corpus: dict[str, list[dict]] = {}
+        for c in clusters:
+            by_corpus.setdefault(c["corpus"], []).append(c)
+        for corpus, cs in by_corpus.items():
+            if len(cs) > 1:
+                not_joined["count"] += len(cs) - 1
+                if len(not_joined["examples"]) < _EXAMPLES:
+                    a, b = cs[0], cs[1]
+                    why = (["audio file"] if a["_recid"] != b["_recid"] else []) + _compatible(a, b, other)
+                    not_joined["examples"].append({"corpus": corpus, "id": a["orig_id"], "differ": why})
+        if len(by_corpus) > 1:
+            _lend_translations(clusters, tgt, same, lent)
         merged_rows += [{k: v for k, v in c.items() if k not in ("_recid", "_from")} for c in clusters]
-    out = pd.concat([keep, pd.DataFrame(merged_rows, columns=df.columns)], ignore_index=True)
+    out = pd.concat([df[~cand], pd.DataFrame(merged_rows, columns=df.columns)], ignore_index=True)
     out = out.sort_values(["_input", "_line"], kind="stable").reset_index(drop=True)
     for col in _NUMERIC:
         out[col] = out[col].astype(df[col].dtype)
-    return out, joined, not_joined
+    return out, joined, not_joined, lent
+
+
+def _lend_translations(clusters: list[dict], tgt: list[str], same: list[str], lent: dict) -> None:
+    """Rule 2b: an empty tgt_text_<lang> of one corpus's row takes the value the same segment
+    (same recording, no conflicting column but corpus) has in another corpus, when that value
+    is one and the same wherever it is given. The rows stay apart, so no task's rows change."""
+    for c in clusters:
+        peers = [p for p in clusters if p is not c and p["corpus"] != c["corpus"]
+                 and p["_recid"] == c["_recid"] and not _compatible(p, c, same)]
+        got = []
+        for col in tgt:
+            values = {p[col] for p in peers if p[col]}
+            if not c[col] and len(values) == 1:
+                c[col] = values.pop()
+                got.append(col)
+        if got:
+            lent["rows"] += 1
+            if len(lent["examples"]) < _EXAMPLES:
+                lent["examples"].append({"corpus": c["corpus"], "id": c["orig_id"], "tgt": got})
 
 
 def _make_ids_unique(df: pd.DataFrame, paths: list[Path]) -> tuple[pd.DataFrame, list[dict], dict]:

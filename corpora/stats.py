@@ -7,6 +7,7 @@ speakers and utterances per gender, per corpus and per style or split).
 from __future__ import annotations
 
 import io
+import os
 
 import pandas as pd
 
@@ -29,22 +30,51 @@ def _group_column(df: pd.DataFrame) -> str:
 NO_GROUP = "(none)"   # the group of rows whose table has no such column, or leaves it empty
 
 
+def speaker_keys(df: pd.DataFrame) -> pd.Series:
+    """One key per row naming the person speaking. A speaker id names a speaker within its corpus
+    (MLS and another corpus may both have a speaker 1), except that (corpus, speaker) pairs with
+    the same speaker id on the same recording file name are one person: the mTEDx subsets
+    indexed as mtedx-fr-en, mtedx-fr-es... each ship a copy of a shared talk. The key is the
+    first corpus (sorted) of each linked group."""
+    spk = df["speaker"].astype(str)
+    corpus = df["corpus"].astype(str)
+    rec = df["audio"].astype(str).map(os.path.basename) if "audio" in df.columns else pd.Series("", index=df.index)
+    links = pd.DataFrame({"speaker": spk, "corpus": corpus, "rec": rec}).drop_duplicates()
+    parent: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def find(x):
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    shared = links[links.duplicated(["speaker", "rec"], keep=False)]
+    for (speaker, _), g in shared.groupby(["speaker", "rec"], sort=False):
+        roots = sorted({find((c, speaker)) for c in g["corpus"]})
+        for r in roots[1:]:
+            parent[r] = roots[0]
+    if not parent:
+        return corpus + "\x1f" + spk
+    canon = {k: find(k) for k in parent}
+    return pd.Series([canon.get((c, s), (c, s))[0] for c, s in zip(corpus, spk)], index=df.index) + "\x1f" + spk
+
+
 def gender_summary(df: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
     """Per (corpus, group): seconds, utterances and distinct speakers for each gender, plus
     a TOTAL row. Columns: corpus, <group>, seconds_<g>, utterances_<g>, speakers_<g> for g in
     M, F, U, and the same summed over genders (``_all``). With ``by="corpus"`` there is no
-    group column: one row per corpus.
+    group column: one row per corpus. Seconds are rounded to the millisecond.
 
     Every row is counted: rows whose table lacks the group column (tables concatenated from
     corpora with and without ``style``) or leaves it empty fall in group ``(none)``. Speakers
-    are told apart by (corpus, speaker): two corpora both numbering speakers from 1 do not
-    share speakers in the TOTAL row.
+    are distinct people in the TOTAL row (see speaker_keys): two corpora both numbering
+    speakers from 1 do not share speakers, but the mTEDx subsets (fr-en, fr-es...) that share
+    a talk share its speaker.
     """
     by = by or _group_column(df)
     group = None if by == "corpus" else by
     d = df.assign(_group=(df[by].fillna("").astype(str).str.strip().replace("", NO_GROUP)
                           if group and by in df.columns else NO_GROUP),
-                  _spk=df["corpus"].astype(str) + "\x1f" + df["speaker"].astype(str))
+                  _spk=speaker_keys(df))
     rows = []
 
     def one(part: pd.DataFrame, corpus: str, label: str) -> dict:
@@ -53,10 +83,10 @@ def gender_summary(df: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
             row[group] = label
         for g in GENDER_ORDER:
             sub = part[part["gender"] == g]
-            row[f"seconds_{g}"] = float(sub["duration"].sum())
+            row[f"seconds_{g}"] = round(float(sub["duration"].sum()), 3)
             row[f"utterances_{g}"] = int(len(sub))
             row[f"speakers_{g}"] = int(sub["_spk"].nunique())
-        row["seconds_all"] = float(part["duration"].sum())
+        row["seconds_all"] = round(float(part["duration"].sum()), 3)
         row["utterances_all"] = int(len(part))
         row["speakers_all"] = int(part["_spk"].nunique())
         return row

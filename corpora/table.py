@@ -206,6 +206,14 @@ def table_source(table) -> str:
     return "+".join(os.fspath(p) for p in table_paths(table))
 
 
+def table_fingerprint(table):
+    """What a run records of its table argument: one path's file_fingerprint (as before several
+    tables could be given, so one table's records and keys are unchanged), or a list of them."""
+    from corpora.base.provenance import file_fingerprint
+    paths = table_paths(table)
+    return file_fingerprint(paths[0]) if len(paths) == 1 else [file_fingerprint(p) for p in paths]
+
+
 def read_tables(table, validate: bool = True, gender_map: dict[str, str] | None = None) -> pd.DataFrame:
     """The utterance table(s) a command reads: one path is read_table; several are merged in
     memory by corpora.merge's rules (ids made unique, translations of one segment joined, audio

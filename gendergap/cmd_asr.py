@@ -105,7 +105,8 @@ def _add_kaldi_leaves(leaf) -> None:
              run_kaldi_export)
     _ckpt_options(q)
     q.add_argument("--layer", required=True, help="layer to export: 0..L or 'last'")
-    q.add_argument("--table", required=True, help="utterance table TSV of the utterances to export")
+    q.add_argument("--table", required=True, action="append", help="utterance table TSV of the utterances to "
+                   "export; repeat it for several: they are merged as `corpus merge` does")
     q.add_argument("--split", default=None, help="only rows of this split (e.g. train, test)")
     q.add_argument("--out", required=True, help="the Kaldi data directory to write")
     q.add_argument("--repeat-frames", action="store_true",
@@ -149,8 +150,9 @@ def _train_options(q, default_yaml: str) -> None:
 def _score_options(q, with_test: bool = True) -> None:
     if with_test:
         q.add_argument("--test", default=None, help="test CSV to decode and score after training")
-    q.add_argument("--table", default=None,
-                   help="utterance table giving speaker and gender per test id (default: the CSV's spk_id/gender)")
+    q.add_argument("--table", default=None, action="append",
+                   help="utterance table giving speaker and gender per test id (default: the CSV's spk_id/gender); "
+                        "repeat it for several: they are merged as `corpus merge` does")
     q.add_argument("--db", default=None, help="store the per-gender WER rows in this results DB")
     q.add_argument("--subset", default=None,
                    help="subset label of the stored rows (default: the test CSV's stem, e.g. test; the sweep "
@@ -165,7 +167,7 @@ def asr_finetune(*, ckpt: str, train: str, valid: str, out: str, registry: str |
                  trust_checkpoint: bool = False, device: str = "auto", precision: str = "fp32",
                  hparams: str | None = None, data_root: str | None = None, no_progress: bool = False,
                  grad_accum: int | None = None, ckpt_interval_minutes: float | None = None,
-                 overrides: Sequence[str] = (), test: str | None = None, table: str | None = None,
+                 overrides: Sequence[str] = (), test: str | None = None, table: str | list[str] | None = None,
                  db: str | None = None, subset: str | None = None, bootstrap: int = 1000,
                  seed: int = 12345) -> dict | None:
     """Train an end-to-end CTC fine-tuning run in ``out`` (resuming it), then with ``test`` decode, score
@@ -197,7 +199,7 @@ def asr_frozen(*, ckpt: str, train: str, valid: str, out: str, registry: str | N
                precision: str = "fp32", feature_store: str | None = None, hparams: str | None = None,
                data_root: str | None = None, no_progress: bool = False, grad_accum: int | None = None,
                ckpt_interval_minutes: float | None = None, overrides: Sequence[str] = (),
-               test: str | None = None, table: str | None = None, db: str | None = None,
+               test: str | None = None, table: str | list[str] | None = None, db: str | None = None,
                subset: str | None = None, bootstrap: int = 1000, seed: int = 12345) -> dict | None:
     """Train a frozen-feature CTC model on ``layer`` (features from the feature store) in ``out``
     (resuming it), then with ``test`` decode, score per gender and store the rows (task asr-frozen).
@@ -264,7 +266,7 @@ def _record_ckpt_name(out: Path, name: str) -> None:
 
 def asr_decode(*, model: str, test: str, name: str | None = None, data_root: str | None = None,
                ckpt_name: str | None = None, device: str | None = None, precision: str | None = None,
-               table: str | None = None, db: str | None = None, subset: str | None = None,
+               table: str | list[str] | None = None, db: str | None = None, subset: str | None = None,
                bootstrap: int = 1000, seed: int = 12345) -> dict:
     """Greedy-decode ``test`` with a trained run directory (`asr finetune` or `asr frozen`), then score
     per gender and store the rows. The `asr decode` CLI leaf and the sweep's step both call it.
@@ -299,17 +301,17 @@ def asr_decode(*, model: str, test: str, name: str | None = None, data_root: str
 
 
 def run_kaldi_export(args) -> int:
-    from corpora.table import read_table, resolve_audio
+    from corpora.table import read_tables, resolve_audio, table_source
     from downstream_asr.kaldi import kaldi_export
     from ssl_pretrain.checkpoints import CheckpointRef
     from ssl_pretrain.feature_store import FeatureStore, extractor_for
 
     device, precision = runtime(args)
-    table = read_table(args.table)
+    table = read_tables(args.table)   # one table, or several merged (corpora.merge)
     if args.split:
         table = table[table["split"] == args.split]
         if table.empty:
-            raise UserError(f"no rows with split {args.split!r}", path=args.table, fix="check --split")
+            raise UserError(f"no rows with split {args.split!r}", path=table_source(args.table), fix="check --split")
     table = table.reset_index(drop=True)
     audio = resolve_audio(table, args.table).tolist()
     layer = args.layer if args.layer == "last" else _int_layer(args.layer)

@@ -71,10 +71,10 @@ def run_eval(args) -> int:
         print(f"  {name:30s} accuracy {r['accuracy']:.3f}  code perplexity {r['code_perplexity']:.1f}"
               f" / {r['codebook_size']}")
     if args.table:
-        from corpora.table import read_table, resolve_audio
+        from corpora.table import read_tables, resolve_audio
         from ssl_pretrain.evaluate import retrieval_by_layer
         from ssl_pretrain.feature_store import FeatureStore, extractor_for
-        table = read_table(args.table)
+        table = read_tables(args.table)   # one table, or several merged (corpora.merge)
         if args.split_rows:
             table = table[table["split"] == args.split_rows].reset_index(drop=True)
         rows = table.assign(audio=resolve_audio(table, args.table).to_numpy())
@@ -96,10 +96,10 @@ def run_pack(args) -> int:
 
 
 def run_features(args) -> int:
-    from corpora.table import read_table, resolve_audio
+    from corpora.table import read_tables, resolve_audio
     from ssl_pretrain.feature_store import FeatureStore, export_view, extractor_for
     device, precision = runtime(args)
-    table = read_table(args.table)
+    table = read_tables(args.table)   # one table, or several merged (corpora.merge)
     if args.split:
         table = table[table["split"] == args.split].reset_index(drop=True)
     rows = table.assign(audio=resolve_audio(table, args.table).to_numpy())
@@ -172,8 +172,9 @@ def _add_model_leaves(sub) -> None:
     e.add_argument("--manifest", required=True, help="fairseq wav2vec manifest dir")
     e.add_argument("--split", default="valid", help="manifest split (default valid)")
     e.add_argument("--seed", type=int, default=0, help="seed for masks and negatives (default 0)")
-    e.add_argument("--table", help="utterance table for a content check: cross-speaker retrieval of the same "
-                   "sentence, per layer, next to the random-init twin")
+    e.add_argument("--table", action="append", help="utterance table for a content check: cross-speaker retrieval "
+                   "of the same sentence, per layer, next to the random-init twin (repeat it for several: merged as "
+                   "`corpus merge` does)")
     e.add_argument("--split-rows", metavar="SPLIT", help="only this split of --table (e.g. test)")
     add_model_options(e)
     e.set_defaults(func=run_eval)
@@ -194,7 +195,8 @@ def _add_model_leaves(sub) -> None:
                        "reused by every consumer); --out also writes a copy as .npy per utterance or Kaldi ark/scp.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     f.add_argument("checkpoint", help="registered NAME, a fairseq .pt or a transformers folder")
-    f.add_argument("--table", required=True, help="utterance table (TSV)")
+    f.add_argument("--table", required=True, action="append", help="utterance table (TSV); repeat it for several: "
+                   "they are merged as `corpus merge` does")
     f.add_argument("--split", help="only rows of this split")
     f.add_argument("--out", default=None, help="also export the features into this dir (see --format)")
     f.add_argument("--format", choices=("npy", "kaldi"), default="npy",

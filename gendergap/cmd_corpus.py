@@ -22,6 +22,7 @@ examples:
   gendergap corpus synth --out data/synth --size mini
   gendergap corpus index --kind mtedx --root mtedx --lang fr --tgt-lang en \\
       --speaker-genders fr_speakers.tsv --out tables/mtedx_fr-en.tsv
+  gendergap corpus merge tables/mtedx_fr-fr.tsv tables/mtedx_fr-en.tsv --out tables/mtedx.tsv
   gendergap corpus stats tables/mtedx_fr-en.tsv --format markdown
 """
 
@@ -53,6 +54,10 @@ kinds and their --root:
   generic      a CSV/TSV file, with --map id=COL,audio=COL,speaker=COL,gender=COL,...
                (no path column: --path-template "{root}/{id[:4]}/{id}.ogg")
 
+--gender-map 'LABEL=F|M|U,...' maps labels gendergap does not know (or re-maps known ones), matched
+case-insensitively, e.g. MuST-Speakers' Multi-Mix or a corpus's own words; every label still
+unknown is listed, with its count, in one warning line and becomes U (gender_raw keeps it).
+
 --speaker-genders takes `id<TAB>gender` lines or FBK's MuST-Speakers list as distributed
 (header TALK-ID, TED-PRONOUN; keys are bare talk numbers such as 767); how many talks matched
 is reported, with a warning when some or all did not.
@@ -66,6 +71,43 @@ examples:
       --path-template "{root}/{id[:4]}/{id}.ogg" --sample-rates any --out voxpopuli_fr.tsv
   gendergap corpus index --kind kaldi --root s5/data/train --strict --out kaldi_train.tsv
   gendergap corpus index --kind winost --root winost --out winost.tsv
+  gendergap corpus index --kind mustc --root MUSTC_v1.0 --tgt-lang de --speaker-genders MuST-Speakers.tsv \
+      --gender-map 'Multi-Mix=U' --out mustc.tsv
+"""
+
+MERGE_DESCRIPTION = """Merge utterance tables into one (every command also takes several tables -- `--table` repeated,
+a list in a study config -- and merges them in memory by these same rules; nothing is dropped):
+
+  * audio paths become absolute (each table's relative paths are relative to its own dir);
+  * rows of the SAME corpus name that are the same segment (same recording -- same path, or same
+    file name and size, as each mTEDx pair ships its own copy of a talk -- offset, duration,
+    speaker, source text, split) become ONE row with every table's tgt_text_<lang> columns;
+  * rows of DIFFERENT corpus names are never joined, so a task's rows (selected by `corpus`)
+    are exactly those of its own table; the segments such corpora share are counted;
+  * an id still on several rows becomes <corpus>/<id> (plus #<n>, n the position of its input
+    table, when one corpus has two different segments under one id, which is warned about);
+    the original id stays in the orig_id column and every rename is in the report;
+  * the same audio segment under two different ids is warned about (both rows kept);
+  * OUT.merge.json holds the report: inputs (path, size, mtime, rows), joins, renames with
+    file and line, duplicates. One summary line is printed.
+
+The mTEDx subsets of the reference study share talks and segment ids. Index them with their
+corpus names (what the tasks of configs/boito2022.yaml select), then merge:
+
+  for p in fr en es pt; do
+    gendergap corpus index --kind mtedx --root mtedx --lang fr --tgt-lang $p --corpus mtedx-fr-$p \
+        --speaker-genders fr_speakers.tsv --out tables/mtedx_fr-$p.tsv
+  done
+  gendergap corpus merge tables/mtedx_fr-{fr,en,es,pt}.tsv --out tables/mtedx.tsv
+  # every shared id becomes mtedx-fr-en/<id>, mtedx-fr-es/<id>, ...; an ST task on corpus
+  # mtedx-fr-en reads tgt_text_en of exactly the fr-en rows
+
+Indexed under one corpus name instead (--corpus mtedx for each pair), the pairs' translations
+of one segment land in one row (tgt_text_en, tgt_text_es, tgt_text_pt):
+
+  gendergap corpus merge mtedx_fr-en.tsv mtedx_fr-es.tsv mtedx_fr-pt.tsv --out mtedx_all.tsv
+  gendergap corpus merge mls_fr.tsv cv_fr.tsv lebenchmark.tsv --out pretrain_pool.tsv \
+      --gender-map 'Multi-Mix=U'
 """
 
 STATS_DESCRIPTION = """\
@@ -145,6 +187,8 @@ def register(subparsers, group: str, help_: str) -> None:
                          "(never run otherwise)")
     ix.add_argument("--path-template", metavar="TEMPLATE", help="generic: audio path from the row, e.g. "
                     "\"{root}/{id[:4]}/{id}.ogg\" ({root}: the file's dir; {COL}, {COL[a:b]}: a column)")
+    ix.add_argument("--gender-map", metavar="LABEL=F|M|U,...", help="map gender labels gendergap does not know "
+                    "(case-insensitive), e.g. 'Multi-Mix=U,Frau=F'; still unknown ones become U, listed in one warning")
     ix.add_argument("--relative", action="store_true", help="write audio paths relative to the table's directory")
     ix.add_argument("--no-progress", action="store_true", help="no progress bar")
     ix.set_defaults(func=run_index)
@@ -156,6 +200,15 @@ def register(subparsers, group: str, help_: str) -> None:
     st.add_argument("--by", help="group rows by this column (default: style when filled in, else split)")
     st.add_argument("--out", help="write to this file instead of stdout")
     st.set_defaults(func=run_stats)
+
+    mg = sub.add_parser("merge", help="merge utterance tables into one (ids made unique, translations joined)",
+                        description=MERGE_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    mg.add_argument("tables", nargs="+", metavar="TABLE.tsv", help="utterance tables, in order (the #<n> of a "
+                    "renamed id is a table's position here)")
+    mg.add_argument("--out", required=True, help="merged table to write (TSV); the report goes to OUT.merge.json")
+    mg.add_argument("--gender-map", metavar="LABEL=F|M|U,...", help="re-map gender from gender_raw for these labels, "
+                    "e.g. 'Multi-Mix=U,Frau=F'")
+    mg.set_defaults(func=run_merge)
 
     sy = sub.add_parser("synth", help="generate the built-in synthetic gendered corpus", description=SYNTH_DESCRIPTION,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -213,9 +266,10 @@ def run_index(args) -> int:
 
     out = Path(args.out)
     rates = args.sample_rates if args.sample_rates is not None else _DEFAULT_RATES.get(args.kind, "16000")
+    from corpora.table import parse_gender_map
     check = AudioCheck(sample_rates=parse_sample_rates(rates), max_channels=args.max_channels,
                        workers=args.workers, progress=not args.no_progress and sys.stderr.isatty(),
-                       strict=args.strict)
+                       strict=args.strict, gender_map=tuple(parse_gender_map(args.gender_map).items()))
     kwargs = reader_kwargs(args.kind, args)
     df = READERS[args.kind](args.root, check=check, **kwargs)
     if args.corpus:
@@ -241,14 +295,28 @@ def run_index(args) -> int:
     return 0
 
 
-def run_stats(args) -> int:
-    import pandas as pd
+def merge_report_path(out) -> Path:
+    return Path(f"{os.fspath(out)}.merge.json")
 
+
+def run_merge(args) -> int:
+    from corpora.base.atomic import write_json
+    from corpora.merge import merge_tables
+    from corpora.table import parse_gender_map, write_table
+
+    df, report = merge_tables(args.tables, gender_map=parse_gender_map(args.gender_map))
+    write_table(df, args.out)
+    write_json(merge_report_path(args.out), report)
+    print(f"wrote {args.out}: {report['summary']} (report: {merge_report_path(args.out)})")
+    return 0
+
+
+def run_stats(args) -> int:
     from corpora.base.atomic import write_text
     from corpora.stats import gender_summary, render
-    from corpora.table import read_table
+    from corpora.table import read_tables
 
-    df = pd.concat([read_table(t) for t in args.tables], ignore_index=True)
+    df = read_tables(args.tables)   # several: merged (a segment two tables share is counted once)
     if args.by and args.by not in df.columns:
         raise UserError(f"--by {args.by!r} is not a column", path=args.tables[0],
                         fix="one of: " + ", ".join(df.columns))

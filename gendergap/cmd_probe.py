@@ -36,7 +36,7 @@ examples:
 """
 
 
-def probe_run(*, ckpt: list[str], table: str, out: str, name: str | None = None, registry: str | None = None,
+def probe_run(*, ckpt: list[str], table: str | list[str], out: str, name: str | None = None, registry: str | None = None,
               corpus: str | None = None, layers: str = "all", probes: str = "attention,mean,max,positions",
               db: str | None = None, seed: int = 0, control: bool = False, random_init: bool = True,
               max_train: int = 1000, max_valid: int = 200, max_test: int = 400, lr: float = 1e-4,
@@ -121,7 +121,8 @@ def register(subparsers, group: str, help: str) -> None:
                         "under its folder (runs/F/checkpoint_best.pt -> F) or file/folder name; see --name")
     r.add_argument("--name", default=None, help="file the results under this name (one --ckpt only)")
     r.add_argument("--registry", default=None, help="checkpoint registry JSON (default runs/checkpoints.json)")
-    r.add_argument("--table", required=True, help="utterance table (TSV) with train/valid/test split labels")
+    r.add_argument("--table", required=True, action="append", help="utterance table (TSV) with train/valid/test split "
+                   "labels; repeat it for several: they are merged as `corpus merge` does")
     r.add_argument("--corpus", default=None, help="only rows of these corpora (comma-separated)")
     r.add_argument("--layers", default="all",
                    help="all, last, or comma-separated layer numbers (0 = the transformer's input; default all)")

@@ -18,8 +18,8 @@ from typing import Iterator
 
 from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
-from corpora.base.provenance import engine_versions, file_fingerprint, git_sha
-from corpora.table import read_table, resolve_audio, write_table
+from corpora.base.provenance import engine_versions, git_sha
+from corpora.table import read_table, read_tables, resolve_audio, table_fingerprint, table_source, write_table
 from manifests.export_fairseq import export_wav2vec
 from manifests.export_kaldi import export_kaldi
 from manifests.export_s2t import export_s2t
@@ -105,11 +105,11 @@ def build_manifests(table: str | os.PathLike, out: str | os.PathLike, *, gender:
     """
     if fmt not in FORMATS:
         raise UserError(f"unknown format {fmt!r}", fix="use one of: " + ", ".join(FORMATS))
-    df = read_table(table)
+    df = read_tables(table)   # one table, or several merged (corpora.merge)
     exclude_speakers = read_id_list(exclude_speakers_file) if exclude_speakers_file else []
     exclude_ids = read_id_list(exclude_ids_file, column="id") if exclude_ids_file else []
     sel = build_selection(df, gender, hours=hours, hours_per_gender=hours_per_gender, valid_hours=valid_hours,
-                          seed=seed, exclude_speakers=exclude_speakers, exclude_ids=exclude_ids, source=table,
+                          seed=seed, exclude_speakers=exclude_speakers, exclude_ids=exclude_ids, source=table_source(table),
                           **(selection_options or {}))
     final = Path(out).absolute()
     with staged_output(final, overwrite=overwrite) as stage:
@@ -120,7 +120,7 @@ def build_manifests(table: str | os.PathLike, out: str | os.PathLike, *, gender:
             splits[name] = rows
         summary = export(fmt, splits, stage, final, **(export_options or {}))
         report = dict(sel.report, format=fmt, export=summary, summary=_one_line(sel.report),
-                      provenance={"table": file_fingerprint(table), "git_sha": git_sha(),
+                      provenance={"table": table_fingerprint(table), "git_sha": git_sha(),
                                   "versions": engine_versions()})
         write_json(stage / "selection_report.json", report)
     return report

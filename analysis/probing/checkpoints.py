@@ -21,12 +21,12 @@ from analysis.probing.run import ProbeResult, f1_by_layer, probe_layers, rows_fo
 
 def probe_data(table: str, *, corpus: str | None, seed: int, max_utts: dict) -> tuple[dict, pd.DataFrame]:
     """(splits, rows): the table's balanced train/valid/test splits, and their rows with resolved audio."""
-    from corpora.table import read_table, resolve_audio
+    from corpora.table import read_tables, resolve_audio, table_source
 
-    frame = read_table(table)
+    frame = read_tables(table)   # one table, or several merged (corpora.merge)
     if corpus:
         frame = frame[frame["corpus"].isin(corpus.split(","))].reset_index(drop=True)
-    splits = probe_splits(frame, seed=seed, source=table, max_utts=max_utts)
+    splits = probe_splits(frame, seed=seed, source=table_source(table), max_utts=max_utts)
     rows = pd.concat([splits[s] for s in ("train", "valid", "test")], ignore_index=True)
     rows = rows.assign(audio=resolve_audio(rows, table).to_numpy())
     print("probe data: " + ", ".join(f"{s} {len(splits[s])} utts ({splits[s]['speaker'].nunique()} speakers)"
@@ -76,11 +76,12 @@ def _probe_one(ref, feats, splits, *, table: str, corpus: str | None, layers: st
     and written there; stored in the results DB once per config."""
     from corpora.base.atomic import write_json
     from corpora.base.provenance import config_hash, file_fingerprint
+    from corpora.table import table_fingerprint, table_paths
 
     label = ref.name
     layers = parse_layers(layers, feats.n_layers)
     config = {"kind": "probe", "checkpoint": label, "ssl": ref.describe(), "runtime": runtime,
-              "features": feats.describe()["entry"], "table": file_fingerprint(table), "corpus": corpus,
+              "features": feats.describe()["entry"], "table": table_fingerprint(table), "corpus": corpus,
               "ids": config_hash({s: splits[s]["id"].tolist() for s in splits}), "layers": layers,
               "probes": probes, "control": control, "seed": seed, "recipe": recipe.__dict__}
     result_path = out / "probes" / _slug(label) / "results.json"
@@ -94,7 +95,7 @@ def _probe_one(ref, feats, splits, *, table: str, corpus: str | None, layers: st
         write_json(result_path, {"config_hash": config_hash(config), "config": config,
                                  "results": [r.as_dict() for r in results]})
     if store is not None and store.find_done(config, kind="probe") is None:
-        run_id = store.start_run("probe", config, name=label, seed=seed, inputs=[file_fingerprint(table)])
+        run_id = store.start_run("probe", config, name=label, seed=seed, inputs=[file_fingerprint(p) for p in table_paths(table)])
         n = store.add_scores(run_id, rows_for_store(results, label, seed, recipe), finish=True)
         print(f"  {n} rows -> {db} (run {run_id})")
     return results

@@ -40,6 +40,8 @@ class AudioCheck:
     strict: True turns every row a reader would skip, trim or guess (a zero-byte clip, a
     segment past the end of its recording, a speaker missing from a gender list) into a
     UserError instead of a counted, summarised warning (``--strict``).
+    gender_map: the user's gender labels -> F/M/U (``--gender-map``, corpora.table.parse_gender_map),
+    as (label, code) pairs; finish_table looks them up before the built-in spellings.
     """
     sample_rates: tuple[int, ...] | None = DEFAULT_SAMPLE_RATES
     max_channels: int = 1
@@ -47,6 +49,7 @@ class AudioCheck:
     progress: bool = True
     tolerance: float = 0.05
     strict: bool = False
+    gender_map: tuple[tuple[str, str], ...] = ()
 
 
 # --------------------------------------------------------------------------- text files
@@ -288,10 +291,8 @@ def finish_table(rows: list[dict], *, source: str | os.PathLike, check: AudioChe
 
     raw = pd.Series([r["gender_raw"] for r in rows], dtype=object)
     gsrc = pd.Series([os.fspath(r.get("_gender_src") or r["_src"]) for r in rows], dtype=object)
-    codes = pd.Series(["U"] * len(rows), dtype=object)
-    for src in gsrc.unique():
-        mask = gsrc == src
-        codes[mask] = normalise_genders(raw[mask], src).to_numpy()
+    # One call for all rows: every unknown label is listed in one warning line, with its file.
+    codes = normalise_genders(raw, gsrc, dict(check.gender_map))
     for r, code in zip(rows, codes):
         r["gender"] = code
         assert code in GENDERS
