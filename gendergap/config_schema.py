@@ -137,8 +137,10 @@ class StTask(TaskBase):
     splits: Splits = SPLITS
     eval_corpus: str | None = Field(
         None, description="table corpus whose valid and test splits validate and test the model (default: "
-        "`corpus`, the pair's own). The paper validates and tests every pair on fr-fr's sets (mtedx-fr): those "
-        "rows need tgt_text_<tgt>, which `corpus merge` puts on each fr-fr segment a pair translates")
+        "`corpus`, the pair's own). mTEDx's pairs ship as valid/test the fr-fr valid/test talks they translate, "
+        "which is what the paper means by 'the same' sets, so the default follows it. Another corpus's rows need "
+        "tgt_text_<tgt>: index the pairs under its corpus name and `corpus merge` joins their translations onto "
+        "its segments")
     layer: str | int = Field("last", description="SSL layer whose features feed the ST model")
     preset: str = Field("tiny", description="ST preset: xs (the study's), tiny, or a preset yaml")
     overrides: list[Annotated[str, AfterValidator(_key_value)]] = Field(
