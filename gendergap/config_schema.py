@@ -183,6 +183,9 @@ class Checkpoint(Section):
                                  "(see pretraining.sets)")
     pretrained_on: str | None = Field(None, description="the pretraining set it was made from (Table 3's hours "
                                       "and gender shares)")
+    manifest: str | None = Field(None, description="or: the `manifest build` dir it was pretrained on (a checkpoint "
+                                 "pretrained outside the study): Table 1 describes that dir's train split, Table 3 "
+                                 "takes hours and gender shares from its selection_report.json")
     preset: str = Field("tiny", description="pretraining preset when `pretrain` is set")
     updates: int = Field(1000, description="pretraining updates when `pretrain` is set")
     continue_updates: int = Field(0, description="then continue the accepted checkpoint by this many updates (a warm "
@@ -205,7 +208,20 @@ class Checkpoint(Section):
 class CorpusSource(Section):
     synth: Literal["tiny", "mini", "small"] | None = Field(
         None, description="generate the built-in synthetic corpus of this size")
-    table: str | None = Field(None, description="or: an utterance table from `gendergap corpus index`")
+    table: str | list[str] | None = Field(
+        None, description="or: an utterance table from `gendergap corpus index`, or a list of them: the study's "
+        "merge step joins them by `gendergap corpus merge`'s rules (see its --help) into <out>/corpus/utterances.tsv")
+    gender_map: dict[str, Literal["F", "M", "U"]] = Field(
+        {}, description="gender labels -> F, M or U, e.g. {Multi-Mix: U, Frau: F}: gender re-derived from each "
+        "table row's gender_raw (case-insensitive) by the study's merge step (with `table`)")
+
+    @field_validator("table")
+    @classmethod
+    def _tables(cls, table):
+        if isinstance(table, list) and (not table or not all(t.strip() for t in table)):
+            raise refuse("corpus.table is an empty list or names an empty path",
+                         "name one table, or list them: `table: [a.tsv, b.tsv]`")
+        return table
 
 
 class Selection(Section):

@@ -153,6 +153,9 @@ def make_up(report_path: str | os.PathLike) -> dict:
     the selection_report.json `build_manifest` writes."""
     import json
 
+    if not Path(report_path).is_file():
+        raise UserError("no selection_report.json: not a `gendergap manifest build` dir", path=Path(report_path).parent,
+                        fix="point at the --out dir of the `manifest build` the checkpoint was pretrained on")
     report = json.loads(Path(report_path).read_text(encoding="utf-8"))
     train = report["splits"]["train"]
     total = sum(v["seconds"] for g, v in train.items() if g != "all")

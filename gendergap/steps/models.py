@@ -93,6 +93,8 @@ def plan_checkpoints(g: Graph) -> None:
         entry = {"name": name, "path": None, "pretrain_dir": None, "note": c["note"],
                  "table3": {k: c[k] for k in ("hours", "male_pct", "female_pct", "unknown_pct") if c[k] is not None},
                  "make_up": str(g.out / "manifests" / used / "selection_report.json") if used else None}
+        if c["manifest"] and not used:
+            entry["make_up"] = str(Path(g.path(c["manifest"])) / "selection_report.json")
         if used:
             deps.append(f"manifest:{used}")
         if c["pretrain"]:

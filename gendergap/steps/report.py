@@ -27,6 +27,9 @@ def study_data(g: Graph) -> dict:
     """What Tables 1 and 2 describe: the pretraining manifests the graph builds, and per task the
     rows it trains, validates and tests on (a selection's files, or its corpus's split labels)."""
     pretraining = {s.name.split(":", 1)[1]: s.out for s in g.steps if s.kind == "manifest"}
+    for name, c in g.cfg.checkpoints.items():   # pretrained outside the study, on a manifest of its own
+        if c.get("manifest") and not (c["pretrain"] or c["pretrained_on"]):
+            pretraining[name] = g.path(c["manifest"])
     sets: dict[str, dict] = {}
 
     def add(name: str, **where) -> None:
