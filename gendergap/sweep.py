@@ -345,14 +345,16 @@ def check_steps(jobs: list, out: str | Path, progress: bool = True) -> list:
     """Every step's check (gendergap.steps.base.Step.check) over the whole graph, before any job
     runs: each table read once, each audio header once (corpora.checks.one_pass). Inputs that a
     step not yet done will write are skipped. A problem of a step with no task of its own (the
-    ASR data export) belongs to the tasks reading its output. Returns the problems, each once."""
+    ASR data export) belongs to the tasks reading its output. Finished jobs are not checked: they
+    will not run. Returns the problems, each once."""
     import dataclasses
 
     from corpora.checks import one_pass
     from gendergap.steps.base import CheckContext
 
     out = Path(out).resolve()
-    ctx = CheckContext(pending=[o for j in jobs if job_state(j, out) != "done" for o in j.outputs])
+    todo = [j for j in jobs if job_state(j, out) != "done"]   # a finished job reads nothing again
+    ctx = CheckContext(pending=[o for j in todo for o in j.outputs])
     readers: dict[str, list] = {}
     for j in jobs:
         for d in j.deps:
@@ -370,7 +372,7 @@ def check_steps(jobs: list, out: str | Path, progress: bool = True) -> list:
 
     found = []
     with one_pass(progress):
-        for j in jobs:
+        for j in todo:
             for p in j.check(ctx):
                 if p.key is None:
                     tasks = [j.task] if j.task else tasks_reading(j.name)
