@@ -61,6 +61,12 @@ def _current() -> _Pass:
     return _PASS.get() or _Pass(progress=False)
 
 
+def provide_table(table: str | os.PathLike, df: pd.DataFrame) -> None:
+    """A table a step will write, already known in memory (the study's merge step merges its inputs
+    in its check): later checks of this pass read ``df`` for ``table`` instead of the file."""
+    _current().tables[os.path.abspath(table)] = df
+
+
 def load_table(table: str | os.PathLike) -> tuple[pd.DataFrame | None, list[Finding]]:
     """The table, or the finding saying why it cannot be used (missing, unreadable, invalid:
     duplicate or empty ids, bad genders... as corpora.table.validate_table finds them)."""

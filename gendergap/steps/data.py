@@ -1,4 +1,5 @@
-"""Data steps: the built-in corpus, the pretraining manifests, a task's SpeechBrain CSVs."""
+"""Data steps: the built-in corpus or the merge of the user's tables, the pretraining manifests, a task's
+SpeechBrain CSVs."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,6 +23,63 @@ class CorpusStep(Step):
         from corpora.synth import synthesize  # lazy: pulls in the espeak-ng engine
 
         print(synthesize(self.out, size=self.size, seed=self.seed), flush=True)
+
+
+@dataclass(kw_only=True)
+class MergeStep(Step):
+    """The study's table from the config's list of tables (corpus.table) and its corpus.gender_map:
+    corpora.merge's rules (`gendergap corpus merge`), written to ``out`` with ``out``.merge.json.
+    ``contents`` (a hash of each input's bytes when planned) is in the key, so a re-indexed table
+    makes the merge, and every step reading it, run again; a copied one does not."""
+    KIND = "merge"
+    tables: list[str]
+    contents: list[str]
+    gender_map: dict
+    out: str
+
+    def run(self) -> None:
+        from corpora.base.atomic import write_json
+        from corpora.merge import merge_tables
+        from corpora.table import write_table
+
+        df, report = merge_tables(self.tables, gender_map=self.gender_map)
+        write_json(f"{self.out}.merge.json", report)
+        write_table(df, self.out)
+        print(f"{self.out}: {report['summary']}", flush=True)
+
+    def check(self, ctx: CheckContext) -> list[Problem]:
+        """Every input table is valid, and together they merge (the merge's own refusals). The
+        merged table is then known: the steps reading it are checked against it now (their
+        check sees it in memory), not left unchecked until the merge has run."""
+        from corpora.base.errors import UserError
+        from corpora.checks import load_table, provide_table
+        from corpora.merge import merge_tables
+
+        found = [f for t in self.tables for f in load_table(t)[1]]
+        if found:
+            return problems(found)
+        try:
+            df, _ = merge_tables(self.tables, gender_map=self.gender_map)
+        except UserError as e:
+            return [Problem(f"merging the tables: {e}", e.fix or "fix the tables", "corpus.table")]
+        if ctx.is_pending(self.out):
+            provide_table(self.out, df)
+            ctx.pending[:] = [o for o in ctx.pending if Path(o).resolve() != Path(self.out).resolve()]
+        return []
+
+
+def content_hash(path: str) -> str:
+    """The first 16 hex digits of the file's sha256 ("missing" if there is none yet)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+    except OSError:
+        return "missing"
+    return h.hexdigest()[:16]
 
 
 @dataclass(kw_only=True)
@@ -84,6 +142,14 @@ def plan_corpus(g: Graph) -> None:
         g.add(CorpusStep(name="corpus", out=str(g.out / "corpus"), size=d["corpus"]["synth"], seed=g.seed,
                          outputs=[str(table)]))
         g.table_deps = ["corpus"]
+    elif isinstance(d["corpus"]["table"], list) or d["corpus"]["gender_map"]:
+        tables = [g.path(t) for t in ([d["corpus"]["table"]] if isinstance(d["corpus"]["table"], str)
+                                      else d["corpus"]["table"])]
+        table = g.out / "corpus" / "utterances.tsv"
+        g.add(MergeStep(name="merge", tables=tables, contents=[content_hash(t) for t in tables],
+                        gender_map={k.strip().lower(): v for k, v in d["corpus"]["gender_map"].items()},
+                        out=str(table), outputs=[str(table)]))
+        g.table_deps = ["merge"]
     else:
         table = Path(g.path(d["corpus"]["table"]))
     g.table = str(table)
