@@ -137,10 +137,9 @@ class StTask(TaskBase):
     splits: Splits = SPLITS
     eval_corpus: str | None = Field(
         None, description="table corpus whose valid and test splits validate and test the model (default: "
-        "`corpus`, the pair's own). mTEDx's pairs ship as valid/test the fr-fr valid/test talks they translate, "
-        "which is what the paper means by 'the same' sets, so the default follows it. Another corpus's rows need "
-        "tgt_text_<tgt>: index the pairs under its corpus name and `corpus merge` joins their translations onto "
-        "its segments")
+        "`corpus`, the pair's own). The paper validates and tests every mTEDx pair on fr-fr's sets (eval_corpus: "
+        "mtedx-fr): those rows need tgt_text_<tgt>, which `corpus merge` (and a study's list of tables) lends each "
+        "fr-fr segment from the pair's row of the same segment")
     layer: str | int = Field("last", description="SSL layer whose features feed the ST model")
     preset: str = Field("tiny", description="ST preset: xs (the study's), tiny, or a preset yaml")
     overrides: list[Annotated[str, AfterValidator(_key_value)]] = Field(
