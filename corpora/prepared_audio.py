@@ -130,8 +130,11 @@ def engine_readable(path: str, info, sample_rate: int) -> bool:
 
 def rate_counts(rates: Iterable[int]) -> str:
     """'3 files are 48000 Hz, 1 is 32000 Hz' (most frequent first) -- for refusals."""
-    parts = [f"{n} {'file is' if n == 1 and i == 0 else 'files are' if i == 0 else 'is' if n == 1 else 'are'} {r} Hz"
-             for i, (r, n) in enumerate(sorted(Counter(int(r) for r in rates).items(), key=lambda x: (-x[1], x[0])))]
+    counts = sorted(Counter(int(r) for r in rates).items(), key=lambda rn: (-rn[1], rn[0]))
+    parts = []
+    for i, (rate, n) in enumerate(counts):
+        noun = ("file " if n == 1 else "files ") if i == 0 else ""   # "1 file is ..., 2 are ..."
+        parts.append(f"{n} {noun}{'is' if n == 1 else 'are'} {rate} Hz")
     return ", ".join(parts)
 
 
@@ -274,8 +277,8 @@ class AudioCache:
             for s, p in zip(todo, run_parallel(one, todo, jobs, f"prepare {self.target.tag} audio")):
                 new[s] = p
         finally:
-            # a KeyboardInterrupt indexes nothing new here (pool results come in order); a later run
-            # finds the whole files by name anyway
+            # on an error or Ctrl-C only the files found above are indexed; the whole files this
+            # run wrote are found by name by the next one
             self._merge_index({**{s: done[s] for s in found}, **new}, keys, stats)
         done.update(new)
         return done

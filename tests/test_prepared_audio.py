@@ -284,3 +284,25 @@ def test_a_killed_run_resumes_with_only_the_missing_files(tmp_path):
     mtimes = {p.path: os.stat(p.path).st_mtime_ns for p in done.values()}
     assert cache.prepare([Source(p) for p in paths]) == done
     assert {p.path: os.stat(p.path).st_mtime_ns for p in done.values()} == mtimes
+
+
+def test_export_prepares_only_what_fairseq_cannot_read(tmp_path):
+    """With --resample, a 16 kHz mono wav stays where it lies (no copy); a segment of a 48 kHz
+    talk becomes its own 16 kHz file with the segment's length; the manifest passes the pretraining check."""
+    import pandas as pd
+    from manifests.export_fairseq import export_wav2vec
+    ok, talk = tmp_path / "c" / "ok16k.wav", tmp_path / "c" / "talk48k.flac"
+    ok.parent.mkdir()
+    sf.write(ok, sine(1.0, 16000, 300.0), 16000, subtype="PCM_16")
+    sf.write(talk, sine(5.0, 48000, 600.0), 48000)
+    rows = pd.DataFrame({"id": ["ok", "seg"], "audio": [str(ok), str(talk)], "offset": [0.0, 1.25],
+                         "duration": [1.0, 2.5]})
+    info = export_wav2vec({"train": rows}, tmp_path / "m", resample=16000, audio_cache=tmp_path / "cache")
+    assert info["prepared"] == 1 and info["cut"] == 0
+    root, items = read_wav2vec_manifest(tmp_path / "m" / "train.tsv")
+    paths = {Path(root) / rel: n for rel, n in items}
+    assert paths[ok] == 16000
+    (seg, n), = [(p, n) for p, n in paths.items() if p != ok]
+    assert seg.is_relative_to(tmp_path / "cache") and n == 40000 == sf.info(seg).frames
+    assert abs(peak_hz(sf.read(seg)[0], 16000) - 600) <= 2
+    assert check_manifest_dir(tmp_path / "m", check_audio="all")["train"]["files"] == 2
