@@ -152,6 +152,11 @@ def test_resample_builds_a_16k_manifest_from_the_cache_and_rebuilds_as_a_no_op(c
     # the corpus is untouched
     assert {p: sha(Path(p)) for p in freqs} == before and {p: os.stat(p).st_mtime_ns for p in freqs} == stat_before
     assert check_manifest_dir(tmp_path / "m", check_audio="all")["train"]["files"] == 10
+    # fairseq's own reader of audio_pretraining opens the copies: lengths as listed, 16 kHz
+    from fairseq.data.audio.raw_audio_dataset import FileAudioDataset
+    ds = FileAudioDataset(str(tmp_path / "m" / "train.tsv"), sample_rate=16000, pad=False)
+    listed_train = [n for _, n in read_wav2vec_manifest(tmp_path / "m" / "train.tsv")[1]]
+    assert [len(ds[i]["source"]) for i in range(len(ds))] == listed_train
     # a second manifest from the same table shares the copies: nothing is rewritten
     mtimes = {p: os.stat(p).st_mtime_ns for p in listed}
     index_mtime = os.stat(cache / "index.tsv").st_mtime_ns
