@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from gendergap.options import add_model_options, add_trust_option, runtime, store_path
 
 EPILOG = """\
 The registry is a JSON file (default runs/checkpoints.json; --registry or $GENDERGAP_CHECKPOINTS).
 examples:
-  gendergap ckpt add F-tiny runs/ssl/F/checkpoints/checkpoint_best.pt --hours 0.5 \\
-      --male-pct 0 --female-pct 100 --unknown-pct 0
+  gendergap ckpt add F-tiny runs/ssl/F --hours 0.5 --male-pct 0 --female-pct 100 --unknown-pct 0
+      # a `pretrain run` folder: its checkpoint_best.pt, else checkpoint_last.pt (a run without a
+      # valid split has no best); the line printed says which
   gendergap ckpt add LB-1K-Large models/wav2vec2-FR-1K-large --hours 1096 --male-pct 47.4 \\
       --female-pct 52.5 --unknown-pct 0 --updates 200000     # a Hugging Face folder
   gendergap ckpt list                                          # Table 3 of the study
@@ -33,7 +35,11 @@ def _registry(args):
 
 def run_add(args) -> int:
     from ssl_pretrain.checkpoints import register_checkpoint
-    e = register_checkpoint(_registry(args), args.name, args.path, hours=args.hours, male_pct=args.male_pct,
+    from ssl_pretrain.registry import run_checkpoint
+    path, which = run_checkpoint(args.path)
+    if path != Path(args.path):
+        print(f"registering {which}")
+    e = register_checkpoint(_registry(args), args.name, path, hours=args.hours, male_pct=args.male_pct,
                             female_pct=args.female_pct, unknown_pct=args.unknown_pct, updates=args.updates,
                             replace_entry=args.replace, note=args.note, trust=args.trust_checkpoint)
     print(f"registered {e['name']} ({e['kind']}, {e['updates']} updates) in {_registry(args).path}")
@@ -138,7 +144,8 @@ def _add_registry_leaves(sub) -> None:
                        description="Register a checkpoint with its pretraining data make-up.", epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     a.add_argument("name")
-    a.add_argument("path")
+    a.add_argument("path", help="a fairseq .pt, a transformers folder, or a `pretrain run` folder (its "
+                   "checkpoint_best.pt, else checkpoint_last.pt)")
     a.add_argument("--hours", type=float, help="hours of pretraining speech")
     a.add_argument("--male-pct", type=float, help="%% of those hours spoken by men")
     a.add_argument("--female-pct", type=float, help="%% spoken by women")

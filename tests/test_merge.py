@@ -247,3 +247,25 @@ def test_stats_total_counts_shared_speakers_once_and_rounds_seconds(named, capsy
     assert all(len(s.split(".")[-1]) <= 3 for s in seconds), list(seconds)
     assert float(rows.loc["TOTAL", "seconds_all"]) == pytest.approx(42.4)
     assert rows.loc["TOTAL", "seconds_all"] == "42.4"
+
+
+def test_dry_run_checks_the_tasks_against_the_merged_tables(named, tmp_path, capsys):
+    """The merge step merges in its check, so a task reading the merged table is checked before
+    anything runs (not skipped as an output still to be written)."""
+    tables = ", ".join(map(str, named))
+
+    def dry(task: str, gender_map: str = ""):
+        cfg = tmp_path / "study.yaml"
+        cfg.write_text(f"name: m\ncorpus: {{table: [{tables}]{gender_map}}}\n"
+                       f"checkpoints:\n  F-tiny: {{shipped: tiny-female}}\ntasks:\n  asr-frozen: {task}\n", encoding="utf-8")
+        return cfg, run(capsys, "sweep", "--config", str(cfg), "--out", str(tmp_path / "run"), "--dry-run")
+
+    cfg, (rc, out, err) = dry("{corpus: mtedx-fr-nope, layer: last}")
+    assert rc == 2 and any("mtedx-fr-nope" in line and "asr-frozen" in line for line in err), err
+    assert not (tmp_path / "run").exists()
+    es = "{corpus: mtedx-fr-es, layer: last, splits: {train: train, valid: train, test: train}}"
+    cfg, (rc, out, err) = dry(es)   # test speaker d4 is 'Multi-Mix': U, so no per-gender score for it
+    assert rc == 2 and any("test" in line and "gender" in line for line in err), err
+    cfg, (rc, out, err) = dry(es, gender_map=", gender_map: {multi-mix: M}")
+    assert rc == 0, err
+    assert "merge" in out and not (tmp_path / "run").exists()
