@@ -259,7 +259,8 @@ def finish_table(rows: list[dict], *, source: str | os.PathLike, check: AudioChe
         if info.channels > check.max_channels:
             raise UserError(
                 f"row {r['id']!r}: {info.path} has {info.channels} channels, accepted: at most {check.max_channels}",
-                fix="downmix to mono (e.g. sox IN -c 1 OUT) or pass --max-channels " + str(info.channels), **where)
+                fix=f"accept it with --max-channels {info.channels}: `manifest build --resample 16000` writes mono "
+                    "copies for the engines that need them (the corpus is never modified)", **where)
         offset = float(r.get("offset") or 0.0)
         duration = r.get("duration")
         if offset < 0:
@@ -309,8 +310,9 @@ def _check_rate(r: dict, rate: int, accepted, where: dict, what: str) -> None:
     if accepted is not None and rate not in accepted:
         raise UserError(
             f"row {r['id']!r}: {what} {rate} Hz, accepted: {_rate_text(sorted(accepted))}",
-            fix=f"resample (e.g. sox IN -r {min(accepted)} OUT) or accept it with "
-                f"--sample-rates {rate} (or `any`)", **where)
+            fix=f"accept it with --sample-rates {rate} (or `any`): the rate is recorded, models resample where "
+                f"they read audio, and `manifest build --resample {min(accepted)}` writes copies for fairseq and "
+                "Kaldi (the corpus is never modified)", **where)
 
 
 def _finish_row(r: dict) -> dict:

@@ -99,8 +99,12 @@ class ManifestStep(Step):
 
         if (Path(self.out) / "selection_report.json").is_file():
             return
+        # fairseq reads 16 kHz mono: other audio gets copies in the study's prepared-audio cache
+        # (16 kHz mono files are listed where they are, so the built-in corpus copies nothing)
+        cache = Path(self.out).parent.parent / "prepared-audio"
         build_manifest(table=self.table, out=self.out, gender=self.gender, fmt="fairseq", splits=(self.split,),
                        seed=self.seed, hours=self.hours,
+                       export_options={"resample": 16000, "audio_cache": str(cache)},
                        selection_options={"corpora": [self.corpus]} if self.corpus else None)
 
     def check(self, ctx: CheckContext) -> list[Problem]:
