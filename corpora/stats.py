@@ -30,16 +30,25 @@ def _group_column(df: pd.DataFrame) -> str:
 NO_GROUP = "(none)"   # the group of rows whose table has no such column, or leaves it empty
 
 
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return -1   # not readable from here (a relative path): the file name alone decides
+
+
 def speaker_keys(df: pd.DataFrame) -> pd.Series:
     """One key per row naming the person speaking. A speaker id names a speaker within its corpus
     (MLS and another corpus may both have a speaker 1), except that (corpus, speaker) pairs with
-    the same speaker id on the same recording file name are one person: the mTEDx subsets
-    indexed as mtedx-fr-en, mtedx-fr-es... each ship a copy of a shared talk. The key is the
-    first corpus (sorted) of each linked group."""
+    the same speaker id on the same recording -- same file name and size -- are one person: the
+    mTEDx subsets indexed as mtedx-fr-en, mtedx-fr-es... each ship a copy of a shared talk. The
+    key is the first corpus (sorted) of each linked group. Only files whose name and speaker id
+    recur in several corpora are looked at (os.stat), so a big table costs no disk access."""
     spk = df["speaker"].astype(str)
     corpus = df["corpus"].astype(str)
-    rec = df["audio"].astype(str).map(os.path.basename) if "audio" in df.columns else pd.Series("", index=df.index)
-    links = pd.DataFrame({"speaker": spk, "corpus": corpus, "rec": rec}).drop_duplicates()
+    audio = df["audio"].astype(str) if "audio" in df.columns else pd.Series("", index=df.index)
+    links = pd.DataFrame({"speaker": spk, "corpus": corpus, "rec": audio.map(os.path.basename),
+                          "audio": audio}).drop_duplicates(["speaker", "corpus", "rec"])
     parent: dict[tuple[str, str], tuple[str, str]] = {}
 
     def find(x):
@@ -48,7 +57,8 @@ def speaker_keys(df: pd.DataFrame) -> pd.Series:
         return x
 
     shared = links[links.duplicated(["speaker", "rec"], keep=False)]
-    for (speaker, _), g in shared.groupby(["speaker", "rec"], sort=False):
+    shared = shared.assign(size=shared["audio"].map(_size))
+    for (speaker, _, _), g in shared.groupby(["speaker", "rec", "size"], sort=False):
         roots = sorted({find((c, speaker)) for c in g["corpus"]})
         for r in roots[1:]:
             parent[r] = roots[0]

@@ -71,7 +71,7 @@ examples:
       --path-template "{root}/{id[:4]}/{id}.ogg" --sample-rates any --out voxpopuli_fr.tsv
   gendergap corpus index --kind kaldi --root s5/data/train --strict --out kaldi_train.tsv
   gendergap corpus index --kind winost --root winost --out winost.tsv
-  gendergap corpus index --kind mustc --root MUSTC_v1.0 --tgt-lang de --speaker-genders MuST-Speakers.tsv \
+  gendergap corpus index --kind mustc --root MUSTC_v1.0 --tgt-lang de --speaker-genders MuST-Speakers.tsv \\
       --gender-map 'Multi-Mix=U' --out mustc.tsv
 """
 
@@ -83,7 +83,10 @@ a list in a study config -- and merges them in memory by these same rules; nothi
     file name and size, as each mTEDx pair ships its own copy of a talk -- offset, duration,
     speaker, source text, split) become ONE row with every table's tgt_text_<lang> columns;
   * rows of DIFFERENT corpus names are never joined, so a task's rows (selected by `corpus`)
-    are exactly those of its own table; the segments such corpora share are counted;
+    are exactly those of its own table; the segments such corpora share are counted, and an
+    empty tgt_text_<lang> takes the same segment's translation from another corpus (a fr-fr
+    row gets fr-en's English: ST can validate and test on fr-fr's sets, as the paper does);
+  * --gender-map re-maps gender from gender_raw for the labels it names;
   * an id still on several rows becomes <corpus>/<id> (plus #<n>, n the position of its input
     table, when one corpus has two different segments under one id, which is warned about);
     the original id stays in the orig_id column and every rename is in the report;
@@ -94,19 +97,22 @@ a list in a study config -- and merges them in memory by these same rules; nothi
 The mTEDx subsets of the reference study share talks and segment ids. Index them with their
 corpus names (what the tasks of configs/boito2022.yaml select), then merge:
 
-  for p in fr en es pt; do
-    gendergap corpus index --kind mtedx --root mtedx --lang fr --tgt-lang $p --corpus mtedx-fr-$p \
+  gendergap corpus index --kind mtedx --root mtedx --lang fr --tgt-lang fr --corpus mtedx-fr \\
+      --speaker-genders fr_speakers.tsv --out tables/mtedx_fr-fr.tsv
+  for p in en es pt; do
+    gendergap corpus index --kind mtedx --root mtedx --lang fr --tgt-lang $p --corpus mtedx-fr-$p \\
         --speaker-genders fr_speakers.tsv --out tables/mtedx_fr-$p.tsv
   done
   gendergap corpus merge tables/mtedx_fr-{fr,en,es,pt}.tsv --out tables/mtedx.tsv
-  # every shared id becomes mtedx-fr-en/<id>, mtedx-fr-es/<id>, ...; an ST task on corpus
-  # mtedx-fr-en reads tgt_text_en of exactly the fr-en rows
+  # every shared id becomes mtedx-fr/<id>, mtedx-fr-en/<id>, ...; an ST task on corpus
+  # mtedx-fr-en reads tgt_text_en of exactly the fr-en rows; tables/mtedx.tsv.merge.json
+  # lists every rename. Or list the four tables under corpus.table in the study config.
 
 Indexed under one corpus name instead (--corpus mtedx for each pair), the pairs' translations
 of one segment land in one row (tgt_text_en, tgt_text_es, tgt_text_pt):
 
   gendergap corpus merge mtedx_fr-en.tsv mtedx_fr-es.tsv mtedx_fr-pt.tsv --out mtedx_all.tsv
-  gendergap corpus merge mls_fr.tsv cv_fr.tsv lebenchmark.tsv --out pretrain_pool.tsv \
+  gendergap corpus merge mls_fr.tsv cv_fr.tsv lebenchmark.tsv --out pretrain_pool.tsv \\
       --gender-map 'Multi-Mix=U'
 """
 
@@ -115,12 +121,17 @@ Per-gender statistics of one or more utterance tables, laid out like Table 1 of 
 study: durations as hours:minutes, speakers and utterances per gender (M / F, and U when any),
 one row per corpus and style (or split, when the table has no style), and a TOTAL row.
 Every row is counted: rows of a table with no style column fall in the group (none). Speakers
-are (corpus, speaker) pairs: equal ids in two corpora are two speakers in the TOTAL row.
+are (corpus, speaker) pairs: equal ids in two corpora are two speakers in the TOTAL row, unless
+they speak on the same recording (file name): the mTEDx subsets under their own corpus names
+(mtedx-fr-en, mtedx-fr-es...) share talks, and a talk's speaker counts once. Several tables are
+merged as `corpus merge` does (a segment two tables of one corpus share counts once). Seconds
+are rounded to the millisecond.
 
 examples:
   gendergap corpus stats mls_fr.tsv cv.tsv
   gendergap corpus stats synth/utterances.tsv --format markdown --by split
   gendergap corpus stats mls_fr.tsv --format csv > stats.csv
+  gendergap corpus stats tables/mtedx_fr-fr.tsv tables/mtedx_fr-en.tsv tables/mtedx_fr-es.tsv
 """
 
 SYNTH_DESCRIPTION = """\

@@ -269,3 +269,20 @@ def test_dry_run_checks_the_tasks_against_the_merged_tables(named, tmp_path, cap
     cfg, (rc, out, err) = dry(es, gender_map=", gender_map: {multi-mix: M}")
     assert rc == 0, err
     assert "merge" in out and not (tmp_path / "run").exists()
+
+
+def test_a_speaker_id_in_two_corpora_is_one_person_only_on_the_same_recording(tmp_path):
+    """Speaker 1 of three corpora, each with its own 0001.wav: x and z hold copies of one recording
+    (same name, same size), y another recording with the same name. x and z are one person."""
+    from corpora.stats import gender_summary, speaker_keys
+    from fixtures_corpora import write_audio
+
+    x = write_audio(tmp_path / "x" / "0001.wav", 1.0)
+    y = write_audio(tmp_path / "y" / "0001.wav", 1.5)
+    z = write_audio(tmp_path / "z" / "0001.wav", 1.0)
+    df = pd.DataFrame({"speaker": ["1", "1", "1"], "corpus": ["x", "y", "z"], "audio": [str(x), str(y), str(z)],
+                       "gender": ["F", "F", "F"], "duration": [1.0, 1.5, 1.0], "split": ["train"] * 3})
+    keys = speaker_keys(df)
+    assert keys[0] == keys[2] != keys[1]
+    total = gender_summary(df).set_index("corpus").loc["TOTAL"]
+    assert total["speakers_F"] == 2 and total["seconds_F"] == 3.5
