@@ -349,7 +349,13 @@ def test_stats_counts_every_row_and_speakers_per_corpus(tmp_path, capsys):
     with_style, without = tmp_path / "a.tsv", tmp_path / "b.tsv"
     assert run(capsys, "corpus", "index", "--kind", "generic", "--root", str(csv), "--map", m, "--corpus", "one",
                "--style", "read", "--out", str(with_style))[0] == 0
-    assert run(capsys, "corpus", "index", "--kind", "generic", "--root", str(csv), "--map", m, "--corpus", "two",
+    # corpus two: the same speaker ids A, B on other recordings (the same speaker id on the same
+    # recording in two corpora is one person: test_merge.py::test_stats_total_counts_shared_speakers_once...)
+    other = make_generic(tmp_path / "b")
+    for name in ("long", "short"):
+        (other.parent / "wav" / f"{name}.wav").rename(other.parent / "wav" / f"{name}_b.wav")
+    other.write_text(other.read_text().replace(".wav", "_b.wav"))
+    assert run(capsys, "corpus", "index", "--kind", "generic", "--root", str(other), "--map", m, "--corpus", "two",
                "--out", str(without))[0] == 0
     rc, csv_text, _ = run(capsys, "corpus", "stats", str(with_style), str(without), "--format", "csv")
     assert rc == 0
