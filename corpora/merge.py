@@ -97,8 +97,7 @@ def merge_tables(paths, *, gender_map: dict[str, str] | None = None) -> tuple[pd
     }
     report["summary"] = summary_line(report)
     _warn(report, paths)
-    if not renames and "orig_id" in df.columns and (df["orig_id"] == df["id"]).all() \
-            and not any("orig_id" in f.columns for f in frames):
+    if not renames and not any(f.attrs["had_orig_id"] for f in frames):
         df = df.drop(columns="orig_id")   # nothing renamed: no column to carry
     out = df.drop(columns=[c for c in (*_INTERNAL, "_base") if c in df.columns])
     extra = [c for c in out.columns if c not in COLUMNS]
@@ -123,6 +122,7 @@ def _load(path: Path, i: int) -> pd.DataFrame:
     base = path.resolve().parent
     df.loc[~pipe, "audio"] = df.loc[~pipe, "audio"].map(
         lambda a: os.path.normpath(a if os.path.isabs(a) else base / a))
+    df.attrs["had_orig_id"] = "orig_id" in df.columns
     if "orig_id" not in df.columns:
         df["orig_id"] = df["id"]
     else:   # a merged table merged again: its own originals stay the originals

@@ -286,3 +286,17 @@ def test_a_speaker_id_in_two_corpora_is_one_person_only_on_the_same_recording(tm
     assert keys[0] == keys[2] != keys[1]
     total = gender_summary(df).set_index("corpus").loc["TOTAL"]
     assert total["speakers_F"] == 2 and total["seconds_F"] == 3.5
+
+
+def test_tables_with_distinct_ids_merge_as_they_are(named, tmp_path, capsys):
+    """Nothing to rename: ids and columns as in the inputs (no orig_id), rows of both, in order."""
+    pt = read_table(named[3])
+    pt["id"] = "pt-" + pt["id"]
+    from corpora.table import write_table
+    write_table(pt, tmp_path / "pt.tsv")
+    out = tmp_path / "m.tsv"
+    rc, stdout, err = run(capsys, "corpus", "merge", str(named[1]), str(tmp_path / "pt.tsv"), "--out", str(out))
+    assert rc == 0, err
+    m = read_table(out)
+    assert list(m["id"]) == list(read_table(named[1])["id"]) + list(pt["id"]) and "orig_id" not in m.columns
+    assert "0 id(s) renamed" in stdout
