@@ -38,6 +38,7 @@ from speechbrain.utils.checkpoints import PARAMFILE_EXT, mark_as_loader, mark_as
 from speechbrain.utils.distributed import (ddp_barrier, ddp_broadcast, ddp_init_group, if_main_process,
                                            is_distributed_initialized)
 
+from downstream_asr.errors import batch_option, too_long_for_ctc
 from downstream_asr.text import decode
 
 log = logging.getLogger(__name__)
@@ -215,6 +216,8 @@ class CTCBrain(sb.Brain):
     def compute_objectives(self, predictions, batch, stage):
         log_probs, lens = predictions
         tokens, tokens_lens = batch.tokens
+        if stage == sb.Stage.TRAIN:
+            self._say_too_long_for_ctc(batch.id, tokens, tokens_lens, log_probs, lens)
         loss = self.hparams.ctc_cost(log_probs, tokens, lens, tokens_lens)
         if stage != sb.Stage.TRAIN:
             hyps = sb.decoders.ctc_greedy_decode(log_probs, lens, blank_id=0)
@@ -222,6 +225,18 @@ class CTCBrain(sb.Brain):
             self.cer_metric.append(batch.id, [list(t) for t in texts], [list(t) for t in batch.text])
             self.wer_metric.append(batch.id, [t.split() for t in texts], [t.split() for t in batch.text])
         return loss
+
+    def _say_too_long_for_ctc(self, ids, tokens, tokens_lens, log_probs, lens) -> None:
+        """Training utterances whose transcript needs more CTC frames than the model gives them:
+        SpeechBrain's ctc_loss zeroes their infinite loss (zero_infinity) without a word, so they
+        would silently teach nothing. Say so, once per utterance (downstream_asr/errors.py)."""
+        seen = self.__dict__.setdefault("ctc_too_long", {})
+        for uid, need, have in too_long_for_ctc(ids, tokens, tokens_lens, log_probs, lens):
+            if uid not in seen:
+                seen[uid] = (need, have)
+                log.warning("utterance %s: its transcript needs %d CTC frames (labels, plus a blank between repeated "
+                            "ones) and the model gives its audio %d: left out of the loss -- check its segment "
+                            "(transcript and audio may not match), or drop it from the training CSV", uid, need, have)
 
     def on_stage_start(self, stage, epoch=None):
         if stage != sb.Stage.TRAIN:
@@ -421,9 +436,14 @@ def fit_by_length(brain, hparams: dict, train_ds, valid_ds, out_dir, progress: b
     # under DDP, SpeechBrain replaces it by its DistributedSamplerWrapper, which passes set_epoch on)
     valid_sampler = length_batch_sampler(valid_ds, hparams["valid_batch_seconds"], shuffle=False, seed=0)
     t0 = time.monotonic()
-    brain.fit(hparams["epoch_counter"], train_ds, valid_ds, progressbar=progress,
-              train_loader_kwargs=loader_kwargs(sampler, hparams["seed"]),
-              valid_loader_kwargs=loader_kwargs(valid_sampler, hparams["seed"]))
+    with batch_option("batch_seconds", hparams["batch_seconds"]):
+        brain.fit(hparams["epoch_counter"], train_ds, valid_ds, progressbar=progress,
+                  train_loader_kwargs=loader_kwargs(sampler, hparams["seed"]),
+                  valid_loader_kwargs=loader_kwargs(valid_sampler, hparams["seed"]))
+    too_long = getattr(brain, "ctc_too_long", {})
+    if too_long:
+        log.warning("%d training utterance(s) had transcripts longer than CTC can align to their frames and taught "
+                    "nothing (listed in train_summary.json, ctc_too_long)", len(too_long))
     ranks, accum = world_size(), int(brain.grad_accumulation_factor)
     summary = {"out_dir": str(out_dir), "optimizer_step": brain.optimizer_step,
                "epoch": hparams["epoch_counter"].current, "stopped_by_budget": brain.stopped_by_budget,
@@ -432,6 +452,7 @@ def fit_by_length(brain, hparams: dict, train_ds, valid_ds, out_dir, progress: b
                "world_size": ranks, "grad_accum": accum,
                # padded seconds of audio per optimizer step: per-rank batch x ranks x accumulation
                "global_batch_seconds": float(hparams["batch_seconds"]) * ranks * accum,
+               "ctc_too_long": {uid: {"frames_needed": n, "frames": t} for uid, (n, t) in sorted(too_long.items())},
                "valid": getattr(brain, "last_stats", None)}
     if if_main_process():
         write_json(out_dir / "train_summary.json", summary)

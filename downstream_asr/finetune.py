@@ -27,6 +27,7 @@ from corpora.base.atomic import write_json
 from downstream_asr.common import CTCBrain, check_run_options, distributed_run_opts, fit_by_length, main_first
 from downstream_asr.data import audio_dataset, length_batch_sampler, oov_report, read_csv
 from downstream_asr.decode import merge, open_for_decoding, recover_best, write_transcripts
+from downstream_asr.errors import batch_option
 from downstream_asr.rundir import load_hparams, prepare_run
 from downstream_asr.text import TextNorm
 
@@ -167,7 +168,8 @@ def decode_finetuned(out_dir, test_csv, name: str = "test", data_root: str | Non
     sampler = length_batch_sampler(ds, batch_seconds or hparams["valid_batch_seconds"], shuffle=False, seed=0)
     loader = sb.dataio.dataloader.make_dataloader(ds, batch_sampler=sampler)
     t0 = time.monotonic()
-    hyps = brain.transcribe(loader)
+    with batch_option("batch_seconds", batch_seconds or hparams["valid_batch_seconds"], "decoding"):
+        hyps = brain.transcribe(loader)
     info = {"model": str(out_dir), "kind": run["kind"], "ssl": run["ssl"], "runtime": run["runtime"],
             "test_csv": str(Path(test_csv).resolve()),
             "text_norm": run["text_norm"], "text_norm_name": run["text_norm_name"], "checkpoint": ckpt,

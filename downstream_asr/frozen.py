@@ -30,6 +30,7 @@ from corpora.base.errors import UserError
 from downstream_asr.common import CTCBrain, check_run_options, fit_by_length, launched_by_torchrun
 from downstream_asr.data import length_batch_sampler, read_csv
 from downstream_asr.decode import merge, open_for_decoding, recover_best, write_transcripts
+from downstream_asr.errors import batch_option
 from downstream_asr.perturb import check_factors, speed_perturbed
 from downstream_asr.rundir import load_hparams, prepare_run
 from downstream_asr.text import TextNorm, encode
@@ -295,17 +296,18 @@ def train_frozen(ref, layer, train_csv, valid_csv, out_dir, *, feature_store=Non
     brain, hparams = _build(out_dir, run, vocab, opts)
     store = _open_store(run)
     t_feat = time.monotonic()
-    views = [feature_view(store, extractor, layer, train, hparams["extract_batch_seconds"], progress)]
-    # speed-perturbed copies of the TRAINING set only (valid/test stay as recorded): each factor
-    # is a new voice to the model; their features are stored like the originals'
-    copies = [train]
-    for factor in check_factors(hparams.get("speed_perturb", [1.0])):
-        if factor != 1.0:
-            sp, _ = speed_perturbed(train, train_csv, factor, out_dir / "perturbed", extractor.sample_rate)
-            views.append(feature_view(store, extractor, layer, sp, hparams["extract_batch_seconds"], progress))
-            copies.append(sp)
-    train = pd.concat(copies, ignore_index=True)
-    valid_view = feature_view(store, extractor, layer, valid, hparams["extract_batch_seconds"], progress)
+    with batch_option("extract_batch_seconds", hparams["extract_batch_seconds"], "feature extraction"):
+        views = [feature_view(store, extractor, layer, train, hparams["extract_batch_seconds"], progress)]
+        # speed-perturbed copies of the TRAINING set only (valid/test stay as recorded): each factor
+        # is a new voice to the model; their features are stored like the originals'
+        copies = [train]
+        for factor in check_factors(hparams.get("speed_perturb", [1.0])):
+            if factor != 1.0:
+                sp, _ = speed_perturbed(train, train_csv, factor, out_dir / "perturbed", extractor.sample_rate)
+                views.append(feature_view(store, extractor, layer, sp, hparams["extract_batch_seconds"], progress))
+                copies.append(sp)
+        train = pd.concat(copies, ignore_index=True)
+        valid_view = feature_view(store, extractor, layer, valid, hparams["extract_batch_seconds"], progress)
     feat_seconds = time.monotonic() - t_feat
     train_views = _Views(views)
     combine = brain.modules.model.combine
@@ -342,7 +344,8 @@ def decode_frozen(out_dir, test_csv, name: str = "test", data_root: str | None =
     ds = feature_dataset(test, view, vocab)
     sampler = length_batch_sampler(ds, batch_seconds or hparams["valid_batch_seconds"], shuffle=False, seed=0)
     t0 = time.monotonic()
-    hyps = brain.transcribe(sb.dataio.dataloader.make_dataloader(ds, batch_sampler=sampler))
+    with batch_option("batch_seconds", batch_seconds or hparams["valid_batch_seconds"], "decoding"):
+        hyps = brain.transcribe(sb.dataio.dataloader.make_dataloader(ds, batch_sampler=sampler))
     info = {"model": str(out_dir), "kind": "frozen", "ssl": ssl, "layer": run["layer"],
             "test_csv": str(Path(test_csv).resolve()), "text_norm": run["text_norm"],
             "text_norm_name": run["text_norm_name"], "checkpoint": ckpt, "oov": oov, "runtime": rt,

@@ -60,7 +60,7 @@ def process_env(threads: int | None, gpu: str | None = None) -> dict:
 def run_fairseq(cmd: list[str], log_path: Path, poll_s: float = 0.5, threads: int | None = None,
                 gpu: str | None = None) -> None:
     """Run fairseq to completion (its output appended to ``log_path``); Ctrl-C stops it cleanly."""
-    offset = log_path.stat().st_size if log_path.exists() else 0
+    offset = start = log_path.stat().st_size if log_path.exists() else 0
     proc = start_fairseq(cmd, log_path, env=fairseq_env(process_env(threads, gpu)))
     try:
         while proc.poll() is None:
@@ -71,7 +71,9 @@ def run_fairseq(cmd: list[str], log_path: Path, poll_s: float = 0.5, threads: in
         stop(proc)
         raise
     if proc.returncode != 0:
-        text = log_path.read_text(encoding="utf-8", errors="replace")[offset:]
+        with open(log_path, "rb") as f:   # this run's part of the log (it is appended across restarts)
+            f.seek(start)
+            text = f.read().decode("utf-8", errors="replace")
         known = explain_failure(text, cmd)
         if known is not None:
             raise UserError(known.message, path=log_path, fix=known.fix)

@@ -92,8 +92,10 @@ def run_local(args) -> int:
         overrides += warm_start(ref.fairseq_state(), args.out)
     summary = run_pretraining(args.preset, args.manifest, args.out, seed=args.seed, overrides=overrides,
                               policy=_policy(args), check_audio=args.check_audio, threads=args.threads)
+    from ssl_pretrain.registry import run_checkpoint
     print(f"done: {summary['final_updates']} updates, checkpoints in {args.out}/checkpoints "
-          f"(lr {summary['lr']:g}, {summary['restarts']} watchdog restarts)")
+          f"(lr {summary['lr']:g}, {summary['restarts']} watchdog restarts); the checkpoint to register: "
+          f"{run_checkpoint(args.out)[1]} (`gendergap ckpt add NAME {args.out}` picks it)")
     return 0
 
 

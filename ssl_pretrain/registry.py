@@ -87,3 +87,25 @@ class Registry:
         lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
         return "\n".join(lines) + "\n"
+
+
+def run_checkpoint(path: str | os.PathLike) -> tuple[Path, str]:
+    """The checkpoint a path means, and in words which one it is.
+
+    A file or a transformers folder (config.json) is itself. A pretraining run folder (``pretrain
+    run --out``, or its ``checkpoints/``) means fairseq's ``checkpoint_best.pt``, else its
+    ``checkpoint_last.pt``: a run without a valid split (``dataset.disable_validation``) has no
+    best, only a last. Anything else is a UserError."""
+    path = Path(path)
+    if path.is_file() or (path / "config.json").is_file():
+        return path, f"{path}"
+    for folder in (path / "checkpoints", path):
+        for name, why in (("checkpoint_best.pt", "the best by validation loss"),
+                          ("checkpoint_last.pt", "the last: the run has no checkpoint_best.pt (no valid split)")):
+            if (folder / name).is_file():
+                return folder / name, f"{folder / name} ({why})"
+    if not path.exists():
+        raise UserError("checkpoint path not found", path=path, fix="give a fairseq .pt file or a transformers folder")
+    raise UserError("no checkpoint here: neither a .pt file, a transformers folder (config.json) nor a pretraining "
+                    "run (checkpoints/checkpoint_best.pt or checkpoint_last.pt)", path=path,
+                    fix="give the checkpoint file, or the --out folder of `gendergap pretrain run`")

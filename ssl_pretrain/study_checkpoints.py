@@ -80,12 +80,15 @@ def register_study_checkpoints(registry: str, entries: list[dict], trust: bool =
     registered with the same file and facts is left as it is."""
     from manifests.build import make_up
     from ssl_pretrain.checkpoints import register_checkpoint
-    from ssl_pretrain.registry import Registry
+    from ssl_pretrain.registry import Registry, run_checkpoint
 
     reg = Registry(registry)
     known = {e["name"]: e for e in reg.entries()}
     for e in entries:
         path = e["path"] or (Path(e["pretrain_dir"]) / "checkpoint.txt").read_text().strip()
+        path, which = run_checkpoint(path)   # a `pretrain run` folder: its best, else its last checkpoint
+        if e["path"] and Path(e["path"]) != path:
+            print(f"checkpoint {e['name']}: {which}", flush=True)
         extra = make_up(e["make_up"]) if e.get("make_up") else dict(e.get("table3") or {})
         if e.get("pretrain_dir") and (Path(e["pretrain_dir"]) / "updates.txt").is_file():
             extra["updates"] = int((Path(e["pretrain_dir"]) / "updates.txt").read_text())

@@ -42,6 +42,8 @@ class CheckpointsStep(Step):
     def check(self, ctx: CheckContext) -> list[Problem]:
         """Each checkpoint path exists, and unpickles nothing a genuine checkpoint does not (unless
         trust_checkpoints: true): a crafted file is refused before any job runs."""
+        from corpora.base.errors import UserError
+        from ssl_pretrain.registry import run_checkpoint
         from ssl_pretrain.safe_load import TRUST_FIX, unsafe_classes
 
         found = []
@@ -52,7 +54,12 @@ class CheckpointsStep(Step):
             if not Path(e["path"]).exists():
                 found.append(Problem(f"{e['path']} does not exist", "fix its `path:`", key))
                 continue
-            unsafe = [] if self.trust else unsafe_classes(e["path"])
+            try:
+                path, _ = run_checkpoint(e["path"])   # a run folder: its best, else its last checkpoint
+            except UserError as err:
+                found.append(Problem(f"{e['path']}: {err.message}", "fix its `path:`", key))
+                continue
+            unsafe = [] if self.trust else unsafe_classes(path)
             if unsafe:
                 found.append(Problem(
                     f"{e['path']} would unpickle {', '.join(unsafe)}, which no genuine "
