@@ -108,8 +108,11 @@ def on_device(cfg: dict, device: str, precision: str) -> dict:
 
     On a GPU ``--cpu`` is dropped and ``cuda:N`` becomes ``CUDA_VISIBLE_DEVICES=N`` for the fairseq
     processes (``gpu`` in the returned dict). fp16 is fairseq's ``--fp16``: fp16 weights and
-    activations with an fp32 master copy in the optimizer and dynamic loss scaling. bf16 is
-    refused: fairseq 0.12's ``--bf16`` switches on TPU mode (``--tpu``), which needs torch_xla.
+    activations with an fp32 master copy in the optimizer and dynamic loss scaling, for training
+    only: fairseq-generate's ``--fp16`` halves the model but feeds it the data's fp32 features
+    ("Input type (float) and bias type (c10::Half) should be the same"; `st decode` of an fp16
+    run failed so on an H100), so decoding runs in fp32 on the GPU. bf16 is refused: fairseq 0.12's ``--bf16`` switches on TPU
+    mode (``--tpu``), which needs torch_xla.
     """
     if precision == "bf16":
         raise UserError("fairseq (0.12) cannot train or decode in bf16 off a TPU: its --bf16 implies --tpu",
@@ -118,7 +121,8 @@ def on_device(cfg: dict, device: str, precision: str) -> dict:
     gpu = device.startswith("cuda")
     for section in ("train", "decode"):
         cfg[section]["cpu"] = not gpu
-        cfg[section]["fp16"] = precision == "fp16"
+    cfg["train"]["fp16"] = precision == "fp16"
+    cfg["decode"].pop("fp16", None)   # see above: generate in fp32 (a preset's own fp16: true too)
     cfg["gpu"] = (device.partition(":")[2] or "0") if gpu else None
     cfg["device"], cfg["precision"] = device, precision
     return cfg

@@ -14,10 +14,14 @@
 # requirements/gpu-device-wheels.txt into .whl/ (cp312 manylinux; see that file), then:
 #   run(command="bash scripts/device_gpu_check.sh", carry=[".whl"], timeout_s=600)
 # Elsewhere: OUT=/some/dir BUDGET_S=900 bash scripts/device_gpu_check.sh   (needs .whl/ too)
+# Only some steps: STEPS="pytest bench" (default "pytest bench smoke"). A failing test's fairseq
+# logs (generate.log, train.log) are copied to $OUT/fairseq-logs.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/runs/device_gpu_check}"
 BUDGET_S="${BUDGET_S:-570}"            # the whole script; the device's per-call limit is 600 s
+STEPS="${STEPS:-pytest bench smoke}"
+want() { [[ " $STEPS " == *" $1 "* ]]; }
 START=$(date +%s)
 left() { echo $(( BUDGET_S - ($(date +%s) - START) )); }
 cap() { local l; l=$(left); echo $(( l < $1 ? (l > 1 ? l : 1) : $1 )); }   # timeout 0 would mean none
@@ -39,20 +43,31 @@ print("imports ok; torch", torch.__version__, "cuda", torch.version.cuda, torch.
       "| libsndfile", soundfile.__libsndfile_version__)'
 } 2>&1 | tee "$OUT/env.log"
 
-echo "== pytest ($(left) s left)"
-T0=$(date +%s)
-timeout "$(cap 300)" "$PY" -m pytest -p no:cacheprovider -v --durations=0 \
-    tests/test_gpu.py \
-    tests/test_feature_store.py::test_device_and_precision_options \
-    tests/test_config.py::test_steps_take_their_device_and_precision_from_the_task 2>&1 | tee "$OUT/pytest.log"
-echo "pytest wall: $(( $(date +%s) - T0 )) s" | tee -a "$OUT/pytest.log"
+if want pytest; then
+  echo "== pytest ($(left) s left)"
+  T0=$(date +%s)
+  timeout "$(cap 300)" "$PY" -m pytest -p no:cacheprovider -v --durations=0 --basetemp=/tmp/gpu_pytest \
+      tests/test_gpu.py \
+      tests/test_feature_store.py::test_device_and_precision_options \
+      tests/test_st_data.py::test_fairseq_runs_where_the_device_says \
+      tests/test_config.py::test_steps_take_their_device_and_precision_from_the_task 2>&1 | tee "$OUT/pytest.log"
+  echo "pytest wall: $(( $(date +%s) - T0 )) s" | tee -a "$OUT/pytest.log"
+  if grep -q "^FAILED" "$OUT/pytest.log"; then
+    find /tmp/gpu_pytest -name generate.log -o -name train.log | while read -r f; do
+      echo "==== $f"; tail -n 40 "$f"; done > "$OUT/fairseq-logs.txt"
+  fi
+fi
 
-echo "== bench ($(left) s left)"
-timeout "$(cap 150)" "$PY" benchmarks/bench_features.py --throughput --skip-store \
-    --device cuda 2>&1 | tee "$OUT/bench.log"
+if want bench; then
+  echo "== bench ($(left) s left)"
+  timeout "$(cap 150)" "$PY" benchmarks/bench_features.py --throughput --skip-store \
+      --device cuda 2>&1 | tee "$OUT/bench.log"
+fi
 
-echo "== gpu_smoke ($(left) s left)"
-if [ "$(left)" -gt 60 ]; then
+if ! want smoke; then
+  :
+elif [ "$(left)" -gt 60 ]; then
+  echo "== gpu_smoke ($(left) s left)"
   T0=$(date +%s)
   timeout $(( $(left) - 10 )) env PYTHON="$PY" bash scripts/gpu_smoke.sh /tmp/gpu_smoke 2>&1 | tee "$OUT/smoke.log"
   echo "gpu_smoke wall: $(( $(date +%s) - T0 )) s (exit ${PIPESTATUS[0]})" | tee -a "$OUT/smoke.log"

@@ -154,8 +154,12 @@ def test_fairseq_runs_where_the_device_says():
     cpu = on_device(tiny, "cpu", "fp32")
     assert cpu["train"]["cpu"] is True and cpu["train"]["fp16"] is False and cpu["gpu"] is None
     gpu = on_device(tiny, "cuda:1", "fp16")
-    assert gpu["train"]["cpu"] is False and gpu["decode"]["fp16"] is True and gpu["gpu"] == "1"
+    assert gpu["train"]["cpu"] is False and gpu["decode"]["cpu"] is False and gpu["gpu"] == "1"
     assert "--fp16" in as_flags(gpu["train"]) and "--cpu" not in as_flags(gpu["train"])
+    # fairseq-generate --fp16 halves the model, not the fp32 features it reads: decoding stays fp32
+    assert "--fp16" not in as_flags(gpu["decode"])
+    assert apply_overrides(tiny, ["decode.fp16=true"])["decode"]["fp16"] is True   # even when asked for
+    assert "--fp16" not in as_flags(on_device(apply_overrides(tiny, ["decode.fp16=true"]), "cuda", "fp16")["decode"])
     with pytest.raises(UserError, match="implies --tpu"):
         on_device(tiny, "cpu", "bf16")
 

@@ -99,3 +99,38 @@ def test_train_resume_average_decode_score(tmp_path):
     assert {"coverage", "accuracy", "bleu"} <= set(ms["metric"]) and set(ms["lang_pair"]) == {"fr-en"}
     found = sum(("the" in h.lower().split()) or ("cat" in h.lower().split()) for h in hyps.values())
     assert result["mustshe"]["counts"]["found"] == found and result["mustshe"]["counts"]["terms"] == len(test_rows)
+
+
+@pytest.mark.slow
+def test_decoding_flags_of_a_gpu_fp16_run_work_with_fairseq_generate(tmp_path):
+    """fairseq-generate's --fp16 halves the model but feeds it the data's fp32 features ("Input
+    type (float) and bias type (c10::Half) should be the same"): `st decode` of an fp16 run failed
+    so on an H100. A GPU fp16 run's decoding flags, run here on the CPU (the clash is the same),
+    must decode; the same flags plus --fp16 show the failure they avoid."""
+    from corpora.base.errors import UserError
+    from downstream_st.decode import decode_st
+    from downstream_st.prepare import FeatureSource, prepare_rows
+    from downstream_st.presets import on_device
+    from downstream_st.train import read_model_meta
+
+    rows = toy_rows()
+    write_wavs_for(tmp_path, rows)
+    table = write_toy_table(tmp_path, rows)
+    out, store = tmp_path / "st", tmp_path / "store"
+    assert main(["st", "train", "--ckpt", str(tiny_wav2vec(tmp_path / "w2v")), "--layer", "1", "--train", str(table),
+                 "--train-split", "train", "--valid", str(table), "--valid-split", "valid", "--src", "fr",
+                 "--tgt", "en", "--out", str(out), "--feature-store", str(store), "--preset", "tiny",
+                 "data.vocab_size=40", "max-update=2"]) == 0
+    meta = read_model_meta(out)
+    gpu = on_device(meta["preset"], "cuda:0", "fp16")
+    assert gpu["train"]["fp16"] is True
+    meta["preset"] = {**gpu, "decode": {**gpu["decode"], "cpu": True}, "gpu": None}   # no GPU here
+    test = prepare_rows(table, FeatureSource(ckpt=meta["ssl_checkpoint"], layer=meta["layer"], store=str(store),
+                                             registry=meta.get("registry")),
+                        split="test", src="fr", expected_dim=int(meta["feature_dim"]), progress=False)
+    run = decode_st(out, meta, test, tmp_path / "gpu.hyp")
+    assert "--fp16" not in run["command"]
+    assert len((tmp_path / "gpu.hyp").read_text().splitlines()) == len(test) == 8
+    with pytest.raises(UserError, match="fairseq exited with code 1"):
+        decode_st(out, meta, test, tmp_path / "fp16.hyp", decode_flags={"fp16": True})
+    assert "c10::Half" in (tmp_path / "fp16.hyp.work" / "generate.log").read_text()
