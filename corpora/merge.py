@@ -38,6 +38,7 @@ The report also holds the provenance: a fingerprint (path, size, mtime) of every
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 from pathlib import Path
@@ -75,6 +76,7 @@ def merge_tables(paths, *, gender_map: dict[str, str] | None = None) -> tuple[pd
             df[col] = df[col].fillna("").astype(str)
     df = apply_gender_map(df, gender_map, table_source(paths))
     df["_base"] = df["audio"].map(os.path.basename)
+    df["_rec"] = _recordings(df)
 
     df, joined, not_joined, lent = _join(df)
     df, renames, collisions = _make_ids_unique(df, paths)
@@ -99,7 +101,7 @@ def merge_tables(paths, *, gender_map: dict[str, str] | None = None) -> tuple[pd
     _warn(report, paths)
     if not renames and not any(f.attrs["had_orig_id"] for f in frames):
         df = df.drop(columns="orig_id")   # nothing renamed: no column to carry
-    out = df.drop(columns=[c for c in (*_INTERNAL, "_base") if c in df.columns])
+    out = df.drop(columns=[c for c in (*_INTERNAL, "_base", "_rec") if c in df.columns])
     extra = [c for c in out.columns if c not in COLUMNS]
     out = out[COLUMNS + extra].reset_index(drop=True)
     validate_table(out, table_source(paths))
@@ -143,6 +145,18 @@ def _recording(audio: str):
         return ("path", audio)
 
 
+def _recordings(df: pd.DataFrame) -> pd.Series:
+    """A recording key per row (_recording as text). Only rows that have a twin by file name,
+    offset and duration can be the same segment as another: only their files are stat'ed, once
+    per file; the others keep their path."""
+    twin = df.duplicated(["_base", "offset", "duration"], keep=False)
+    rec = "path:" + df["audio"]
+    if twin.any():
+        keys = {a: repr(_recording(a)) for a in df.loc[twin, "audio"].unique()}
+        rec[twin] = df.loc[twin, "audio"].map(keys)
+    return rec
+
+
 def _compatible(a: dict, b: dict, cols) -> list[str]:
     """The columns where both rows have a value and the values differ."""
     return [c for c in cols if a[c] != b[c] and a[c] != "" and b[c] != ""]
@@ -150,65 +164,109 @@ def _compatible(a: dict, b: dict, cols) -> list[str]:
 
 def _join(df: pd.DataFrame) -> tuple[pd.DataFrame, dict, dict, dict]:
     """Rule 2: rows of one corpus that are the same segment become one row; the same segment's
-    rows in other corpora lend each other their translations (rule 2b)."""
-    key = [c for c in _SEGMENT if c != "corpus"]
-    cand = df.duplicated(key, keep=False)
+    rows in other corpora lend each other their translations (rule 2b).
+
+    Vectorised for the usual case -- a segment whose rows agree on every column (each column has
+    at most one non-empty value): one groupby. A segment whose rows disagree somewhere goes
+    through the row-by-row rules (_join_rows), which say what differs."""
+    key = [c for c in _SEGMENT if c != "corpus"] + ["_rec"]
     joined = {"rows": 0, "examples": []}
     not_joined = {"count": 0, "examples": []}
     lent = {"rows": 0, "examples": []}
+    cand = df.duplicated(key, keep=False)
     if not cand.any():
         return df, joined, not_joined, lent
-    other = [c for c in df.columns if c not in ("audio", "id", "orig_id", *_INTERNAL, "_base")]
+    other = [c for c in df.columns if c not in ("audio", "id", "orig_id", "_rec", "_base", *_INTERNAL)]
     tgt = [c for c in other if c.startswith("tgt_text_")]
     same = [c for c in other if c not in tgt and c != "corpus"]
-    merged_rows = []
-    for _, group in df[cand].groupby(key, sort=False):
-        clusters: list[dict] = []
-        for row in group.to_dict("records"):
-            rec = _recording(row["audio"])
-            for c in clusters:   # `other` holds corpus: rows of two corpora never join
-                if c["_recid"] == rec and not _compatible(c, row, other):
-                    for col in other:
-                        if c[col] == "":
-                            c[col] = row[col]
-                    c["_from"].append((row["_input"], row["_line"]))
-                    break
-            else:
-                clusters.append(dict(row, _recid=rec, _from=[(row["_input"], row["_line"])]))
-        for c in clusters:
-            if len(c["_from"]) > 1:
-                joined["rows"] += 1
-                if len(joined["examples"]) < _EXAMPLES:
-                    joined["examples"].append({"corpus": c["corpus"], "id": c["id"],
-                                               "tgt": sorted(k for k in tgt if c[k]),
-                                               "inputs": [i + 1 for i, _ in c["_from"]]})
-        by_corpus: dict[str, list[dict]] = {}
-        for c in clusters:
-            by_corpus.setdefault(c["corpus"], []).append(c)
-        for corpus, cs in by_corpus.items():
-            if len(cs) > 1:
-                not_joined["count"] += len(cs) - 1
-                if len(not_joined["examples"]) < _EXAMPLES:
-                    a, b = cs[0], cs[1]
-                    why = (["audio file"] if a["_recid"] != b["_recid"] else []) + _compatible(a, b, other)
-                    not_joined["examples"].append({"corpus": corpus, "id": a["orig_id"], "differ": why})
-        if len(by_corpus) > 1:
-            _lend_translations(clusters, tgt, same, lent)
-        merged_rows += [{k: v for k, v in c.items() if k not in ("_recid", "_from")} for c in clusters]
-    out = pd.concat([df[~cand], pd.DataFrame(merged_rows, columns=df.columns)], ignore_index=True)
+    c = df[cand].copy()
+    c["_g"] = c.groupby(key, sort=False).ngroup()
+    values = c[same + tgt]
+    conflict = values.mask(values.eq("")).groupby(c["_g"]).nunique().gt(1).any(axis=1)
+    bad = c["_g"].isin(conflict.index[conflict])
+    parts = [df[~cand]]
+    if (~bad).any():
+        parts.append(_join_agreeing(c[~bad], tgt, joined, lent))
+    if bad.any():
+        rows = []
+        for _, group in c[bad].groupby("_g", sort=False):
+            rows += _join_rows(group, other, tgt, same, joined, not_joined, lent)
+        parts.append(pd.DataFrame(rows, columns=c.columns))
+    out = pd.concat(parts, ignore_index=True).drop(columns="_g")
     out = out.sort_values(["_input", "_line"], kind="stable").reset_index(drop=True)
-    for col in _NUMERIC:
+    for col in (*_NUMERIC, *_INTERNAL):
         out[col] = out[col].astype(df[col].dtype)
     return out, joined, not_joined, lent
 
 
-def _lend_translations(clusters: list[dict], tgt: list[str], same: list[str], lent: dict) -> None:
-    """Rule 2b: an empty tgt_text_<lang> of one corpus's row takes the value the same segment
-    (same recording, no conflicting column but corpus) has in another corpus, when that value
-    is one and the same wherever it is given. The rows stay apart, so no task's rows change."""
+def _join_agreeing(c: pd.DataFrame, tgt: list[str], joined: dict, lent: dict) -> pd.DataFrame:
+    """Segments whose rows agree: one row per (segment, corpus) holding every non-empty value
+    (the first row's id, audio and place), then empty translations filled across corpora."""
+    na = c.mask(c.eq(""))
+    by = na.groupby(["_g", "corpus"], sort=False)
+    agg = by.first()                       # first non-empty value of each column
+    size = by.size()
+    inputs = by["_input"].agg(list)
+    before = agg[tgt].isna()
+    if tgt:
+        agg[tgt] = agg[tgt].fillna(agg[tgt].groupby(level="_g").transform("first"))
+    gained = before & agg[tgt].notna()
+    many = size[size > 1]
+    joined["rows"] += int(len(many))
+    for g_c in many.index[:_EXAMPLES - len(joined["examples"])]:
+        row = agg.loc[g_c]
+        joined["examples"].append({"corpus": g_c[1], "id": row["id"], "tgt": sorted(k for k in tgt if pd.notna(row[k])),
+                                   "inputs": [int(i) + 1 for i in inputs[g_c]]})
+    got = gained.any(axis=1) if tgt else pd.Series(False, index=agg.index)
+    lent["rows"] += int(got.sum())
+    for g_c in got.index[got][:_EXAMPLES - len(lent["examples"])]:
+        lent["examples"].append({"corpus": g_c[1], "id": agg.loc[g_c, "orig_id"],
+                                 "tgt": [k for k in tgt if gained.loc[g_c, k]]})
+    out = agg.reset_index()
+    text = [col for col in out.columns if col not in _NUMERIC and col not in ("_g", *_INTERNAL)]
+    out[text] = out[text].fillna("")
+    return out[c.columns]
+
+
+def _join_rows(group: pd.DataFrame, other, tgt, same, joined, not_joined, lent) -> list[dict]:
+    """One segment whose rows disagree somewhere: rows join when they agree (or one is empty)."""
+    clusters: list[dict] = []
+    for row in group.to_dict("records"):
+        for c in clusters:   # `other` holds corpus: rows of two corpora never join
+            if not _compatible(c, row, other):
+                for col in other:
+                    if c[col] == "":
+                        c[col] = row[col]
+                c["_from"].append(row["_input"])
+                break
+        else:
+            clusters.append(dict(row, _from=[row["_input"]]))
     for c in clusters:
-        peers = [p for p in clusters if p is not c and p["corpus"] != c["corpus"]
-                 and p["_recid"] == c["_recid"] and not _compatible(p, c, same)]
+        if len(c["_from"]) > 1:
+            joined["rows"] += 1
+            if len(joined["examples"]) < _EXAMPLES:
+                joined["examples"].append({"corpus": c["corpus"], "id": c["id"], "tgt": sorted(k for k in tgt if c[k]),
+                                           "inputs": [int(i) + 1 for i in c["_from"]]})
+    by_corpus: dict[str, list[dict]] = {}
+    for c in clusters:
+        by_corpus.setdefault(c["corpus"], []).append(c)
+    for corpus, cs in by_corpus.items():
+        if len(cs) > 1:
+            not_joined["count"] += len(cs) - 1
+            if len(not_joined["examples"]) < _EXAMPLES:
+                not_joined["examples"].append({"corpus": corpus, "id": cs[0]["orig_id"],
+                                               "differ": _compatible(cs[0], cs[1], other)})
+    if len(by_corpus) > 1:
+        _lend_translations(clusters, tgt, same, lent)
+    return [{k: v for k, v in c.items() if k != "_from"} for c in clusters]
+
+
+def _lend_translations(clusters: list[dict], tgt: list[str], same: list[str], lent: dict) -> None:
+    """Rule 2b, row by row: an empty tgt_text_<lang> takes the value the same segment has in
+    another corpus (no conflicting column but corpus and translations), when that value is one
+    and the same wherever it is given."""
+    for c in clusters:
+        peers = [p for p in clusters if p is not c and p["corpus"] != c["corpus"] and not _compatible(p, c, same)]
         got = []
         for col in tgt:
             values = {p[col] for p in peers if p[col]}
@@ -225,35 +283,38 @@ def _make_ids_unique(df: pd.DataFrame, paths: list[Path]) -> tuple[pd.DataFrame,
     """Rule 3: ``<corpus>/<id>`` for ids on several rows, then ``#<input>`` if needed."""
     df = df.copy()
     dup = df["id"].duplicated(keep=False)
-    renames: list[dict] = []
     collisions = {"count": 0, "examples": []}
     if not dup.any():
-        return df, renames, collisions
-    new = df.loc[dup, "corpus"] + "/" + df.loc[dup, "id"]
+        return df, [], collisions
+    sub = df[dup]
+    new = sub["corpus"] + "/" + sub["id"]
     again = new.duplicated(keep=False)
     if again.any():   # same corpus, same id, not the same segment (rule 2 would have joined it)
-        groups = df.loc[dup][again].groupby(["corpus", "id"], sort=False)
+        groups = sub[again].groupby(["corpus", "id"], sort=False)
         collisions["count"] = int(groups.ngroups)
-        for (corpus, uid), g in list(groups)[:_EXAMPLES]:
+        for (corpus, uid), g in itertools.islice(groups, _EXAMPLES):
             collisions["examples"].append({"corpus": corpus, "id": uid, "inputs": [int(i) + 1 for i in g["_input"]],
                                            "differ": _differ(g.iloc[0], g.iloc[1])})
-        new[again] = new[again] + "#" + (df.loc[dup, "_input"][again] + 1).astype(str)
+        new[again] = new[again] + "#" + (sub.loc[again, "_input"] + 1).astype(str)
     taken = set(df.loc[~dup, "id"])
-    for idx, nid in new.items():
-        base, n = nid, 1
-        while nid in taken:   # a table that already had an id like mtedx/a1_0: count up
+    clash = new.isin(taken) | new.duplicated(keep=False)
+    for idx in new.index[clash]:   # a table that already had an id like mtedx/a1_0: count up
+        base, n, nid = new[idx], 1, new[idx]
+        while nid in taken:
             n += 1
             nid = f"{base}~{n}"
         taken.add(nid)
-        renames.append({"input": os.fspath(paths[int(df.at[idx, "_input"])]), "line": int(df.at[idx, "_line"]),
-                        "corpus": df.at[idx, "corpus"], "id": df.at[idx, "id"], "new_id": nid})
-        df.at[idx, "id"] = nid
-    return df, renames, collisions
+        new[idx] = nid
+    renames = pd.DataFrame({"input": sub["_input"].map(lambda i: os.fspath(paths[int(i)])),
+                            "line": sub["_line"].astype(int), "corpus": sub["corpus"], "id": sub["id"],
+                            "new_id": new}).to_dict("records")
+    df.loc[dup, "id"] = new
+    return df, [{k: (int(v) if k == "line" else v) for k, v in r.items()} for r in renames], collisions
 
 
 def _differ(a: pd.Series, b: pd.Series) -> list[str]:
     """The columns two rows with one id differ in (the audio compared as a recording)."""
-    skip = {"id", "orig_id", "audio", "_base", *_INTERNAL}
+    skip = {"id", "orig_id", "audio", "_base", "_rec", *_INTERNAL}
     out = ["audio file"] if _recording(a["audio"]) != _recording(b["audio"]) else []
     return out + [c for c in a.index if c not in skip and str(a[c]) != str(b[c]) and str(a[c]) and str(b[c])]
 
@@ -261,28 +322,23 @@ def _differ(a: pd.Series, b: pd.Series) -> list[str]:
 def _duplicates(df: pd.DataFrame) -> tuple[dict, dict]:
     """Rule 4: one audio segment on several rows: the same original id in several corpora is
     the subsets' overlap (counted); different original ids are a duplicate (warned about)."""
-    key = ["_base", "offset", "duration"]
+    key = ["_base", "offset", "duration", "_rec"]
     cand = df[df.duplicated(key, keep=False)]
     shared = {"count": 0, "examples": []}
     dups = {"count": 0, "examples": []}
-    for _, g in cand.groupby(key, sort=False):
-        by_rec: dict = {}
-        for row in g.to_dict("records"):
-            by_rec.setdefault(_recording(row["audio"]), []).append(row)
-        for rows in by_rec.values():
-            if len(rows) < 2:
-                continue
-            if len({r["orig_id"] for r in rows}) == 1 and len({r["corpus"] for r in rows}) == 1:
-                continue   # one corpus's segment not joined (rule 2 said why): in same_id_different_segment
-            if len({r["orig_id"] for r in rows}) > 1:
-                dups["count"] += 1
-                if len(dups["examples"]) < _EXAMPLES:
-                    dups["examples"].append({"audio": rows[0]["audio"], "offset": rows[0]["offset"],
-                                             "duration": rows[0]["duration"], "ids": [r["id"] for r in rows]})
-            else:
-                shared["count"] += 1
-                if len(shared["examples"]) < _EXAMPLES:
-                    shared["examples"].append({"id": rows[0]["orig_id"], "corpora": sorted({r["corpus"] for r in rows})})
+    if cand.empty:
+        return shared, dups
+    g = cand.groupby(key, sort=False)
+    n_ids, n_corpora = g["orig_id"].nunique(), g["corpus"].nunique()
+    is_dup, is_shared = n_ids > 1, (n_ids == 1) & (n_corpora > 1)
+    dups["count"], shared["count"] = int(is_dup.sum()), int(is_shared.sum())
+    for k in is_dup.index[is_dup][:_EXAMPLES]:
+        rows = g.get_group(k)
+        dups["examples"].append({"audio": rows["audio"].iloc[0], "offset": float(rows["offset"].iloc[0]),
+                                 "duration": float(rows["duration"].iloc[0]), "ids": rows["id"].tolist()})
+    for k in is_shared.index[is_shared][:_EXAMPLES]:
+        rows = g.get_group(k)
+        shared["examples"].append({"id": rows["orig_id"].iloc[0], "corpora": sorted(set(rows["corpus"]))})
     return shared, dups
 
 

@@ -300,3 +300,23 @@ def test_tables_with_distinct_ids_merge_as_they_are(named, tmp_path, capsys):
     m = read_table(out)
     assert list(m["id"]) == list(read_table(named[1])["id"]) + list(pt["id"]) and "orig_id" not in m.columns
     assert "0 id(s) renamed" in stdout
+
+
+def test_conflicting_translations_of_one_segment_are_not_joined(tmp_path, capsys):
+    """Two tables of one corpus giving one segment two different English translations: the rows
+    that agree join, those two stay apart (ids #<input>), and the warning names tgt_text_en."""
+    en = index_pairs(tmp_path, capsys, corpus=lambda tgt: "mtedx")[1]
+    other = read_table(en)
+    other.loc[other["id"] == "a1_1", "tgt_text_en"] = "another sentence"
+    from corpora.table import write_table
+    write_table(other, tmp_path / "en_copy.tsv")
+    out = tmp_path / "m.tsv"
+    rc, stdout, err = run(capsys, "corpus", "merge", str(en), str(tmp_path / "en_copy.tsv"), "--out", str(out))
+    assert rc == 0, err
+    m = read_table(out).set_index("id")
+    assert sorted(m.index) == ["a1_0", "b2_0", "c3_0", "mtedx/a1_1#1", "mtedx/a1_1#2"]
+    assert m.loc["mtedx/a1_1#2", "tgt_text_en"] == "another sentence"
+    warn = [line for line in err if "different segments" in line]
+    assert len(warn) == 1 and "tgt_text_en" in warn[0] and "duration" not in warn[0]
+    report = json.loads(Path(f"{out}.merge.json").read_text())
+    assert report["translations_joined"]["rows"] == 3 and report["not_joined"]["count"] == 1
