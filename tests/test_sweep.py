@@ -84,19 +84,21 @@ def test_killed_sweep_resumes_without_redoing_or_duplicating(tmp_path):
 
 def test_failed_job_blocks_dependents_and_waits_for_retry(tmp_path):
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(CONFIG % "synth-xx")  # no such corpus: the ASR data export and the feature extractions fail
+    # a layer the models lack: the feature extractions fail when they run (a corpus the table lacks
+    # would be refused before any job by the sweep's input checks, tests/test_preflight.py)
+    cfg.write_text((CONFIG % "synth-fr").replace("layer: last", "layer: 99"))
     out = tmp_path / "o"
     r = sweep(cfg, out)
     assert r.returncode == 1
-    assert "FAILED   asr-data:synth-xx  UserError:" in r.stdout and "corpus 'synth-xx' has no rows" in r.stdout
-    assert "blocked  3 job(s) needing a failed one: asr-frozen:F-tiny, asr-frozen:M-tiny, report" in r.stdout
-    failed = out / "sweep" / "jobs" / "asr-data_synth-xx" / "failed.json"
+    assert "FAILED   features:F-tiny  UserError:" in r.stdout and "layer 99 does not exist" in r.stdout
+    assert "blocked" in r.stdout and "asr-frozen:F-tiny, asr-frozen:M-tiny, report;" in r.stdout
+    failed = out / "sweep" / "jobs" / "features_F-tiny" / "failed.json"
     first = failed.read_text()
 
     r2 = sweep(cfg, out)  # not retried without --retry-failed
-    assert r2.returncode == 1 and "3 failed before" in r2.stdout and failed.read_text() == first
+    assert r2.returncode == 1 and "2 failed before" in r2.stdout and failed.read_text() == first
     assert "FAILED" not in r2.stdout
     r3 = sweep(cfg, out, "--retry-failed")
-    assert r3.returncode == 1 and "start    asr-data:synth-xx" in r3.stdout and failed.read_text() != first
+    assert r3.returncode == 1 and "start    features:F-tiny" in r3.stdout and failed.read_text() != first
     status = sweep(cfg, out, "status")
-    assert "failed   asr-data:synth-xx" in status.stdout and "has no rows in split" in status.stdout
+    assert "failed   features:F-tiny" in status.stdout and "layer 99 does not exist" in status.stdout
