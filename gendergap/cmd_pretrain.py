@@ -92,10 +92,14 @@ def run_local(args) -> int:
         overrides += warm_start(ref.fairseq_state(), args.out)
     summary = run_pretraining(args.preset, args.manifest, args.out, seed=args.seed, overrides=overrides,
                               policy=_policy(args), check_audio=args.check_audio, threads=args.threads)
+    from corpora.base.errors import UserError
     from ssl_pretrain.registry import run_checkpoint
+    try:
+        wrote = f"the checkpoint to register: {run_checkpoint(args.out)[1]} (`gendergap ckpt add NAME {args.out}` picks it)"
+    except UserError:
+        wrote = "no checkpoint written (fairseq saves at checkpoint.save_interval_updates and at the end of an epoch)"
     print(f"done: {summary['final_updates']} updates, checkpoints in {args.out}/checkpoints "
-          f"(lr {summary['lr']:g}, {summary['restarts']} watchdog restarts); the checkpoint to register: "
-          f"{run_checkpoint(args.out)[1]} (`gendergap ckpt add NAME {args.out}` picks it)")
+          f"(lr {summary['lr']:g}, {summary['restarts']} watchdog restarts); {wrote}")
     return 0
 
 
