@@ -143,3 +143,15 @@ def test_pretraining_audio_must_be_16khz(tmp_path, capsys):
     err = lines[0]
     assert err.startswith(f"{cfg}:6: pretraining: 8 of 8 row(s) are not at 16000 Hz (48000 Hz;"), err
     assert "--resample 16000" in err
+
+
+def test_a_task_training_on_a_selection_is_checked_too(tmp_path, capsys):
+    rows = toy_rows(SPLITS)
+    for r in rows:
+        if r["speaker"] == "f4":
+            r["gender"] = "U"
+    cfg = study(tmp_path, rows, tasks="  asr-frozen: {corpus: toy, selection: bal}\n")
+    cfg.write_text(cfg.read_text() + "selections:\n  bal: {corpus: toy, gender: balanced}\n")
+    rc, lines, _ = sweep(cfg, tmp_path / "o", capsys)
+    assert rc == 2 and len(lines) == 1, lines
+    assert lines[0].startswith(f"{cfg}:9: task 'asr-frozen': 1 test speaker(s) have no gender (U): f4"), lines

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gendergap.steps.base import Graph, Step
+from gendergap.steps.base import CheckContext, Graph, Problem, Step, problems
 from gendergap.steps.data import asr_data
 
 
@@ -32,6 +32,14 @@ class SelectionStep(Step):
         print(f"selection {self.name}: " + "; ".join(
             f"{split} {s['all']['seconds'] / 3600:.2f} h ({s['all']['speakers']} spk)"
             for split, s in report["splits"].items()), flush=True)
+
+    def check(self, ctx: CheckContext) -> list[Problem]:
+        """The corpus and its splits have rows, the test speakers a gender, the audio readable
+        (corpora.checks), as for a task's own splits; the selection's own feasibility is
+        manifest build's, when it runs."""
+        from corpora.checks import rows_findings
+
+        return [] if ctx.is_pending(self.table) else problems(rows_findings(self.table, self.corpus, self.splits))
 
 
 def selection_step(g: Graph, name: str) -> SelectionStep:
