@@ -207,10 +207,12 @@ def audio_findings(table: str | os.PathLike, rows: pd.DataFrame, *, rate: int | 
     from corpora.audio_info import AudioInfo, probe_headers
     from corpora.table import resolve_audio
 
+    files = rows.drop_duplicates("audio")   # many segments share a recording: resolve each file once
     try:
-        paths = resolve_audio(rows, table)
+        resolved = dict(zip(files["audio"], resolve_audio(files, table)))
     except UserError as e:
         return [Finding(str(e).split(" -- ")[0], e.fix or "")]
+    paths = rows["audio"].map(resolved)
     state = _current()
     todo = [p for p in dict.fromkeys(paths) if p not in state.headers]
     if todo:
