@@ -113,7 +113,8 @@ def register(subparsers, group: str, help: str) -> None:
     d.add_argument("--features-index", default=None, help="use this ready feature index instead of extracting")
     d.add_argument("--device", default=None, help="auto|cpu|cuda|cuda:N (default: the device it trained on)")
     d.add_argument("--precision", default=None, choices=("fp32", "fp16", "bf16"),
-                   help="fp32 or fp16 (default: the training run's)")
+                   help="fp32 or fp16 for extracting the test features (default: the training run's); "
+                        "fairseq-generate itself always runs fp32 (its --fp16 feeds fp32 features to a half model)")
     d.add_argument("--registry", default=None, help="checkpoint registry JSON (default: the training run's)")
     d.add_argument("--no-score", action="store_true", help="only decode (e.g. a test set without references)")
     d.add_argument("--mustshe", default=None, metavar="TSV", help="also score gender accuracy on this MuST-SHE TSV")
