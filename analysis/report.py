@@ -282,9 +282,9 @@ def _data_sections(data: dict, out_dir: Path, written: dict[str, Path]) -> list[
 
     md = []
     for stem, title, frame in (
-            ("table1_pretraining_data", "Table 1 — pre-training data (train split; hours:minutes, M / F)",
+            ("table1_pretraining_data", "Table 1 — pre-training data (train split; duration and speakers, M / F)",
              pretraining_sets_table(data.get("pretraining") or {})),
-            ("table2_downstream_data", "Table 2 — downstream data (hours:minutes; B = speakers of both genders)",
+            ("table2_downstream_data", "Table 2 — downstream data (B = speakers of both genders)",
              downstream_sets_table(data.get("downstream") or []))):
         if not len(frame):
             continue

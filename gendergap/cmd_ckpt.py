@@ -39,8 +39,12 @@ def run_add(args) -> int:
     path, which = run_checkpoint(args.path)
     if path != Path(args.path):
         print(f"registering {which}")
-    e = register_checkpoint(_registry(args), args.name, path, hours=args.hours, male_pct=args.male_pct,
-                            female_pct=args.female_pct, unknown_pct=args.unknown_pct, updates=args.updates,
+    shares = {k: getattr(args, k) for k in ("hours", "male_pct", "female_pct", "unknown_pct")}
+    if args.manifest:   # Table 3's facts measured on the manifest it was pretrained on (given ones win)
+        from manifests.build import make_up
+        shares = {k: v if v is not None else make_up(Path(args.manifest) / "selection_report.json")[k]
+                  for k, v in shares.items()}
+    e = register_checkpoint(_registry(args), args.name, path, **shares, updates=args.updates,
                             replace_entry=args.replace, note=args.note, trust=args.trust_checkpoint)
     print(f"registered {e['name']} ({e['kind']}, {e['updates']} updates) in {_registry(args).path}")
     return 0
@@ -150,6 +154,8 @@ def _add_registry_leaves(sub) -> None:
     a.add_argument("--male-pct", type=float, help="%% of those hours spoken by men")
     a.add_argument("--female-pct", type=float, help="%% spoken by women")
     a.add_argument("--unknown-pct", type=float, help="%% of unknown speaker gender")
+    a.add_argument("--manifest", metavar="DIR", help="the `manifest build` dir it was pretrained on: hours and "
+                   "M/F/U %% from its selection_report.json (the train split), unless given above")
     a.add_argument("--updates", type=int, help="updates trained (default: read from a fairseq checkpoint)")
     a.add_argument("--note", default="", help="free text (where it came from)")
     a.add_argument("--replace", action="store_true", help="overwrite an entry of the same name")

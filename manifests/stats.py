@@ -150,15 +150,22 @@ def _fill(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True).fillna("-") if frames else pd.DataFrame()
 
 
+def _small(frames: list[pd.DataFrame]) -> bool:
+    """Under an hour in every set: hours:minutes would print 0:00, so the tables add seconds."""
+    return all(float(df["duration"].sum()) < 3600 for df in frames)
+
+
 def pretraining_sets_table(manifests: dict[str, str | os.PathLike]) -> pd.DataFrame:
     """Table 1 of the study: per pretraining set (a `manifest build` dir) and corpus, the train
-    split's Duration M / F and # speakers M / F, then the set's TOTAL. Missing dirs are skipped."""
+    split's Duration M / F and # speakers M / F, then the set's TOTAL. Missing dirs are skipped;
+    durations are hours:minutes, h:mm:ss when every set is under an hour."""
+    trains = {name: read_table(Path(mdir) / "selection_train.tsv") for name, mdir in manifests.items()
+              if (Path(mdir) / "selection_train.tsv").is_file()}
+    seconds = _small(list(trains.values()))
     frames = []
-    for name, mdir in manifests.items():
-        if not (Path(mdir) / "selection_train.tsv").is_file():
-            continue
-        train = {"train": read_table(Path(mdir) / "selection_train.tsv")}
-        t1 = table1(gender_counts(train), speakers_from=train)
+    for name, rows in trains.items():
+        train = {"train": rows}
+        t1 = table1(gender_counts(train), with_seconds=seconds, speakers_from=train)
         t1["# speakers"] = _total_speakers(t1, train["train"])
         t1.insert(0, "Set", name)
         frames.append(t1)
@@ -174,11 +181,11 @@ def _total_speakers(t1: pd.DataFrame, rows: pd.DataFrame) -> list[str]:
 
 def downstream_sets_table(sets: list[dict]) -> pd.DataFrame:
     """Table 2 of the study: per data set, per split a '# speakers' and a 'Duration' line
-    (columns M, F, B[, U], All). A set is ``{name, dir}`` (a selection written by
+    (columns M, F, B[, U], All; h:mm:ss when every set is under an hour). A set is ``{name, dir}`` (a selection written by
     manifests.task_selection: its selection_<split>.tsv files) or ``{name, table, corpus, splits}``
     (a corpus's rows under the table's split labels; ``splits`` maps a role to a label). Sets
     whose files do not exist (yet) are skipped."""
-    frames, tables = [], {}
+    frames, tables, found = [], {}, []
     for s in sets:
         if "dir" in s:
             if not (Path(s["dir"]) / "selection_report.json").is_file():
@@ -192,7 +199,10 @@ def downstream_sets_table(sets: list[dict]) -> pd.DataFrame:
             df = tables[s["table"]]
             rows = df[df["corpus"] == s["corpus"]]
             splits = {role: rows[rows["split"] == label] for role, label in s["splits"].items()}
-        t2 = table2(gender_counts(splits), splits)
-        t2.insert(0, "Dataset", s["name"])
+        found.append((s["name"], splits))
+    seconds = _small([df for _, splits in found for df in splits.values()])
+    for name, splits in found:
+        t2 = table2(gender_counts(splits), splits, with_seconds=seconds).rename(columns={"": "measure"})
+        t2.insert(0, "Dataset", name)
         frames.append(t2)
     return _fill(frames)

@@ -60,10 +60,10 @@ def test_balanced_selection_with_male_valid_upsampled_and_test_as_released(table
     t2 = downstream_sets_table([{"name": "mtedx-fr", "table": str(table), "corpus": "mtedx-fr",
                                  "splits": {"train": "train", "valid": "valid", "test": "test"}},
                                 {"name": "balanced", "dir": str(out)}])
-    spk = t2[(t2["Dataset"] == "balanced") & (t2[""] == "# speakers")].set_index("split")
+    spk = t2[(t2["Dataset"] == "balanced") & (t2["measure"] == "# speakers")].set_index("split")
     assert spk.loc["train", "All"] == str(train["speaker"].nunique())
     assert spk.loc["valid", "M"] == str(valid.loc[valid["gender"] == "M", "speaker"].nunique())
-    orig = t2[(t2["Dataset"] == "mtedx-fr") & (t2[""] == "# speakers")].set_index("split")
+    orig = t2[(t2["Dataset"] == "mtedx-fr") & (t2["measure"] == "# speakers")].set_index("split")
     assert orig.loc["valid", "M"] == "-" and orig.loc["train", "All"] == "9"
 
 
