@@ -177,3 +177,17 @@ def test_ckpt_add_on_a_run_without_valid_split_registers_its_last_checkpoint(tmp
     assert main(["ckpt", "--registry", str(registry), "add", "X", str(tmp_path / "empty")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no checkpoint here" in err and "--out folder of `gendergap pretrain run`" in err
+
+
+@pytest.mark.gpu
+def test_a_real_cuda_out_of_memory_names_the_batch_option():
+    from downstream_asr.errors import batch_option, is_out_of_memory
+
+    with pytest.raises(torch.cuda.OutOfMemoryError) as real:   # 4 TiB on one GPU
+        torch.empty(2 ** 40, dtype=torch.float32, device="cuda")
+    assert is_out_of_memory(real.value)
+    with pytest.raises(UserError) as e:
+        with batch_option("batch_seconds", 120):
+            torch.empty(2 ** 40, dtype=torch.float32, device="cuda")
+    assert e.value.message.startswith("out of memory during training with batch_seconds=120 (CUDA out of memory")
+    assert e.value.fix.startswith("lower the batch: batch_seconds=60") and "\n" not in str(e.value)
