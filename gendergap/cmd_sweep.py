@@ -34,10 +34,11 @@ examples:
 Checked before anything runs (--dry-run and every real sweep): each job's inputs against the
 data, without running it: the table reads (no duplicate ids), each task's corpus and splits
 have rows, ST pairs have their tgt_text_<lang> translations, every audio file's header reads
-(headers only, each file once, with a progress bar), pretraining audio is 16 kHz, test speakers
-have a gender, fairseq can batch each ST split with the preset (xs: required-batch-size-multiple
-8), checkpoint files exist. Every problem is one line, `config.yaml:LINE: task 'x': what -- fix`;
-then exit 2, and nothing is submitted. Inputs a job of the sweep will write are not checked.
+(headers only, each file once, with a progress bar), pretraining sets have their genders,
+test speakers have a gender, fairseq can batch each ST split with the preset (xs:
+required-batch-size-multiple 8), checkpoint files exist. Every problem is one line,
+`config.yaml:LINE: task 'x': what -- fix`; then exit 2, and nothing is submitted. Inputs a job
+of the sweep will write, and jobs already done, are not checked.
 
 SLURM: each array is throttled to executor.array_parallelism elements at once (%N); re-running a
 sweep while an earlier run's jobs are still queued submits only the rest, and a new job waits on

@@ -108,13 +108,13 @@ class ManifestStep(Step):
                        selection_options={"corpora": [self.corpus]} if self.corpus else None)
 
     def check(self, ctx: CheckContext) -> list[Problem]:
-        """The pretraining split has rows of the genders asked for, readable, at fairseq's 16 kHz."""
+        """The pretraining split has rows of the genders asked for, and their audio reads (any
+        rate: run() prepares 16 kHz copies for fairseq)."""
         from corpora.checks import manifest_findings
 
         if ctx.is_pending(self.table):
             return []
-        return problems(manifest_findings(self.table, self.corpus, self.split, self.gender,
-                                          rate=None if getattr(self, "resample", None) else 16000), "pretraining")
+        return problems(manifest_findings(self.table, self.corpus, self.split, self.gender, rate=None), "pretraining")
 
 
 @dataclass(kw_only=True)
