@@ -158,3 +158,11 @@ def test_a_task_training_on_a_selection_is_checked_too(tmp_path, capsys):
     rc, lines, _ = sweep(cfg, tmp_path / "o", capsys)
     assert rc == 2 and len(lines) == 1, lines
     assert lines[0].startswith(f"{cfg}:9: task 'asr-frozen': 1 test speaker(s) have no gender (U): f4"), lines
+
+
+def test_a_missing_mustshe_file_is_named(tmp_path, capsys):
+    cfg = study(tmp_path, tasks="  gender-st: {corpus: toy, pairs: [fr-en], mustshe: nowhere.tsv}\n")
+    rc, lines, _ = sweep(cfg, tmp_path / "o", capsys)
+    assert rc == 2 and lines == [f"{cfg}:9: task 'gender-st': the MuST-SHE TSV {tmp_path / 'nowhere.tsv'} does not "
+                                 "exist -- fix the task's `mustshe:` path (relative paths are relative to the table's "
+                                 "folder)"], lines

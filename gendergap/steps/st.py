@@ -94,6 +94,16 @@ class MustsheStep(Step):
                       {"mustshe": str(Path(self.tsv).resolve()), "hyps": str(Path(self.hyps).resolve())},
                       [self.tsv, self.hyps])
 
+    def check(self, ctx: CheckContext) -> list[Problem]:
+        """The MuST-SHE TSV exists, unless a step of the study writes it (or writes a file beside
+        it: the built-in corpus's table and its mustshe_test.tsv come from one step)."""
+        folder = Path(self.tsv).resolve().parent
+        if (ctx.is_pending(self.tsv) or Path(self.tsv).is_file()
+                or any(Path(o).resolve().parent == folder for o in ctx.pending)):
+            return []
+        return [Problem(f"the MuST-SHE TSV {self.tsv} does not exist", "fix the task's `mustshe:` path (relative "
+                        "paths are relative to the table's folder)")]
+
 
 def plan_st(g: Graph, tname: str, t: dict) -> None:
     """One step per checkpoint and pair (or one per seed, then a pooling step), then MuST-SHE."""
