@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from analysis.scoring import refuse_nul
 from corpora.base.errors import UserError
 from corpora.base.textfile import read_utf8
 from corpora.table import normalise_gender
@@ -80,6 +81,7 @@ def read_utf8_lines(path: str | os.PathLike, what: str) -> list[str]:
     """The lines of a UTF-8 text file (without newlines); a clear error naming the bad line."""
     path = Path(path)
     text = read_utf8(path, what)
+    refuse_nul(text, path, what)
     # Split on "\n" only: str.splitlines would also split on \x1c, \u2028... inside a sentence.
     lines = text.split("\n")
     if lines and lines[-1] == "":
@@ -150,7 +152,7 @@ def read_hypotheses(path: str | os.PathLike, rows: list[MustSheRow]) -> list[str
     or ``id<TAB>text`` lines whose ids are the TSV's ID column (any order, optional header)."""
     lines = read_utf8_lines(path, "hypothesis file")
     ids = [r.id for r in rows]
-    keyed = _as_id_tsv(lines, set(ids))
+    keyed = _as_id_tsv(lines, set(ids), path)
     if keyed is not None:
         missing = [i for i in ids if i not in keyed]
         if missing:
@@ -163,7 +165,8 @@ def read_hypotheses(path: str | os.PathLike, rows: list[MustSheRow]) -> list[str
     return lines
 
 
-def _as_id_tsv(lines: list[str], ids: set[str]) -> dict[str, str] | None:
+def _as_id_tsv(lines: list[str], ids: set[str],
+               path: str | os.PathLike = "<hypotheses>") -> dict[str, str] | None:
     """``{id: text}`` when every line is ``id<TAB>text`` with a known id, else None (plain text)."""
     body = lines[1:] if lines and lines[0].split("\t", 1)[0].strip().lower() == "id" else lines
     if not body or not all("\t" in ln for ln in body):
@@ -171,6 +174,11 @@ def _as_id_tsv(lines: list[str], ids: set[str]) -> dict[str, str] | None:
     pairs = [ln.split("\t", 1) for ln in body]
     if not all(k.strip() in ids for k, _ in pairs):
         return None
+    for n, (_, v) in enumerate(pairs):
+        if "\t" in v:  # id<TAB>text<TAB>score: the score would be scored as the last word
+            raise UserError(f"{v.count(chr(9)) + 2} tab-separated fields on a hypothesis line, expected 2 "
+                            "(id<TAB>text)", path=path, line=n + 1 + (len(lines) - len(body)),
+                            fix="keep the id and the text only (e.g. cut -f1,2 FILE > FILE.tsv)")
     return {k.strip(): v for k, v in pairs}
 
 

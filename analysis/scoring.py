@@ -33,25 +33,44 @@ DEFAULT_RESAMPLES = 1000
 
 
 # --- reading ------------------------------------------------------------------------------
-def read_texts(path: str | os.PathLike, what: str) -> dict[str, tuple[str, int]]:
+def read_texts(path: str | os.PathLike, what: str, column: int | None = None) -> dict[str, tuple[str, int]]:
     """Read ``id<TAB>text`` lines into {id: (text, line number)}, in file order.
 
     ``what`` ("references"/"hypotheses") goes into error messages. Bad input -- a missing or
-    empty file, non-UTF-8 bytes, an empty id, a duplicate id -- is a UserError naming the line.
+    empty file, non-UTF-8 bytes, a NUL byte, an empty id, a duplicate id, more than two
+    tab-separated fields -- is a UserError naming the line. Decoders often write
+    ``id<TAB>text<TAB>score``: read as two fields, the score would be glued to the last word and
+    scored as a wrong word, so a third field is refused unless ``column`` (1-based, >= 2) names
+    the field that holds the text (the id is always field 1).
     """
     path = Path(path)
     text = read_utf8(path, f"{what} file")
+    refuse_nul(text, path, f"{what} file")
+    if column is not None and column < 2:
+        raise UserError(f"text column {column} is not a text column (field 1 is the id)", path=path,
+                        fix="count fields from 1: id<TAB>text<TAB>score has its text in column 2")
     out: dict[str, tuple[str, int]] = {}
     for lineno, line in enumerate(text.split("\n"), start=1):
         line = line.rstrip("\r")
         if not line.strip():
             continue
-        uid, tab, utt = line.partition("\t")
-        if not tab and len(uid.split()) > 1:  # "utt1 hello world": space-separated, not id<TAB>text
+        fields = line.split("\t")
+        if len(fields) == 1 and len(fields[0].split()) > 1:  # "utt1 hello world": space-separated, not id<TAB>text
             raise UserError(f"no tab on this line of the {what}: {line[:40]!r}", path=path, line=lineno,
                             fix="write id<TAB>text (a Kaldi-style 'id text' file: replace the first space with "
                                 "a tab)")
-        uid = uid.strip()
+        if column is None and len(fields) > 2:
+            raise UserError(f"{len(fields)} tab-separated fields on this line of the {what}, expected 2 "
+                            f"(id<TAB>text): {line[:60]!r}", path=path, line=lineno,
+                            fix="keep the id and the text only (e.g. cut -f1,2 FILE > FILE.tsv)"
+                                + (", or name the text's column with --hyp-column N" if what == "hypotheses"
+                                   else ""))
+        if column is not None and len(fields) > 1 and len(fields) < column:
+            raise UserError(f"{len(fields)} tab-separated field(s) on this line of the {what}, but the text is "
+                            f"read from column {column}", path=path, line=lineno,
+                            fix="give every line the same columns, or name the right one")
+        uid = fields[0].strip()
+        utt = fields[(column or 2) - 1] if len(fields) > 1 else ""
         if lineno == 1 and uid.lower() == "id" and utt.strip().lower() in ("text", "tgt_text", "hyp", "ref"):
             continue  # an optional header
         if not uid:
@@ -64,6 +83,15 @@ def read_texts(path: str | os.PathLike, what: str) -> dict[str, tuple[str, int]]
     if not out:
         raise UserError(f"empty {what} file", path=path, line=1, fix="write one id<TAB>text line per utterance")
     return out
+
+
+def refuse_nul(text: str, path: str | os.PathLike, what: str) -> None:
+    """A NUL byte is never text: a truncated or binary file would otherwise be scored as words."""
+    at = text.find("\x00")
+    if at >= 0:
+        raise UserError(f"NUL byte in the {what}: a binary or corrupted file, not text", path=path,
+                        line=text.count("\n", 0, at) + 1,
+                        fix="regenerate the file (or strip the NULs, e.g. tr -d '\\000' < FILE > FILE.txt)")
 
 
 def _listing(ids: Sequence[str], n: int = 5) -> str:
@@ -223,7 +251,7 @@ def score_stats(metric, stats: np.ndarray, speakers: Sequence[str], genders: Seq
 def score_files(metric: str, refs: str | os.PathLike, hyps: str | os.PathLike,
                 table: str | os.PathLike | pd.DataFrame, *, bootstrap: int = DEFAULT_RESAMPLES,
                 seed: int = DEFAULT_SEED, normalization: str = "none", tokenize: str = "13a",
-                lowercase: bool = False, level: float = 0.95) -> dict:
+                lowercase: bool = False, level: float = 0.95, hyp_column: int | None = None) -> dict:
     """Score a hypothesis file against references, per gender, with speaker-level CIs.
 
     ``metric``: "wer" (jiwer, ``normalization`` from analysis/normalize.py), "bleu" or "chrf"
@@ -232,10 +260,11 @@ def score_files(metric: str, refs: str | os.PathLike, hyps: str | os.PathLike,
     ({F, M, all}), ``ci`` ({F, M, all, delta_rel}: [lo, hi] or None), ``signature``,
     ``stat_names``, ``totals`` (summed stats per gender), ``speaker_stats``
     ({speaker: {gender, n_utts, stats}}), ``warnings``, ``inputs`` (file fingerprints).
+    ``hyp_column``: the hypotheses' text field (1-based) when they have more than two.
     """
     m = get_metric(metric, normalization=normalization, tokenize=tokenize, lowercase=lowercase)
     ref_texts = read_texts(refs, "references")
-    hyp_texts = read_texts(hyps, "hypotheses")
+    hyp_texts = read_texts(hyps, "hypotheses", hyp_column)
     ids, ref_list, hyp_list = align_texts(ref_texts, hyp_texts, refs, hyps)
     spk = read_speakers(table, ids)
     result = score_utterances(m, ref_list, hyp_list, spk["speaker"].tolist(), spk["gender"].tolist(),
@@ -244,6 +273,8 @@ def score_files(metric: str, refs: str | os.PathLike, hyps: str | os.PathLike,
     if not isinstance(table, pd.DataFrame):
         result["inputs"]["table"] = file_fingerprint(table)
     result["options"] = {"normalization": normalization, "tokenize": tokenize, "lowercase": lowercase}
+    if hyp_column is not None:
+        result["options"]["hyp_column"] = hyp_column
     return result
 
 

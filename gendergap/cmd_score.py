@@ -25,6 +25,7 @@ bootstrap intervals that resample SPEAKERS within each gender (--bootstrap resam
 
 examples:
   gendergap score asr --refs test.ref.tsv --hyps test.hyp.tsv --speakers test.tsv --json asr.json
+  gendergap score asr ... --hyps nbest.tsv --hyp-column 2   # id<TAB>text<TAB>score lines
   gendergap score asr ... --normalize lc-nopunct --db runs/results.db --checkpoint F-tiny --task asr-e2e
   gendergap score st --refs test.en.tsv --hyps st.hyp.tsv --speakers test.tsv --json st.json --lang-pair fr-en
   gendergap score delta --female 22.3 --male 25.7          # prints -14.17
@@ -54,7 +55,11 @@ def _add_metric_leaves(sub) -> None:
         q = sub.add_parser(name, help=metric_help, description=metric_help, epilog=SCORE_EPILOG,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         q.add_argument("--refs", required=True, help="references, `id<TAB>text` per line (UTF-8)")
-        q.add_argument("--hyps", required=True, help="hypotheses, `id<TAB>text` per line (UTF-8)")
+        q.add_argument("--hyps", required=True, help="hypotheses, `id<TAB>text` per line (UTF-8); a line with "
+                                                      "more fields is refused unless --hyp-column names the text")
+        q.add_argument("--hyp-column", type=int, default=None, metavar="N",
+                       help="read the hypothesis text from field N (1-based; field 1 is the id), for decoders "
+                            "that write e.g. `id<TAB>text<TAB>score`: --hyp-column 2")
         q.add_argument("--speakers", required=True, metavar="TABLE",
                        help="utterance table TSV with id, speaker, gender columns")
         if name == "asr":
@@ -130,12 +135,12 @@ def run_score(args) -> int:
     if not 0 < args.level < 1:
         raise UserError(f"--level {args.level} is not between 0 and 1", fix="e.g. --level 0.95")
     result = score_files(metric, args.refs, args.hyps, args.speakers, bootstrap=args.bootstrap, seed=args.seed,
-                         level=args.level, **opts)
+                         level=args.level, hyp_column=args.hyp_column, **opts)
     print_result(result)
     if args.db:  # the DB first: a failing --db step leaves no JSON behind
         config = {"refs": str(Path(args.refs).resolve()), "hyps": str(Path(args.hyps).resolve()),
                   "table": str(Path(args.speakers).resolve()), "bootstrap": args.bootstrap, "seed": args.seed,
-                  "level": args.level, **opts}
+                  "level": args.level, **opts, **({"hyp_column": args.hyp_column} if args.hyp_column else {})}
         run_id = store_result(args.db, result, checkpoint=args.checkpoint, task=args.task or args.score_kind,
                               lang_pair=args.lang_pair, subset=args.subset, config=config)
         log.info("stored run %d in %s", run_id, args.db)
@@ -214,9 +219,10 @@ def _unchanged_texts(a: dict, b: dict):
         if ia["refs"]["path"] != ib["refs"]["path"]:
             return None
         refs = read_texts(ia["refs"]["path"], "references")
-        ids, ref_list, hyp_a = align_texts(refs, read_texts(ia["hyps"]["path"], "hypotheses"), ia["refs"]["path"],
-                                           ia["hyps"]["path"])
-        _, _, hyp_b = align_texts(refs, read_texts(ib["hyps"]["path"], "hypotheses"), ib["refs"]["path"],
+        col_a, col_b = ((r.get("options") or {}).get("hyp_column") for r in (a, b))
+        ids, ref_list, hyp_a = align_texts(refs, read_texts(ia["hyps"]["path"], "hypotheses", col_a),
+                                           ia["refs"]["path"], ia["hyps"]["path"])
+        _, _, hyp_b = align_texts(refs, read_texts(ib["hyps"]["path"], "hypotheses", col_b), ib["refs"]["path"],
                                   ib["hyps"]["path"])
     except (KeyError, OSError, UserError):
         return None
