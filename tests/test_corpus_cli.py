@@ -128,7 +128,7 @@ def test_unsupported_channels(tmp_path, capsys):
     argv, csv = _generic_with(tmp_path, lambda c: write_audio(c.parent / "wav" / "short.wav", 1.0, channels=2))
     out = tmp_path / "o.tsv"
     line = assert_user_error(capsys, out, argv + ["--out", str(out)], f"{csv}:4:", "2 channels")
-    assert "downmix" in line and "--max-channels 2" in line
+    assert "--max-channels 2" in line and "--resample 16000" in line and "mono" in line and "sox" not in line
 
 
 def test_duplicate_ids(tmp_path, capsys):
