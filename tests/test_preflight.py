@@ -166,3 +166,19 @@ def test_a_missing_mustshe_file_is_named(tmp_path, capsys):
     assert rc == 2 and lines == [f"{cfg}:9: task 'gender-st': the MuST-SHE TSV {tmp_path / 'nowhere.tsv'} does not "
                                  "exist -- fix the task's `mustshe:` path (relative paths are relative to the table's "
                                  "folder)"], lines
+
+
+def test_a_probe_split_with_one_gender_is_found_before_the_features_run(tmp_path, capsys):
+    """The probes draw F and M utterances from each of the corpus's splits: a valid split whose men
+    are all of unknown gender (a mixed panel mapped to U) failed only once extraction had run."""
+    rows = toy_rows(SPLITS)
+    for r in rows:
+        if r["split"] == "valid" and r["gender"] == "M":
+            r["gender"] = "U"
+    cfg = study(tmp_path, rows, tasks="  probes: {corpus: toy, layers: '1'}\n")
+    rc, lines, _ = sweep(cfg, tmp_path / "o", capsys)
+    assert rc == 2 and len(lines) == 1, lines
+    assert lines[0].startswith(f"{cfg}:9: task 'probes': corpus toy: the valid split (valid/dev rows) has only F "
+                               "speakers"), lines[0]
+    assert "a probe needs female and male speakers in every split" in lines[0]
+    assert not (tmp_path / "o").exists()

@@ -36,10 +36,24 @@ class ProbesStep(ModelStep):
                   precision=self.precision, trust_checkpoint=self.trust, quiet=True)
 
     def check(self, ctx: CheckContext) -> list[Problem]:
-        """The probed corpus has rows of both genders (a gender probe needs F and M examples)."""
-        from corpora.checks import gender_findings
+        """The probed corpus has rows of both genders, and the probe's train/valid/test draw (the
+        corpus's split labels, U rows left out, speakers disjoint) finds F and M in each split."""
+        from analysis.probing import probe_splits
+        from corpora.base.errors import UserError
+        from corpora.checks import gender_findings, load_table
 
-        return [] if ctx.is_pending(self.table) else problems(gender_findings(self.table, self.corpus))
+        if ctx.is_pending(self.table):
+            return []
+        found = problems(gender_findings(self.table, self.corpus))
+        if found:
+            return found
+        df, _ = load_table(self.table)
+        try:
+            probe_splits(df if self.corpus is None else df[df["corpus"] == self.corpus], seed=self.seed,
+                         source=self.table)
+        except UserError as e:
+            return [Problem(f"corpus {self.corpus or '(all)'}: {e.message}", e.fix)]
+        return []
 
 
 def plan_probes(g: Graph, tname: str, t: dict) -> None:
