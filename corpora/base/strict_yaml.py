@@ -4,7 +4,14 @@ YAML is read with PyYAML's composer: its node tree gives the line of every key a
 so pydantic's error locations become lines of the file, and a key given twice in one mapping
 is refused naming both lines (YAML itself keeps the last one silently). Values resolve by the
 YAML 1.1 rules PyYAML's ``safe_load`` uses (``yes`` is true, ``1e3`` a string); a tag that
-``safe_load`` refuses (``!python/name:...``) is refused here too.
+``safe_load`` refuses (``!python/name:...``) is refused here too, and so is any tag on a mapping
+or a list (``!!python/tuple [..]``, ``!!set``, ``!!omap``): ``safe_load`` would drop or reinterpret it.
+
+A config is small and read from people we do not know, so the reader is bounded: aliases
+repeat their anchor's whole content (a "billion laughs" file of 8 levels x 10 aliases expands
+to 10^8 values from 10 lines), so at most ``MAX_VALUES`` values after expansion and
+``MAX_DEPTH`` levels of nesting; an anchor used inside itself (``&a [*a]``) is refused; a file
+over ``MAX_BYTES`` is refused before it is parsed. Each is one line naming the file and line.
 
 A model's own checks raise ``refuse(message, fix)`` to keep their words in the error.
 ``field_lines`` describes a model's fields for people (type, default, choices, description).
@@ -30,10 +37,19 @@ def refuse(message: str, fix: str = "") -> PydanticCustomError:
     return PydanticCustomError("refused", "{message}", {"message": message, "fix": fix})
 
 
-def read_yaml(path: Path, missing_fix: str) -> tuple[Any, dict]:
+MAX_BYTES = 1_000_000     # the built-in configs are ~4 kB
+MAX_VALUES = 10_000       # values after alias expansion (the built-in configs: ~300)
+MAX_DEPTH = 40            # levels of nesting (the built-in configs: 5)
+PLAIN_TAGS = {yaml.MappingNode: "tag:yaml.org,2002:map", yaml.SequenceNode: "tag:yaml.org,2002:seq"}
+
+
+def read_yaml(path: Path, missing_fix: str, what: str = "config") -> tuple[Any, dict]:
     """The file as plain values, and the line of every key path (``("tasks", "st")`` -> 9)."""
     if not path.is_file():
-        raise UserError("no such config file", path=path, fix=missing_fix)
+        raise UserError(f"no such {what} file", path=path, fix=missing_fix)
+    if path.stat().st_size > MAX_BYTES:
+        raise UserError(f"the {what} is {path.stat().st_size:,} bytes; a {what} is a few kB (limit {MAX_BYTES:,})",
+                        path=path, fix=f"give the {what} file itself, not a data file")
     try:
         root = yaml.compose(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as e:
@@ -41,29 +57,73 @@ def read_yaml(path: Path, missing_fix: str) -> tuple[Any, dict]:
         raise UserError(f"not valid YAML: {getattr(e, 'problem', e)}", path=path,
                         line=mark.line + 1 if mark else None, fix="fix the YAML syntax") from None
     except UnicodeDecodeError:
-        raise UserError("not UTF-8 text", path=path, fix="save the config as UTF-8") from None
+        raise UserError("not UTF-8 text", path=path, fix=f"save the {what} as UTF-8") from None
+    except RecursionError:  # PyYAML's composer recurses once per level
+        raise UserError(f"the YAML is nested too deeply (more than {MAX_DEPTH} levels)", path=path,
+                        fix=f"a {what} nests a few levels: flatten it") from None
     if root is None:
-        raise UserError("the config is empty", path=path, fix=missing_fix)
+        raise UserError(f"the {what} is empty", path=path, fix=missing_fix)
     marks: dict[tuple, int] = {}
-    return _plain(root, (), marks, path), marks
+    return _plain(root, (), marks, path, _Budget()), marks
 
 
-def _plain(node: yaml.Node, at: tuple, marks: dict, path: Path) -> Any:
-    """The node as plain Python values; records the line of every key and list item in ``marks``."""
-    if isinstance(node, yaml.MappingNode):
-        out = {}
-        for knode, vnode in node.value:
-            key, line = str(knode.value), knode.start_mark.line + 1
-            if key in out:
-                raise UserError(f"key '{key}' appears twice in one mapping (first on line {marks[at + (key,)]})",
-                                path=path, line=line, fix="remove or rename one of them")
-            marks[at + (key,)] = line
-            out[key] = _plain(vnode, at + (key,), marks, path)
-        return out
-    if isinstance(node, yaml.SequenceNode):
+class _Budget:
+    """What one read has expanded so far, and the nodes being expanded (an alias's anchor among
+    them is a recursive anchor)."""
+
+    def __init__(self):
+        self.values = 0
+        self.open: set[int] = set()
+
+
+def _plain(node: yaml.Node, at: tuple, marks: dict, path: Path, budget: _Budget) -> Any:
+    """The node as plain Python values; records the line of every key and list item in ``marks``.
+
+    PyYAML's composer gives an alias the very node object of its anchor, so expanding the tree
+    expands every alias: counted against ``MAX_VALUES``, and a node met again while it is still
+    being expanded is an anchor used inside itself."""
+    line = node.start_mark.line + 1
+    budget.values += 1
+    if budget.values > MAX_VALUES:
+        raise UserError(f"the YAML expands to more than {MAX_VALUES:,} values (aliases repeat their anchor's "
+                        "content; a config has a few hundred)", path=path, line=line,
+                        fix="write the values out, or use fewer nested aliases (*name)")
+    if len(at) > MAX_DEPTH:
+        raise UserError(f"the YAML is nested more than {MAX_DEPTH} levels deep", path=path, line=line,
+                        fix="a config nests a few levels: flatten it")
+    if id(node) in budget.open:
+        raise UserError("an anchor is used inside itself (a recursive alias): its value would never end",
+                        path=path, line=line, fix="replace the alias (*name) inside the anchored value by the values")
+    plain_tag = PLAIN_TAGS.get(type(node))
+    if plain_tag is not None and node.tag != plain_tag:
+        tag = node.tag.replace("tag:yaml.org,2002:", "!!")
+        raise UserError(f"tag {tag} on a {'mapping' if plain_tag.endswith('map') else 'list'}: a config "
+                        "holds plain mappings, lists and values", path=path, line=line, fix="remove the tag (!...)")
+    if plain_tag is None:
+        return _scalar(node, path)
+    budget.open.add(id(node))
+    try:
+        if isinstance(node, yaml.MappingNode):
+            out = {}
+            for knode, vnode in node.value:
+                if not isinstance(knode, yaml.ScalarNode):
+                    raise UserError("a key is a mapping or a list", path=path, line=knode.start_mark.line + 1,
+                                    fix="keys are plain names")
+                key, kline = str(knode.value), knode.start_mark.line + 1
+                if key in out:
+                    raise UserError(f"key '{key}' appears twice in one mapping (first on line {marks[at + (key,)]})",
+                                    path=path, line=kline, fix="remove or rename one of them")
+                marks[at + (key,)] = kline
+                out[key] = _plain(vnode, at + (key,), marks, path, budget)
+            return out
         for i, item in enumerate(node.value):
             marks[at + (i,)] = item.start_mark.line + 1
-        return [_plain(item, at + (i,), marks, path) for i, item in enumerate(node.value)]
+        return [_plain(item, at + (i,), marks, path, budget) for i, item in enumerate(node.value)]
+    finally:
+        budget.open.discard(id(node))
+
+
+def _scalar(node: yaml.Node, path: Path) -> Any:
     try:
         return yaml.constructor.SafeConstructor().construct_object(node)
     except yaml.YAMLError as e:   # e.g. a tag safe_load would refuse too
