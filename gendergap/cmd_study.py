@@ -33,10 +33,12 @@ def register(subparsers, group: str, help_: str) -> None:
                    help="pretrain the three tiny checkpoints anew instead of using the shipped ones")
     p.add_argument("--parallel", type=int, default=None, help="jobs at once (default: the config's, 2)")
     p.add_argument("--retry-failed", action="store_true", help="run jobs that failed in an earlier run again")
+    from gendergap.cmd_sweep import TRUST_HELP
+    p.add_argument("--trust-checkpoint", action="store_true", help=TRUST_HELP)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from gendergap.study import run_study
     return run_study(args.config, args.out, pretrain=args.pretrain, parallel=args.parallel, seed=args.seed,
-                     retry_failed=args.retry_failed)
+                     retry_failed=args.retry_failed, trust=args.trust_checkpoint)

@@ -30,6 +30,7 @@ examples:
   gendergap sweep status --config configs/mini.yaml --out runs/mini
   gendergap sweep --config configs/boito2022.yaml --executor slurm --retry-failed
   gendergap sweep --schema                                        # every config key, documented
+  gendergap sweep --config theirs.yaml --trust-checkpoint         # their .pt files may unpickle anything
 
 Checked before anything runs (--dry-run and every real sweep): each job's inputs against the
 data, without running it: the table reads (no duplicate ids), each task's corpus and splits
@@ -47,6 +48,11 @@ and resume from their own checkpoints.
 """
 
 
+TRUST_HELP = ("unpickle the study's checkpoint files fully (torch.load weights_only=False): its .pt checkpoints and "
+              "the SpeechBrain checkpoints of its ASR runs. Only for files from a source you trust; a study config "
+              "cannot ask for this itself")
+
+
 def register(subparsers, group: str, help_: str) -> None:
     p = subparsers.add_parser(group, help=help_, description=DESCRIPTION,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -61,6 +67,7 @@ def register(subparsers, group: str, help_: str) -> None:
                    "check every job's inputs against the data (exit 2 on any problem); run nothing")
     p.add_argument("--retry-failed", action="store_true", help="run jobs that failed before again")
     p.add_argument("--schema", action="store_true", help="print every config key with its type, default, meaning")
+    p.add_argument("--trust-checkpoint", action="store_true", help=TRUST_HELP)
     p.set_defaults(func=run)
 
 
@@ -71,6 +78,7 @@ def load(args):
     if not args.config:
         raise UserError("--config is required", fix="e.g. --config configs/mini.yaml (see --schema)")
     cfg = load_config(args.config)
+    cfg.trust = bool(getattr(args, "trust_checkpoint", False))   # from the command line only, never the file
     out = Path(args.out or Path("runs") / cfg.data["name"])
     only = [t.strip() for t in args.only.split(",") if t.strip()] if args.only else None
     return cfg, out, plan_jobs(cfg, out, only=only)

@@ -63,6 +63,9 @@ class StudyConfig:
     path: Path
     data: dict            # validated values, defaults filled in
     lines: dict           # dotted key -> line, for errors found after validation
+    # unpickle the study's checkpoints fully: set from the command line (--trust-checkpoint) by
+    # `gendergap sweep` / `gendergap study`, never from the file, which cannot vouch for itself
+    trust: bool = False
 
     @property
     def checkpoints(self) -> dict:
@@ -81,6 +84,11 @@ def load_config(path: str | os.PathLike) -> StudyConfig:
     if not isinstance(raw, dict):
         raise UserError("the config must be a mapping (key: value lines)", path=path, line=1,
                         fix="start from configs/mini.yaml")
+    if "trust_checkpoints" in raw:
+        raise UserError("trust_checkpoints is not read from a config: a file cannot vouch for itself or for the "
+                        "checkpoints it names", path=path, line=marks[("trust_checkpoints",)],
+                        fix="remove the key, and pass --trust-checkpoint to `gendergap sweep` or `gendergap study` "
+                            "if you trust the study's checkpoint files")
     data = _validate(Study, raw, (), marks, path)
     tasks = raw.get("tasks") or {}   # a mapping once Study has checked it
     data["tasks"] = {name: _validate_task(name, entry, marks, path) for name, entry in tasks.items()}

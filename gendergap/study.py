@@ -31,11 +31,12 @@ def with_pretraining(cfg: StudyConfig) -> StudyConfig:
 
 
 def run_study(config: str | Path | None, out: str | Path, pretrain: bool = False, parallel: int | None = None,
-              seed: int | None = None, retry_failed: bool = False) -> int:
+              seed: int | None = None, retry_failed: bool = False, trust: bool = False) -> int:
     from gendergap.plan import plan_jobs
     from gendergap.sweep import run_sweep, summary
 
     cfg = load_config(config or DEFAULT_CONFIG)
+    cfg.trust = trust   # --trust-checkpoint: the command line's, never the file's
     if pretrain:
         cfg = with_pretraining(cfg)
     if seed is not None:

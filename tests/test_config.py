@@ -169,7 +169,9 @@ def test_schema_documents_every_key():
 
 
 def test_trust_checkpoints_reaches_every_job_that_loads_one(tmp_path):
-    trusted = load_config(write(tmp_path, GOOD + "trust_checkpoints: true\n"))
+    # the command line's --trust-checkpoint (cmd_sweep sets StudyConfig.trust); a config cannot say it
+    trusted = load_config(write(tmp_path, GOOD))
+    trusted.trust = True
     jobs = {j.name: j for j in plan_jobs(trusted, tmp_path / "o")}
     loaders = [j for j in jobs.values() if j.kind in ("asr-e2e", "asr-frozen", "st", "probes")]
     assert loaders and all(j.trust for j in loaders)

@@ -94,7 +94,7 @@ class Step:
 @dataclass(kw_only=True)
 class ModelStep(Step):
     """A step that runs a model: on which device, in what autocast precision, and whether its
-    checkpoints may be unpickled fully (trust_checkpoints)."""
+    checkpoints may be unpickled fully (the sweep's --trust-checkpoint)."""
     device: str
     precision: str
     trust: bool = False
@@ -179,7 +179,7 @@ def register_task(type_: str, schema, planner: Planner, features: FeatureRequest
 @dataclass
 class Graph:
     """What every planner needs: the config, the output folder and the steps so far. Also ``d``
-    (the config's values), ``seed``, ``trust`` (trust_checkpoints), ``bootstrap`` (the report's
+    (the config's values), ``seed``, ``trust`` (--trust-checkpoint), ``bootstrap`` (the report's
     resamples), and the study's shared files: ``db`` (results), ``registry`` (checkpoints) and
     ``store`` (frozen features)."""
     cfg: object                                   # gendergap.config.StudyConfig
@@ -191,7 +191,8 @@ class Graph:
 
     def __post_init__(self):
         d = self.d = self.cfg.data
-        self.seed, self.trust, self.bootstrap = d["seed"], bool(d["trust_checkpoints"]), d["report"]["bootstrap"]
+        # trust: the command line's --trust-checkpoint (StudyConfig.trust), never a key of the file
+        self.seed, self.trust, self.bootstrap = d["seed"], bool(getattr(self.cfg, "trust", False)), d["report"]["bootstrap"]
         self.db, self.registry, self.store = (str(self.out / n) for n in ("results.db", "checkpoints.json", "features"))
 
     def add(self, step: Step) -> Step:

@@ -41,10 +41,10 @@ class CheckpointsStep(Step):
 
     def check(self, ctx: CheckContext) -> list[Problem]:
         """Each checkpoint path exists, and unpickles nothing a genuine checkpoint does not (unless
-        trust_checkpoints: true): a crafted file is refused before any job runs."""
+        the sweep's --trust-checkpoint): a crafted file is refused before any job runs."""
         from corpora.base.errors import UserError
         from ssl_pretrain.registry import run_checkpoint
-        from ssl_pretrain.safe_load import TRUST_FIX, unsafe_classes
+        from ssl_pretrain.safe_load import unsafe_classes
 
         found = []
         for e in self.entries:
@@ -64,8 +64,8 @@ class CheckpointsStep(Step):
                 found.append(Problem(
                     f"{e['path']} would unpickle {', '.join(unsafe)}, which no genuine "
                     "checkpoint needs (and which could run code)",
-                    TRUST_FIX.replace("pass --trust-checkpoint (trust_checkpoints: true in a study config)",
-                                      "set trust_checkpoints: true"), key))
+                    "if you trust whoever made this file, pass --trust-checkpoint to `gendergap sweep` (or "
+                    "`gendergap study`) to load it with full unpickling", key))
         return found
 
 
