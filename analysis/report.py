@@ -19,9 +19,14 @@ Files written into the output directory (each atomically):
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
+import re
+import shutil
+import tempfile
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -101,6 +106,14 @@ def write_report(db_path: str | os.PathLike, out_dir: str | os.PathLike, subset:
     df, speaker = _subset_rows(db_path, subset)
     if entries is not None:
         df, speaker = _registry_order(df, entries), _registry_order(speaker, entries)
+    with staged_report(out_dir) as stage:
+        written = _write_all(db_path, subset, data, entries, registry, df, speaker, stage)
+    return {name: out_dir / path.name for name, path in written.items()}
+
+
+def _write_all(db_path, subset: str, data: dict | None, entries: list[dict] | None, registry, df: pd.DataFrame,
+               speaker: pd.DataFrame, out_dir: Path) -> dict[str, Path]:
+    """Every file of the report, written into ``out_dir`` (the staging directory)."""
     written: dict[str, Path] = {}
     md = _intro(db_path, subset, df)
     if data:
@@ -120,6 +133,89 @@ def write_report(db_path: str | os.PathLike, out_dir: str | os.PathLike, subset:
         log.warning("no table matched the DB's tasks (%s); only report.md is written", tasks)
     written["report.md"] = _text(out_dir / "report.md", "\n".join(md) + "\n")
     return written
+
+
+# --- all files or none: the report is built in a sibling directory and swapped in ----------------------
+# Files written one by one into DIR leave, after a kill or a full disk, a new table4 next to an old
+# report.md. So the report goes into DIR/../.DIR.<pid>.<random>.partial and replaces DIR at the end;
+# files in DIR that are not the report's own (a user's notes) are carried over.
+REPORT_NAMES = re.compile(r"(report\.md|table\d_\w+\.(md|tex|csv)|gender_translation\.(md|tex|csv)|winomt\.csv"
+                          r"|other_scores\.csv|probes\.csv|(delta_rel|per_speaker|probes_by_layer)\.png)")
+STALE_AFTER_S = 24 * 3600  # a leftover of a process on another host (shared file system) is stale after a day
+
+
+@contextlib.contextmanager
+def staged_report(out_dir: Path):
+    """Yield an empty staging directory; on success it becomes ``out_dir``, else it is removed."""
+    out_dir = Path(out_dir).absolute()
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError("the report's output path exists and is not a directory", path=out_dir,
+                        fix="pass --out a directory (new or holding an earlier report)")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale(out_dir)
+    stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.{os.getpid()}.", suffix=".partial", dir=out_dir.parent))
+    try:
+        yield stage
+        if out_dir.is_dir():
+            for f in out_dir.iterdir():  # the user's own files stay; the old report's and temp files go
+                if not REPORT_NAMES.fullmatch(f.name) and not f.name.startswith(".") and not (stage / f.name).exists():
+                    _carry(f, stage / f.name)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(stage, 0o777 & ~umask)  # mkdtemp makes 0700; the report is an ordinary directory
+        if out_dir.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.{os.getpid()}.", suffix=".old", dir=out_dir.parent))
+            os.replace(out_dir, old / "dir")
+            os.replace(stage, out_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(stage, out_dir)
+    except OSError as e:
+        shutil.rmtree(stage, ignore_errors=True)
+        if e.filename is None or str(stage) in str(e.filename):  # name the user's directory, not our temp one
+            raise OSError(e.errno, e.strerror, str(out_dir)) from e
+        raise
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+
+
+def _carry(src: Path, dst: Path) -> None:
+    """A hard link (no copy, and removing the stage on failure leaves the original), else a copy."""
+    if src.is_dir() and not src.is_symlink():
+        shutil.copytree(src, dst, symlinks=True)
+        return
+    try:
+        os.link(src, dst, follow_symlinks=False)
+    except OSError:
+        shutil.copy2(src, dst, follow_symlinks=False)
+
+
+def clean_stale(out_dir: Path) -> None:
+    """Remove what an earlier report into ``out_dir`` left when it was killed: its staging and swap
+    directories (their process is gone, or they are a day old) and temp files inside ``out_dir``."""
+    pattern = re.compile(re.escape(f".{out_dir.name}.") + r"(\d+)\.[^.]+\.(partial|old)")
+    for p in out_dir.parent.iterdir():
+        m = pattern.fullmatch(p.name)
+        if m and p.is_dir() and (not _alive(int(m.group(1))) or time.time() - p.stat().st_mtime > STALE_AFTER_S):
+            log.info("removing %s, left by an interrupted report", p)
+            shutil.rmtree(p, ignore_errors=True)
+    if out_dir.is_dir():
+        for p in out_dir.glob(".*.tmp"):  # atomic writes of a killed older version
+            with contextlib.suppress(OSError):
+                p.unlink()
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, but another user's
+    return True
 
 
 def _registry_order(df: pd.DataFrame, entries: list[dict]) -> pd.DataFrame:

@@ -6,6 +6,7 @@ Each group lives in its own module ``gendergap/cmd_<group>.py`` exposing
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import logging
 import os
@@ -84,7 +85,27 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `gendergap ... | head`: the reader left; not an error of ours
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as e:
+        fix = OS_FIXES.get(e.errno)
+        if fix is None or args.debug:
+            raise  # anything else is a bug: keep its traceback
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"gendergap: error: {where}{e.strerror or e} -- {fix}", file=sys.stderr)
+        return 2
     return int(rc or 0)
+
+
+# Errors of the place the user chose to write to (or read from), not of gendergap: one line naming the
+# path. Outputs are written to temp names and renamed, so what was there before is still whole.
+OS_FIXES = {
+    errno.ENOSPC: "free space on that file system (or write elsewhere) and run again; earlier outputs are unchanged",
+    errno.EDQUOT: "your disk quota is used up: free space (or write elsewhere) and run again",
+    errno.EFBIG: "the file grew past the file system's or your limit (ulimit -f): write elsewhere or raise it",
+    errno.EROFS: "that file system is read-only: choose a writable output path",
+    errno.EACCES: "no permission there: choose a path you can write (and read), or fix its permissions",
+    errno.EPERM: "not permitted there: choose another path, or fix its permissions",
+    errno.ENOTDIR: "a part of that path is a file, not a directory: choose another path",
+}
 
 
 if __name__ == "__main__":  # pragma: no cover

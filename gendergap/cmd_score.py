@@ -145,7 +145,10 @@ def run_score(args) -> int:
                               lang_pair=args.lang_pair, subset=args.subset, config=config)
         log.info("stored run %d in %s", run_id, args.db)
     if args.json:
-        write_json(args.json, result)
+        try:
+            write_json(args.json, result)
+        except OSError as e:  # a full or read-only disk: name the file asked for, not the temp name
+            raise OSError(e.errno, e.strerror, args.json) from e
         log.info("wrote %s", args.json)
     return 0
 

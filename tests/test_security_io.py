@@ -85,3 +85,87 @@ def test_nul_bytes_in_hypotheses_are_refused_at_the_line(perfect, capsys):
     rc, out, err = run(capsys, "score", "asr", "--refs", d / "ref.tsv", "--hyps", d / "nul.tsv",
                        "--speakers", d / "utts.tsv", "--bootstrap", 0)
     assert rc == 2 and "nul.tsv:5: NUL byte in the hypotheses file" in one_error_line(err)
+
+
+# --- item 7: the report is all new or all old ------------------------------------------------------------
+def _results_db(path, bump=0.0):
+    from analysis.store import ResultsStore
+
+    def r(ck, task, g, metric, v, lp=""):
+        return {"checkpoint": ck, "task": task, "lang_pair": lp, "subset": "test", "gender": g, "metric": metric,
+                "value": v, "ci_low": v - 2, "ci_high": v + 2, "n_utts": 50, "n_speakers": 6}
+    with ResultsStore(path) as store:
+        rid = store.start_run("score-wer", {"ck": "F", "bump": bump}, seed=1)
+        store.add_scores(rid, [r(ck, "asr-e2e", g, "wer", v + bump) for ck in ("F-tiny", "M-tiny")
+                               for g, v in (("F", 17.0), ("M", 21.0), ("all", 19.0), ("delta_rel", -21.0))]
+                         + [r("F-tiny", "st", g, "bleu", v + bump, "fr-en")
+                            for g, v in (("F", 15.7), ("M", 14.3), ("all", 15.0), ("delta_rel", 9.3))], finish=True)
+    return path
+
+
+def _snapshot(d):
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir())}
+
+
+CLI = [sys.executable, "-c", "import sys; from gendergap.cli import main; sys.exit(main())"]
+
+
+def test_report_killed_mid_way_leaves_the_old_report_whole_and_the_next_run_cleans_up(tmp_path):
+    import resource
+    import signal
+
+    old_db, new_db, out = _results_db(tmp_path / "old.db"), _results_db(tmp_path / "new.db", 5.0), tmp_path / "rep"
+    assert subprocess.run(CLI + ["report", "--db", old_db, "--out", out], capture_output=True).returncode == 0
+    (out / "notes.txt").write_text("my notes")   # the user's own file in the report folder
+    before = _snapshot(out)
+    assert {"report.md", "table4_asr.md", "delta_rel.png"} <= set(before)
+
+    # A real kill mid-way: with a 4 kB file-size limit the kernel's SIGXFSZ ends the process at its first
+    # larger file (a PNG), after the small tables are written. Python ignores SIGXFSZ: restore the default.
+    killable = [sys.executable, "-c", "import signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_DFL); "
+                                      "from gendergap.cli import main; sys.exit(main())"]
+    proc = subprocess.run(killable + ["report", "--db", new_db, "--out", out], capture_output=True,
+                          preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096)))
+    assert proc.returncode == -signal.SIGXFSZ, proc.stderr.decode()[-2000:]
+    assert _snapshot(out) == before   # not one new table next to the old report.md
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".rep.")]
+    assert leftovers and all(n.endswith(".partial") for n in leftovers)   # the killed run's staging dir
+    (out / ".report.md.x1y2.tmp").write_text("half")                      # an older version's temp file
+
+    proc = subprocess.run(CLI + ["report", "--db", new_db, "--out", out], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    after = _snapshot(out)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".rep.")] == []
+    assert ".report.md.x1y2.tmp" not in after and after["notes.txt"] == b"my notes"
+    assert after["table4_asr.md"] != before["table4_asr.md"] and "26.0" in after["table4_asr.md"].decode()
+
+
+def _in_tiny_tmpfs(tmp_path, script: str, size: str = "1m"):
+    """Run ``script`` (sh) with a tmpfs of ``size`` mounted at tmp_path/fs, in a private mount namespace
+    (unshare -rm: root in a user namespace, nothing mounted outside it). Skips where that is refused."""
+    import shutil
+    if not shutil.which("unshare"):
+        pytest.skip("no unshare(1): cannot make a small file system to fill")
+    fs = tmp_path / "fs"
+    fs.mkdir()
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=64k tmpfs {fs}"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs in a user namespace here ({probe.stderr.strip()})")
+    return subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size={size} tmpfs {fs} && {script}"],
+                          capture_output=True, text=True, cwd=tmp_path)
+
+
+def test_report_on_a_full_disk_is_one_line_and_the_old_report_stays(tmp_path):
+    old_db, new_db = _results_db(tmp_path / "old.db"), _results_db(tmp_path / "new.db", 5.0)
+    cli = " ".join(f"'{a}'" for a in CLI)
+    # the first report fits; then the disk is filled to 12 kB short: the new report's PNGs do not fit
+    script = (f"{cli} report --db {old_db} --out fs/rep >/dev/null 2>&1 && cp -r fs/rep before && "
+              f"(dd if=/dev/zero of=fs/fill bs=4k 2>/dev/null; truncate -s -12k fs/fill); "
+              f"{cli} -q report --db {new_db} --out fs/rep; echo rc=$?; cp -r fs/rep after; ls -a fs > listing")
+    proc = _in_tiny_tmpfs(tmp_path, script, size="2m")
+    assert "rc=2" in proc.stdout, proc.stdout + proc.stderr
+    line = one_error_line(proc.stderr)
+    assert "fs/rep: No space left on device -- free space" in line
+    assert _snapshot(tmp_path / "after") == _snapshot(tmp_path / "before")
+    assert sorted((tmp_path / "listing").read_text().split()) == [".", "..", "fill", "rep"]   # no temp dir left
