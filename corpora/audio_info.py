@@ -18,7 +18,9 @@ is read once even when many segments (rows) point into the same long recording.
 from __future__ import annotations
 
 import os
+import stat
 import sys
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
@@ -27,6 +29,13 @@ from typing import Iterable
 import numpy as np
 import soundfile as sf
 from tqdm.auto import tqdm
+
+
+_interrupted = threading.Event()  # set when the main thread stops a parallel read (Ctrl-C)
+
+
+class _Stopped(Exception):
+    """Raised in a reader thread once the read was interrupted; nobody collects its result."""
 
 
 @dataclass(frozen=True)
@@ -49,7 +58,7 @@ class AudioInfo:
 class HeaderError:
     """Why a header could not be read; the caller turns it into a UserError naming its metadata line."""
     path: str
-    kind: str      # "missing" | "corrupt" | "empty" | "nonfinite"
+    kind: str      # "missing" | "corrupt" | "empty" | "nonfinite" | "special"
     detail: str
 
     def message(self) -> str:
@@ -59,14 +68,35 @@ class HeaderError:
             return f"audio file {self.path} is empty ({self.detail})"
         if self.kind == "nonfinite":
             return f"audio file {self.path} holds NaN or Inf samples ({self.detail})"
+        if self.kind == "special":
+            return f"audio path {self.path} is {self.detail}, not a regular file"
         return f"cannot read the audio header of {self.path} ({self.detail})"
 
     def fix(self) -> str:
         if self.kind == "missing":
             return "check --root and the path in the metadata, or remove the row"
+        if self.kind == "special":
+            return "point the row at an audio file (FIFOs, devices and directories are never opened)"
         if self.kind == "nonfinite":
             return "re-export the audio without NaN/Inf (e.g. as 16-bit PCM, or with them set to 0), or remove its rows"
         return "re-download or re-encode the file (wav/flac, 16 kHz mono), or remove its rows"
+
+
+def _not_regular(path: str) -> HeaderError | None:
+    """Checked before any open: opening a FIFO blocks until someone writes to it (forever, in a thread
+    Ctrl-C cannot reach), and a device or a directory is no audio file either."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return HeaderError(path, "missing", "no such file")
+    except OSError:
+        return None  # e.g. no permission: the open that follows says why
+    if stat.S_ISREG(mode):
+        return None
+    kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a special file")
+    return HeaderError(path, "special", kind)
 
 
 def _slow_header(path: str) -> AudioInfo | HeaderError:
@@ -105,6 +135,8 @@ def _first_nonfinite(path: str, sample_rate: int, subtype: str) -> HeaderError |
     try:
         for block in sf.blocks(path, blocksize=1 << 16, dtype="float64" if subtype == "DOUBLE" else "float32",
                                always_2d=True):
+            if _interrupted.is_set():  # Ctrl-C in the main thread: stop scanning, do not hold the exit
+                raise _Stopped
             bad = ~np.isfinite(block).all(axis=1)
             if bad.any():
                 return HeaderError(path, "nonfinite", f"first at {(pos + int(bad.argmax())) / sample_rate:.3f} s")
@@ -131,12 +163,38 @@ def _format_names(format_int: int) -> tuple[str, str]:
     return (sf._format_str(format_int & _snd.SF_FORMAT_TYPEMASK), sf._format_str(format_int & _snd.SF_FORMAT_SUBMASK))
 
 
+def _gz_header(path: str) -> AudioInfo | HeaderError:
+    """A ``x.wav.gz`` (WinoST ships them): the header of the decompressed bytes, which
+    libsndfile cannot reach through gzip itself (corpora.prepared_audio.open_audio)."""
+    from corpora.prepared_audio import open_audio
+    special = _not_regular(path)
+    if special is not None:
+        return special
+    try:
+        with open_audio(path) as f:
+            info = sf.info(f)
+    except (sf.LibsndfileError, RuntimeError, OSError, EOFError) as e:
+        return HeaderError(path, "corrupt", str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__)
+    if info.frames <= 0 or info.samplerate <= 0:
+        return HeaderError(path, "empty", f"{info.frames} samples")
+    return AudioInfo(path=path, sample_rate=int(info.samplerate), frames=int(info.frames), channels=int(info.channels),
+                     format=str(info.format), subtype=str(info.subtype))
+
+
 def _read_chunk(paths: list[str]) -> list[AudioInfo | HeaderError]:
+    if any(p.lower().endswith(".gz") for p in paths):
+        return [_gz_header(p) if p.lower().endswith(".gz") else _read_chunk([p])[0] for p in paths]
     if not _FAST:
-        return [_slow_header(p) for p in paths]
+        return [_not_regular(p) or _slow_header(p) for p in paths]
     info = _ffi.new("SF_INFO*")
     out = []
     for p in paths:
+        if _interrupted.is_set():
+            raise _Stopped
+        special = _not_regular(p)
+        if special is not None:
+            out.append(special)
+            continue
         info.format = 0  # libsndfile reads the format from the header when this is 0
         handle = _snd.sf_open(os.fsencode(p), _snd.SFM_READ, info)
         if handle == _ffi.NULL:
@@ -168,6 +226,7 @@ def probe_headers(paths: Iterable[str], workers: int | None = None, progress: bo
     sequentially (no pool).
     """
     unique = list(dict.fromkeys(os.fspath(p) for p in paths))
+    _interrupted.clear()
     workers = default_workers() if workers is None else max(1, int(workers))
     # Chunks, not single files: a header takes ~25 us, less than handing a task to a thread.
     size = max(16, min(256, len(unique) // (workers * 4) or 1))
@@ -184,8 +243,16 @@ def probe_headers(paths: Iterable[str], workers: int | None = None, progress: bo
         for chunk in chunks:
             collect(chunk, _read_chunk(chunk))
     else:
-        with ThreadPoolExecutor(max_workers=workers) as pool:
+        pool = ThreadPoolExecutor(max_workers=workers)
+        try:
             for chunk, infos in zip(chunks, pool.map(_read_chunk, chunks)):
                 collect(chunk, infos)
+        except BaseException:
+            # Ctrl-C (or an error): `with pool` would wait for every queued chunk; instead drop them and
+            # tell the running ones to stop after their current file, so the interrupt ends the run now.
+            _interrupted.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
     bar.close()
     return out

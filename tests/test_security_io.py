@@ -169,3 +169,45 @@ def test_report_on_a_full_disk_is_one_line_and_the_old_report_stays(tmp_path):
     assert "fs/rep: No space left on device -- free space" in line
     assert _snapshot(tmp_path / "after") == _snapshot(tmp_path / "before")
     assert sorted((tmp_path / "listing").read_text().split()) == [".", "..", "fill", "rep"]   # no temp dir left
+
+
+# --- item 10: FIFOs, devices and directories in the audio column -------------------------------------------
+GENERIC_MAP = "id=utt_id,audio=path,speaker=spk,gender=sex,text=transcript,offset=start,duration=dur"
+
+
+@pytest.mark.parametrize("special", ["fifo", "directory", "device"])
+def test_special_files_in_the_audio_column_are_refused_before_any_open(tmp_path, special):
+    import os
+
+    from fixtures_corpora import make_generic
+    csv = make_generic(tmp_path)
+    short = csv.parent / "wav" / "short.wav"
+    short.unlink()
+    if special == "fifo":
+        os.mkfifo(short)           # nobody writes to it: opening it would block for ever
+    elif special == "directory":
+        short.mkdir()
+    else:
+        short.symlink_to("/dev/zero")   # a character device; reading it never ends
+    out = tmp_path / "o.tsv"
+    out.write_text("an older table\n")
+    # in a subprocess with a timeout: the old code hangs here (and ignores Ctrl-C) instead of failing
+    proc = subprocess.run(CLI + ["-q", "corpus", "index", "--kind", "generic", "--root", csv, "--map", GENERIC_MAP,
+                                 "--out", out, "--workers", "2"], capture_output=True, text=True, timeout=60)
+    line = one_error_line(proc.stderr)
+    kind = {"fifo": "a FIFO (named pipe)", "directory": "a directory", "device": "a device"}[special]
+    assert proc.returncode == 2 and f"{csv}:4:" in line and f"is {kind}, not a regular file" in line, line
+    assert out.read_text() == "an older table\n"
+
+
+def test_corpus_index_on_a_full_disk_is_one_line_and_keeps_the_old_table(tmp_path):
+    from fixtures_corpora import make_generic
+    csv = make_generic(tmp_path)
+    cli = " ".join(f"'{a}'" for a in CLI)
+    script = (f"echo 'an older table' > fs/t.tsv && (dd if=/dev/zero of=fs/fill bs=4k 2>/dev/null; true) && "
+              f"{cli} -q corpus index --kind generic --root {csv} --map {GENERIC_MAP} --out fs/t.tsv; echo rc=$?; "
+              f"cat fs/t.tsv; ls -a fs > listing")
+    proc = _in_tiny_tmpfs(tmp_path, script, size="64k")
+    assert "rc=2" in proc.stdout and "an older table" in proc.stdout, proc.stdout + proc.stderr
+    assert "No space left on device -- free space" in one_error_line(proc.stderr)
+    assert sorted((tmp_path / "listing").read_text().split()) == [".", "..", "fill", "t.tsv"]
