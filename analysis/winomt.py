@@ -22,6 +22,7 @@ import csv
 import logging
 import os
 import re
+from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -100,8 +101,10 @@ def load_lexicon(lang: str, extra_path: str | os.PathLike | None = None) -> dict
 
 
 def _profession_key(profession: str) -> str:
+    # WinoMT's 2019 column 4 keeps the article ("The developer", "a housekeeper", "an assistant",
+    # " physician"); mt_gender's 2020 files dropped it: both spell the same entity.
     words = profession.strip().lower().split()
-    if words and words[0] == "the":
+    if words and words[0] in ("the", "a", "an"):
         words = words[1:]
     return " ".join(words)
 
@@ -233,17 +236,78 @@ def read_gold(path: str | os.PathLike, what: str = "WinoMT gold file") -> list[G
     return gold
 
 
-def read_translations(path: str | os.PathLike, n: int) -> list[str]:
-    """One translation per gold line (plain text), or ``index<TAB>text`` with 0-based line indexes."""
+TRANSLATION_FORMATS = ("auto", "plain", "mt_gender")
+MT_GENDER_SEP = " ||| "
+
+
+def read_translations(path: str | os.PathLike, gold: list[GoldLine], fmt: str = "auto") -> tuple[list[str], str]:
+    """(one translation per gold line, the format read).
+
+    ``plain``: one translation per gold line, or ``index<TAB>text`` with 0-based line indexes.
+    ``mt_gender``: ``English ||| translation`` lines as mt_gender distributes them; each English
+    side must be its gold line's sentence. ``auto``: mt_gender when the first line has `` ||| ``.
+    """
+    if fmt not in TRANSLATION_FORMATS:
+        raise UserError(f"unknown translation format {fmt!r}", fix=f"use one of {', '.join(TRANSLATION_FORMATS)}")
     lines = read_utf8_lines(path, "translation file")
+    if fmt == "auto":
+        fmt = "mt_gender" if lines and MT_GENDER_SEP in lines[0] else "plain"
+    n = len(gold)
+    if fmt == "mt_gender":
+        return _read_mt_gender(path, lines, gold), fmt
     if lines and all("\t" in ln and ln.split("\t", 1)[0].strip().isdigit() for ln in lines):
         keyed = {int(k): v for k, v in (ln.split("\t", 1) for ln in lines)}
         if sorted(keyed) == list(range(n)):
-            return [keyed[i] for i in range(n)]
+            return [keyed[i] for i in range(n)], fmt
     if len(lines) != n:
         raise UserError(f"{len(lines)} translation line(s) for {n} gold line(s)", path=path,
                         fix="give one translation per gold line, in the gold file's order")
-    return lines
+    return lines, fmt
+
+
+def _split_mt_gender(path, lineno: int, line: str) -> tuple[str, str]:
+    # mt_gender strips the line, then splits on " ||| "; an empty translation leaves "English |||"
+    body = line.strip()
+    if body.endswith(" |||"):
+        body += " "
+    if MT_GENDER_SEP not in body:
+        raise UserError("no ` ||| ` separator on this line of an mt_gender translation file", path=path,
+                        line=lineno, fix="write `English sentence ||| translation` on every line, "
+                                         "or pass --format plain for one translation per line")
+    english, translation = body.split(MT_GENDER_SEP, 1)
+    return english.strip(), translation.strip()
+
+
+def _read_mt_gender(path, lines: list[str], gold: list[GoldLine]) -> list[str]:
+    """Translations of an ``English ||| translation`` file, checked against the gold sentences.
+
+    Same number of lines: line i translates gold line i, and its English side must be gold line
+    i's sentence. Otherwise (e.g. en_pro.txt as gold against the full file), each gold line takes
+    the file's line with its English sentence, the last one when it occurs twice -- mt_gender's
+    own pairing (load_alignments.align_bitext_to_ds).
+    """
+    pairs = [_split_mt_gender(path, i, ln) for i, ln in enumerate(lines, start=1)]
+    if len(pairs) == len(gold):
+        for i, ((english, _), g) in enumerate(zip(pairs, gold), start=1):
+            if english != g.sentence.strip():
+                raise UserError(f"English side {_clip(english)!r} is not gold line {g.line}'s sentence "
+                                f"{_clip(g.sentence)!r}", path=path, line=i,
+                                fix="pass the translation file made from this gold file (same sentences, "
+                                    "same order); mt_gender's translations were made from its 2019 en.txt")
+        return [t for _, t in pairs]
+    by_english = {english: t for english, t in pairs}
+    out = []
+    for g in gold:
+        if g.sentence.strip() not in by_english:
+            raise UserError(f"{len(pairs)} translation line(s) for {len(gold)} gold line(s), and gold line "
+                            f"{g.line}'s sentence {_clip(g.sentence)!r} is on none of them", path=path,
+                            fix="pass the translation file made from this gold file")
+        out.append(by_english[g.sentence.strip()])
+    return out
+
+
+def _clip(text: str, width: int = 60) -> str:
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 # --- scoring -----------------------------------------------------------------------------
@@ -307,80 +371,107 @@ def write_predictions(path: str | os.PathLike, translations: list[str], predicte
 
 
 def _subset_indexes(gold: list[GoldLine], path: str | os.PathLike, what: str) -> list[int]:
-    """Indexes into ``gold`` of the lines of a pro/anti file (each must be a gold line)."""
-    where: dict[tuple, list[int]] = {}
-    for i, g in enumerate(gold):
-        where.setdefault(g.key, []).append(i)
+    """Index into ``gold`` of each line of a pro/anti file, one per line, as mt_gender pairs them.
+
+    mt_gender scores en_pro.txt on its own, pairing each line with the translation of the same
+    English sentence (the last one when the sentence occurs twice). So a pro/anti line maps to
+    ONE gold line, the last with the same four columns: the 2019 set's duplicated lines count
+    once per pro/anti line (n_pro = n_anti = 1,584), not once per copy in en.txt.
+    """
+    last: dict[tuple, int] = {g.key: i for i, g in enumerate(gold)}
     out = []
     for g in read_gold(path, what):
-        if g.key not in where:
+        if g.key not in last:
             raise UserError(f"this {what} line is not in the gold file", path=path, line=g.line,
                             fix="pro/anti files must be subsets of the gold file (same four columns)")
-        out.extend(where[g.key])
-    return sorted(set(out))
+        out.append(last[g.key])
+    return out
 
 
 METHODS = ("aligned", "lexicon")
+# Which mt_gender the figures follow: what an entity found in the translation but carrying no
+# gender becomes. acl2019 (commit 57d8b48, the paper's logs): "neutral", which is correct on
+# the 240 neutral-gold Winogender lines; current (5d72d59, 2020-10-06, "fixing neutral bug",
+# and mt_gender's HEAD): "unknown", always wrong. Nothing found at all is unknown in both.
+REFERENCES = {"current": "mt_gender since 5d72d59 (2020-10-06): no gender feature -> unknown (wrong)",
+              "acl2019": "mt_gender at 57d8b48 (ACL 2019 logs): no gender feature -> neutral "
+                         "(correct on neutral-gold lines)"}
+# the reasons (per method) that mean "entity found, no gender on it"
+GENDERLESS = {"no gender feature", "form is the same for both genders and no determiner says which"}
 
 
 def score_winomt(gold_path, translations_path, lang: str, pro_path=None, anti_path=None,
                  lexicon_path=None, method: str = "aligned", alignments_path=None, save_alignments=None,
-                 predictions_path=None, official_rounding: bool = False) -> dict:
+                 predictions_path=None, official_rounding: bool = False, reference: str = "current",
+                 translations_format: str = "auto") -> dict:
     """Score translations of WinoMT gold sentences into ``lang`` (fr, es, it).
 
     ``method``: ``aligned`` (mt_gender's: word alignment + spaCy morphology,
     analysis/winomt_aligned.py; ``alignments_path`` reuses saved links, ``save_alignments``
     keeps eflomal's) or ``lexicon`` (profession forms + determiners, no model).
+    ``reference``: ``current`` or ``acl2019`` mt_gender semantics (REFERENCES).
+    ``translations_format``: auto, plain or mt_gender (read_translations).
     ``predictions_path``: mt_gender's per-sentence CSV. Returns ``acc``, ``delta_g``, ``delta_s``
     (None without pro/anti files), ``f1``/``precision``/``recall`` {male, female}, ``n_unknown``,
-    ``n``, ``acc_pro``, ``acc_anti`` and ``how`` (how each entity was gendered or why not).
+    ``n``, ``acc_pro``, ``acc_anti``, ``how`` (how each entity was gendered or why not) and
+    ``undecided`` (gold line and reason of every entity predicted unknown or neutral).
     """
     if method not in METHODS:
         raise UserError(f"unknown WinoMT method {method!r}", fix=f"use one of {', '.join(METHODS)}")
+    if reference not in REFERENCES:
+        raise UserError(f"unknown mt_gender reference {reference!r}", fix=f"use one of {', '.join(REFERENCES)}")
     if (pro_path is None) != (anti_path is None):
         raise UserError("ΔS needs both --pro and --anti", fix="pass both files, or neither")
     gold = read_gold(gold_path)
-    translations = read_translations(translations_path, len(gold))
+    translations, fmt = read_translations(translations_path, gold, translations_format)
     pro = _subset_indexes(gold, pro_path, "pro-stereotypical file") if pro_path else None
     anti = _subset_indexes(gold, anti_path, "anti-stereotypical file") if anti_path else None
     missing: set[str] = set()
     if method == "aligned":
         from analysis.winomt_aligned import predict_aligned, spacy_model_version
-        predicted, how = predict_aligned(gold, translations, lang, alignments_path, save_alignments)
+        predicted, reasons = predict_aligned(gold, translations, lang, alignments_path, save_alignments)
         tools = {"aligner": "given links" if alignments_path else "eflomal (forward)",
                  "morphology": spacy_model_version(lang)}
     else:
-        predicted, how, missing = _predict_lexicon(gold, translations, lang, lexicon_path)
+        predicted, reasons, missing = _predict_lexicon(gold, translations, lang, lexicon_path)
         tools = {"lexicon": str(lexicon_path) if lexicon_path else f"analysis/lexicons/{lang}.tsv"}
+    if reference == "acl2019":
+        predicted = ["neutral" if r in GENDERLESS else p for p, r in zip(predicted, reasons)]
+    how = dict(Counter(reasons))
     if predictions_path:
         write_predictions(predictions_path, translations, predicted)
     out = score_predictions([g.gender for g in gold], predicted, pro, anti, official_rounding)
-    out.update(lang=lang, method=method, tools=tools, how=how, missing_professions=sorted(missing),
+    out.update(lang=lang, method=method, reference=reference, translations_format=fmt, tools=tools, how=how,
+               n_neutral=sum(p == "neutral" for p in predicted), missing_professions=sorted(missing),
                n_unaligned=how.get("unaligned", 0) if method == "aligned" else None,
+               undecided=[{"line": g.line, "why": r} for g, p, r in zip(gold, predicted, reasons)
+                          if p in ("unknown", "neutral")],
                files={"gold": str(gold_path), "translations": str(translations_path)})
     return out
 
 
 def _predict_lexicon(gold: list[GoldLine], translations: list[str], lang: str, lexicon_path):
+    """(prediction, reason) per gold line, and the professions the lexicon lacks."""
     lexicon = load_lexicon(lang, lexicon_path)
-    predicted, how, missing = [], {}, set()
+    predicted, reasons, missing = [], [], set()
     for g, t in zip(gold, translations):
         p, reason = predict_gender(t, g.profession, g.index, g.sentence, lang, lexicon)
         predicted.append(p)
-        how[reason] = how.get(reason, 0) + 1
+        reasons.append(reason)
         if reason == "profession not in lexicon":
             missing.add(_profession_key(g.profession))
     if missing:
         log.warning("%d profession(s) missing from the %s lexicon (counted unknown): %s -- add them with "
                     "--lexicon FILE", len(missing), lang, ", ".join(sorted(missing)[:20]))
-    return predicted, how, missing
+    return predicted, reasons, missing
 
 
 def signature(result: dict) -> str:
     """What produced a WinoMT number, sacrebleu-style: protocol, method, tools, rounding."""
     tools = "|".join(f"{k}:{v}" for k, v in result.get("tools", {}).items())
     rounding = "official" if result.get("official_rounding") else "none"
-    return f"protocol:winomt|method:{result.get('method', 'lexicon')}|{tools}|rounding:{rounding}"
+    return (f"protocol:winomt|method:{result.get('method', 'lexicon')}|{tools}|"
+            f"reference:{result.get('reference', 'current')}|rounding:{rounding}")
 
 
 def winomt_rows_for_store(result: dict, checkpoint: str, lang_pair: str, subset: str = "test") -> list[dict]:

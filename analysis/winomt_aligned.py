@@ -145,8 +145,8 @@ class MorphologyPredictor:
 
 
 def predict_aligned(gold, translations: list[str], lang: str, alignments_path=None, save_alignments=None
-                    ) -> tuple[list[str], dict[str, int]]:
-    """(gender per gold line, how many were aligned / unaligned / without a gender feature)."""
+                    ) -> tuple[list[str], list[str]]:
+    """(gender per gold line, why per gold line: aligned / unaligned / no gender feature)."""
     sources = [g.sentence for g in gold]
     targets = [" ".join(t.split()) for t in translations]
     if alignments_path:
@@ -156,6 +156,6 @@ def predict_aligned(gold, translations: list[str], lang: str, alignments_path=No
         links = eflomal_links(sources, targets, save_alignments)
     words = [entity_words(g.sentence, g.index, t, ln) for g, t, ln in zip(gold, targets, links)]
     predicted = MorphologyPredictor(lang).predict_many(words)
-    how = Counter("unaligned" if not w.strip() else ("no gender feature" if p == "unknown" else "aligned")
-                  for w, p in zip(words, predicted))
-    return predicted, dict(how)
+    reasons = ["unaligned" if not w.strip() else ("no gender feature" if p == "unknown" else "aligned")
+               for w, p in zip(words, predicted)]
+    return predicted, reasons

@@ -112,6 +112,11 @@ def _open_source(path: str):
         yield path
 
 
+# Public name for readers outside this module (corpora.audio_info's headers, ssl_pretrain.features'
+# samples): one place decides how a .wav.gz is read.
+open_audio = _open_source
+
+
 def read_header(path: str):
     """soundfile's header info of a file (``.gz`` read through gzip); a UserError when unreadable."""
     try:

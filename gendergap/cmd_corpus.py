@@ -46,7 +46,8 @@ kinds and their --root:
   mustc        the MuST-C root (with --tgt-lang) or a pair dir (en-de/data/<split>/...)
   mustshe      the MuST-SHE release dir (tsv/ beside wav/), its tsv/ dir, or one TSV
   winost       a dir with WinoMT's en.txt and the WinoST wavs (any sample rate accepted by
-               default: they are 48 kHz; gunzip *.wav.gz first; __MACOSX/ and ._* are ignored)
+               default: they are 48 kHz; *.wav.gz read as downloaded, decompressed in memory;
+               __MACOSX/ and ._* are ignored)
   kaldi        a Kaldi data dir (wav.scp, [segments], text, utt2spk, [spk2gender], [utt2dur]);
                relative paths resolve against the recipe dir (parent of data/, or --kaldi-root);
                `cmd |` entries are kept as given and never run unless --allow-pipes

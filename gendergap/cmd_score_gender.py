@@ -25,8 +25,14 @@ examples:
 """
 
 WINOMT_EPILOG = """\
-gold: WinoMT's en.txt (tab-separated: gender, entity index, English sentence, entity profession);
-translations: one line per gold line (or `index<TAB>text`).
+gold: WinoMT's en.txt (tab-separated: gender, entity index, English sentence, entity profession).
+translations (--format, default auto):
+  mt_gender  `English sentence ||| translation` per line, as mt_gender ships its systems'
+             outputs (translations/<system>/en-fr.txt); chosen when the first line has ` ||| `.
+             Each English side must be its gold line's sentence (the first that is not is refused,
+             naming the line); a file with other lines than the gold (e.g. --gold en_pro.txt with
+             the full file) is paired by English sentence, as mt_gender pairs it.
+  plain      one translation per gold line, in order (or `index<TAB>text`, 0-based).
 
 methods (how the entity's gender is read from the translation):
   aligned  (default) mt_gender's: the English sentence is word-aligned to the translation
@@ -42,10 +48,24 @@ methods (how the entity's gender is read from the translation):
 An entity that cannot be gendered counts as wrong (n_unknown says how many).
 delta_g = F1(male) - F1(female); delta_s = acc(pro) - acc(anti) with --pro/--anti (subsets of gold).
 
+--reference: which mt_gender the figures follow, when an entity is found in the translation
+but carries no gender (spaCy gives no Gender feature; lexicon: an epicene form, no determiner):
+  current  (default) mt_gender since commit 5d72d59 (2020-10-06, "fixing neutral bug") and at
+           its HEAD: unknown, always wrong.
+  acl2019  mt_gender at 57d8b48 (2019-08-22), which produced the paper's logs: neutral, which
+           counts as correct on the 240 neutral-gold (Winogender) lines of en.txt -- e.g. 52 for
+           Google Translate in its fr log. Use it to compare with the published 2019 figures.
+  Nothing found at all (unaligned) is unknown in both. ΔG is the same in both (male and female
+  F1 do not count neutral predictions); accuracy moves.
+pro/anti lines are matched to the gold as mt_gender matches them: each line once (the last gold
+line with the same four columns), so n_pro = n_anti = 1,584 on the 2019 en.txt.
+
 rounding: by default every figure is computed at full precision and only printed to one decimal.
---official-rounding reproduces mt_gender's reported figures: accuracy, precision and recall
-rounded to one decimal first, F1 from the rounded P and R (rounded again), ΔG and ΔS as
-differences of rounded figures (it can move a figure by 0.1).
+--official-rounding rounds as mt_gender's evaluate.py does (at both commits): accuracy,
+precision and recall rounded to one decimal first, F1 from the rounded P and R (rounded
+again), ΔG and ΔS as differences of rounded figures (it can move a figure by 0.1). Rounding
+and --reference are independent: mt_gender's 2019 logs are --reference acl2019
+--official-rounding.
 
 --predictions FILE writes mt_gender's per-sentence file (CSV: Sentence, Predicted gender) for
 either method, so the two methods, or this scorer and mt_gender, can be diffed line by line.
@@ -56,6 +76,12 @@ examples:
       --save-alignments wino.fr.align
   gendergap score winomt --gold en.txt --translations hyp.fr.txt --lang fr --alignments wino.fr.align \\
       --official-rounding --json wino.json          # the same links again: the same figures
+  # mt_gender's own files, as it ships them (2019 en.txt + Google's `English ||| French` file),
+  # scored as its ACL 2019 log was (that log: acc 63.6, F1 male 69.7, female 63.3):
+  gendergap score winomt --gold mt_gender/data/aggregates/en.txt \\
+      --translations mt_gender/translations/google/en-fr.txt --lang fr \\
+      --pro mt_gender/data/aggregates/en_pro.txt --anti mt_gender/data/aggregates/en_anti.txt \\
+      --reference acl2019 --official-rounding --json google.json
 """
 
 
@@ -79,7 +105,10 @@ def add_gender_commands(score_subparsers) -> None:
         description="Score translations of WinoMT-style sentences (WinoST's text side).", epilog=WINOMT_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--gold", required=True, help="WinoMT en.txt (gender, index, sentence, profession)")
-    p.add_argument("--translations", required=True, help="one translation per gold line (UTF-8)")
+    p.add_argument("--translations", required=True,
+                   help="the translations (UTF-8): mt_gender's `English ||| translation` lines or one per gold line")
+    p.add_argument("--format", default="auto", choices=("auto", "plain", "mt_gender"), dest="translations_format",
+                   help="--translations' format (default: auto, mt_gender when the first line has ` ||| `)")
     p.add_argument("--lang", required=True, choices=("fr", "es", "it"), help="target language")
     p.add_argument("--pro", default=None, help="pro-stereotypical subset of the gold lines (for ΔS)")
     p.add_argument("--anti", default=None, help="anti-stereotypical subset of the gold lines (for ΔS)")
@@ -91,6 +120,9 @@ def add_gender_commands(score_subparsers) -> None:
                    help="aligned: keep eflomal's links here (rescore exactly with --alignments)")
     p.add_argument("--lexicon", default=None,
                    help="lexicon: extra profession lexicon TSV (profession, masculine, feminine; forms separated by |)")
+    p.add_argument("--reference", default="current", choices=("current", "acl2019"),
+                   help="mt_gender semantics for a found but genderless entity: current (default; 5d72d59, "
+                        "2020: unknown) or acl2019 (57d8b48, the paper's logs: neutral, correct on neutral gold)")
     p.add_argument("--official-rounding", action="store_true",
                    help="round as mt_gender reports (P/R to 0.1 before F1); default: full precision")
     p.add_argument("--predictions", default=None, metavar="FILE",
@@ -144,7 +176,8 @@ def run_winomt(args) -> int:
     result = score_winomt(args.gold, args.translations, args.lang, pro_path=args.pro, anti_path=args.anti,
                           lexicon_path=args.lexicon, method=args.method, alignments_path=args.alignments,
                           save_alignments=args.save_alignments, predictions_path=args.predictions,
-                          official_rounding=args.official_rounding)
+                          official_rounding=args.official_rounding, reference=args.reference,
+                          translations_format=args.translations_format)
     if args.db:  # the DB first: a failing --db step leaves no JSON behind
         inputs = [p for p in (args.gold, args.translations, args.pro, args.anti, args.lexicon, args.alignments)
                   if p]
@@ -154,6 +187,7 @@ def run_winomt(args) -> int:
     ds = "n/a" if result["delta_s"] is None else f"{result['delta_s']:+.1f}"
     print(f"acc {result['acc']:.1f}  F1 male {result['f1']['male']:.1f} female {result['f1']['female']:.1f}  "
           f"ΔG {result['delta_g']:+.1f}  ΔS {ds}  unknown {result['n_unknown']}/{result['n']}"
+          + (f"  neutral {result['n_neutral']}" if result["reference"] == "acl2019" else "")
           + (f" (unaligned {result['n_unaligned']})" if result.get("n_unaligned") is not None else ""))
     print(f"  {signature(result)}")
     return 0

@@ -143,15 +143,19 @@ def read_segment(path: str, offset: float, duration: float, sample_rate: int) ->
 
     The segment is cut at the file's own rate (seconds x native rate), channels are averaged,
     then it is resampled to ``sample_rate`` if the file has another rate (to_model_rate)."""
-    try:
-        info = sf.info(path)
-    except (RuntimeError, OSError) as e:  # libsndfile's errors for a corrupt or cut file
-        raise UserError(f"cannot read the audio ({str(e).splitlines()[0][:120]})", path=path,
-                        fix="replace the file, or leave its row out of the table") from None
-    native = int(info.samplerate)
-    start = int(round(offset * native))
-    frames = int(round(duration * native)) if duration and duration > 0 else -1
-    wav, _ = sf.read(path, start=start, frames=frames, dtype="float32", always_2d=True)
+    from corpora.prepared_audio import open_audio  # a .wav.gz (WinoST) is read from its decompressed bytes
+    with open_audio(path) as src:
+        try:
+            info = sf.info(src)
+        except (RuntimeError, OSError, EOFError) as e:  # libsndfile's errors for a corrupt or cut file
+            raise UserError(f"cannot read the audio ({str(e).splitlines()[0][:120]})", path=path,
+                            fix="replace the file, or leave its row out of the table") from None
+        native = int(info.samplerate)
+        start = int(round(offset * native))
+        frames = int(round(duration * native)) if duration and duration > 0 else -1
+        if hasattr(src, "seek"):
+            src.seek(0)
+        wav, _ = sf.read(src, start=start, frames=frames, dtype="float32", always_2d=True)
     mono = wav.mean(axis=1) if wav.shape[1] > 1 else wav[:, 0]
     return to_model_rate(mono, native, sample_rate)
 

@@ -164,6 +164,23 @@ def make_winost(root: Path, sr: int = 48000) -> Path:
     return d
 
 
+def make_winost_gz(root: Path, sr: int = 48000) -> Path:
+    """WinoST as its zip unpacks (a Mac-made archive): en.txt, wav/0001.wav.gz.. (gzipped 48 kHz
+    wavs, zero-padded numbers) with AppleDouble ``._0001.wav.gz`` beside them and in __MACOSX/."""
+    import gzip
+    d = make_winost(root, sr=sr)
+    apple_double = b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X        " + b"\x00" * 4000
+    mac = d / "__MACOSX" / "wav"   # the archive's litter lands inside the unpacked folder
+    mac.mkdir(parents=True)
+    for wav in sorted((d / "wav").glob("*.wav")):
+        name = f"{int(wav.stem):04d}.wav.gz"
+        (d / "wav" / name).write_bytes(gzip.compress(wav.read_bytes(), mtime=0))
+        (d / "wav" / f"._{name}").write_bytes(apple_double)
+        (mac / f"._{name}").write_bytes(apple_double)
+        wav.unlink()
+    return d
+
+
 def make_kaldi(root: Path) -> Path:
     """A recipe dir (``root``) with data/train: two long recordings, segments, text, utt2spk,
     spk2gender (one speaker unlisted). wav.scp holds an absolute path and one relative to the

@@ -14,8 +14,12 @@ every reader: pass ``AudioCheck(sample_rates=None)``).
 
 As downloaded, the archive was zipped on a Mac: ``__MACOSX/`` and ``._0001.wav`` resource-fork
 files are ignored (they carry the audio files' names but are not audio). The wavs come
-gzipped (``0001.wav.gz``): unpack them first (``gunzip``) -- a clear error says so, because
-no engine downstream can read audio inside gzip (see ``refuse_gzipped_audio``).
+gzipped (``0001.wav.gz``) and are indexed as they are: the table points at the ``.wav.gz``,
+its duration comes from the header of the decompressed bytes (corpora.audio_info), and
+whatever reads samples decompresses in memory (ssl_pretrain.features.read_segment for the
+feature store; fairseq/Kaldi manifests with ``--resample`` write a prepared copy through
+corpora.prepared_audio). Nothing is unpacked beside the corpus. A plain ``N.wav`` wins over
+``N.wav.gz`` when both are there.
 """
 from __future__ import annotations
 
@@ -24,8 +28,9 @@ from pathlib import Path
 import pandas as pd
 
 from corpora.base.errors import UserError
-from corpora.readers.common import (AudioCheck, find_audio_by_stem, finish_table, first_int, read_lines,
-                                    refuse_gzipped_audio)
+from corpora.readers.common import AudioCheck, finish_table, first_int, read_lines, walk_files
+
+AUDIO_EXTS = (".wav", ".flac", ".wav.gz", ".flac.gz")  # plain first: preferred when both are there
 
 
 def read_winost(root, *, winomt_file=None, audio_dir=None, first_index: int = 1, speaker_gender: str = "female",
@@ -37,13 +42,7 @@ def read_winost(root, *, winomt_file=None, audio_dir=None, first_index: int = 1,
         raise UserError("WinoMT en.txt not found", path=en, fix="put en.txt (from mt_gender's data/aggregates) in "
                         "--root or pass --winomt-file")
     wav_dir = Path(audio_dir) if audio_dir else root
-    numbered: dict[int, Path] = {}
-    if not find_audio_by_stem(wav_dir, exts=(".wav", ".flac")):
-        refuse_gzipped_audio(wav_dir)
-    for stem, path in find_audio_by_stem(wav_dir, exts=(".wav", ".flac")).items():
-        n = first_int(stem)
-        if n is not None:
-            numbered.setdefault(n, path)
+    numbered = _numbered_audio(wav_dir)
     rows = []
     for i, line in enumerate(read_lines(en), start=1):
         if not line.strip():
@@ -60,3 +59,19 @@ def read_winost(root, *, winomt_file=None, audio_dir=None, first_index: int = 1,
                          style="read", entity_gender=gender, entity_index=index, entity=entity,
                          _src=en, _line=i, _gender_src="--speaker-gender"))
     return finish_table(rows, source=en, check=check)
+
+
+def _numbered_audio(wav_dir: Path) -> dict[int, Path]:
+    """{number in the file name: path} of the audio under ``wav_dir`` (macOS litter left out)."""
+    found: dict[int, tuple[int, Path]] = {}
+    if not wav_dir.is_dir():
+        return {}
+    for dirpath, name in walk_files(wav_dir):
+        low = name.lower()
+        rank = next((k for k, ext in enumerate(AUDIO_EXTS) if low.endswith(ext)), None)
+        if rank is None:
+            continue
+        n = first_int(name[:-len(AUDIO_EXTS[rank])])
+        if n is not None and (n not in found or rank < found[n][0]):
+            found[n] = (rank, Path(dirpath) / name)
+    return {n: path for n, (_, path) in found.items()}
