@@ -20,6 +20,7 @@ writer leaves the database readable: the hot journal rolls the half-done transac
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import sqlite3
@@ -34,6 +35,7 @@ import pandas as pd
 from corpora.base.errors import UserError
 from corpora.base.provenance import canonical_json, config_hash, engine_versions, git_sha
 
+log = logging.getLogger(__name__)
 DEFAULT_DB = Path("runs") / "results.db"
 
 SCHEMA = """
@@ -94,6 +96,15 @@ def recording_step(step: dict) -> Iterator[None]:
         _CURRENT_STEP.reset(token)
 
 
+RUN_FIELDS = ("id", "kind", "config", "config_hash", "status")
+SCHEMA_VERSION = 1   # PRAGMA user_version of a DB this code creates; raise it when the schema changes
+WAIT_NOTICE_S = 2.0  # a lock held longer than this is announced ("waiting for the results DB...")
+
+
+def _locked(e: Exception) -> bool:
+    return "locked" in str(e) or "busy" in str(e)
+
+
 SCORE_FIELDS = ("checkpoint", "task", "lang_pair", "subset", "gender", "metric", "value",
                 "ci_low", "ci_high", "n_utts", "n_speakers", "signature")
 
@@ -120,32 +131,86 @@ class ResultsStore:
         except OSError as e:
             raise UserError(f"cannot create the directory for the results DB ({e.strerror})",
                             path=self.path, fix="pass --db a path in a writable directory") from None
+        self.timeout = timeout
         try:
-            if readonly:
-                self.conn = sqlite3.connect(f"file:{self.path.resolve()}?mode=ro", uri=True,
-                                            timeout=timeout, isolation_level=None)
-                self.conn.execute("SELECT count(*) FROM runs").fetchone()
-                return
-            self.conn = sqlite3.connect(self.path, timeout=timeout, isolation_level=None)
-            self.conn.execute("PRAGMA busy_timeout = %d" % int(timeout * 1000))
-            self.conn.execute("PRAGMA foreign_keys = ON")
-            # rollback journal, not WAL: see the module docstring (network file systems)
-            self.conn.execute("PRAGMA journal_mode = DELETE").fetchone()
-            with self.transaction() as c:  # two processes opening a new DB at once: one creates it
-                for statement in SCHEMA.split(";"):
-                    if statement.strip():
-                        c.execute(statement)
-                if "step_key" not in {row[1] for row in c.execute("PRAGMA table_info(runs)")}:
-                    c.execute("ALTER TABLE runs ADD COLUMN step_key TEXT")  # a DB written before steps
+            self._waiting(self._open)
+            self._check_schema()
         except sqlite3.DatabaseError as e:
             msg = str(e)
+            if _locked(e):  # another job holds the file (a sweep's writer): never advise moving it away
+                raise UserError(f"the results DB is locked by another process (waited {timeout:g} s)", path=self.path,
+                                fix="wait for the other job to finish writing and run again, or pass --db another "
+                                    "file") from None
             if "no such table" in msg:
                 fix = "this SQLite file is not a gendergap results DB: pass --db the right file"
             elif "readonly" in msg or "unable to open" in msg:
                 fix = "make the file and its directory writable, or pass --db another path"
             else:
-                fix = "this is not a gendergap results DB (or it is corrupt): move it away or pass --db another path"
+                fix = "this is not a gendergap results DB (or it is corrupt): pass --db another path"
             raise UserError(f"cannot use the results DB ({msg})", path=self.path, fix=fix) from None
+
+    def _open(self) -> None:
+        if getattr(self, "conn", None) is not None:
+            self.conn.close()
+        if self.readonly:
+            self.conn = sqlite3.connect(f"file:{self.path.resolve()}?mode=ro", uri=True, timeout=self.timeout,
+                                        isolation_level=None)
+            self.conn.execute("SELECT count(*) FROM runs").fetchone()
+            return
+        self.conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+        self.conn.execute("PRAGMA busy_timeout = %d" % int(self.timeout * 1000))
+        self.conn.execute("PRAGMA foreign_keys = ON")
+        # rollback journal, not WAL: see the module docstring (network file systems)
+        self.conn.execute("PRAGMA journal_mode = DELETE").fetchone()
+        c = self.conn
+        c.execute("BEGIN IMMEDIATE")  # two processes opening a new DB at once: one creates it
+        try:
+            new = c.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+            self._check_version()  # before anything below alters a newer DB
+            for statement in SCHEMA.split(";"):
+                if statement.strip():
+                    c.execute(statement)
+            if "step_key" not in {row[1] for row in c.execute("PRAGMA table_info(runs)")}:
+                c.execute("ALTER TABLE runs ADD COLUMN step_key TEXT")  # a DB written before steps
+            if new:
+                c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
+        c.execute("COMMIT")
+
+    def _check_version(self) -> None:
+        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise UserError(f"this DB was written by a newer gendergap (schema {version} > {SCHEMA_VERSION})",
+                            path=self.path, fix="upgrade gendergap (pip install -U gendergap) to read it, or pass "
+                                                "--db a DB this version wrote")
+
+    def _check_schema(self) -> None:
+        """A DB from a newer gendergap (or a hand-edited one) is named as such, before a query fails
+        on a renamed column deep inside a report."""
+        self._check_version()
+        for table, needed in (("runs", RUN_FIELDS), ("scores", ("run_id", *SCORE_FIELDS))):
+            have = {row[1] for row in self.conn.execute(f"PRAGMA table_info({table})")}
+            missing = [c for c in needed if c not in have]
+            if missing:
+                raise UserError(f"the results DB's {table} table has no column(s) {', '.join(missing)}: written by "
+                                f"another gendergap version or edited", path=self.path,
+                                fix="open it with the gendergap that wrote it, or pass --db a DB this version wrote")
+
+    def _waiting(self, fn):
+        """Run ``fn``; if the DB is locked, say so once and wait up to the timeout (then it raises)."""
+        full = self.timeout
+        self.timeout = min(full, WAIT_NOTICE_S)
+        try:
+            return fn()
+        except sqlite3.OperationalError as e:
+            if not _locked(e) or full <= WAIT_NOTICE_S:
+                raise
+            log.warning("waiting for the results DB %s, locked by another process (up to %g s)", self.path, full)
+        finally:
+            self.timeout = full
+        return fn()
 
     def close(self) -> None:
         self.conn.close()
@@ -159,13 +224,34 @@ class ResultsStore:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         # BEGIN IMMEDIATE takes the write lock up front, so two writers never deadlock on upgrade.
-        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._begin()
+        except sqlite3.OperationalError as e:
+            if not _locked(e):
+                raise
+            raise UserError(f"the results DB is locked by another process (waited {self.timeout:g} s)",
+                            path=self.path, fix="wait for the other job to finish writing and run again, or pass "
+                                                "--db another file") from None
         try:
             yield self.conn
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
         self.conn.execute("COMMIT")
+
+    def _begin(self) -> None:
+        self.conn.execute("PRAGMA busy_timeout = %d" % int(min(self.timeout, WAIT_NOTICE_S) * 1000))
+        try:
+            self.conn.execute("BEGIN IMMEDIATE")
+            return
+        except sqlite3.OperationalError as e:
+            if not _locked(e) or self.timeout <= WAIT_NOTICE_S:
+                raise
+            log.warning("waiting for the results DB %s, locked by another process (up to %g s)", self.path,
+                        self.timeout)
+        finally:
+            self.conn.execute("PRAGMA busy_timeout = %d" % int(self.timeout * 1000))
+        self.conn.execute("BEGIN IMMEDIATE")
 
     # --- runs -------------------------------------------------------------------------
     def start_run(self, kind: str, config: dict, *, name: str = "", seed: int | None = None,
@@ -191,8 +277,21 @@ class ResultsStore:
         run_id = self.find_done(config, kind=kind)
         if run_id is None:
             run_id = self.start_run(kind, config, name=name, seed=seed, inputs=inputs)
+        else:
+            self._relink(run_id)
         self.add_scores(run_id, rows, finish=True)
         return run_id
+
+    def _relink(self, run_id: int) -> None:
+        """A run stored again by another study step now points to that step (the one whose output
+        its rows are): the run -> step link always names the step that last wrote the rows."""
+        step = _CURRENT_STEP.get()
+        if step is None:
+            return
+        with self.transaction() as c:
+            c.execute("INSERT OR IGNORE INTO steps (key, kind, name, fields) VALUES (?, ?, ?, ?)",
+                      (step["key"], step["kind"], step["name"], canonical_json(step["fields"])))
+            c.execute("UPDATE runs SET step_key = ? WHERE id = ?", (step["key"], int(run_id)))
 
     def step_of(self, run_id: int) -> dict | None:
         """The study step that made a run: {key, kind, name, fields}, or None (a command run by hand)."""

@@ -211,3 +211,74 @@ def test_corpus_index_on_a_full_disk_is_one_line_and_keeps_the_old_table(tmp_pat
     assert "rc=2" in proc.stdout and "an older table" in proc.stdout, proc.stdout + proc.stderr
     assert "No space left on device -- free space" in one_error_line(proc.stderr)
     assert sorted((tmp_path / "listing").read_text().split()) == [".", "..", "fill", "t.tsv"]
+
+
+# --- item 11: a DB from a newer gendergap; item 12: a DB locked by another writer ---------------------------
+def test_a_db_from_a_newer_schema_is_named_as_such(tmp_path, capsys):
+    import sqlite3
+    db = _results_db(tmp_path / "new.db")
+    with sqlite3.connect(db) as c:   # what a later version might do: a renamed column, a higher version
+        c.execute("ALTER TABLE scores RENAME COLUMN value TO score")
+        c.execute("PRAGMA user_version = 7")
+    before = db.read_bytes()
+    rc, out, err = run(capsys, "report", "--db", db, "--out", tmp_path / "rep")
+    assert rc == 2 and "this DB was written by a newer gendergap (schema 7 > 1)" in one_error_line(err)
+    ids, refs, d = _perfect_files(tmp_path)
+    rc, out, err = run(capsys, "score", "asr", "--refs", d / "ref.tsv", "--hyps", d / "hyp.tsv", "--speakers",
+                       d / "utts.tsv", "--bootstrap", 0, "--db", db, "--checkpoint", "X")
+    assert rc == 2 and "schema 7 > 1" in one_error_line(err) and db.read_bytes() == before   # not altered
+    with sqlite3.connect(db) as c:   # the same renamed column without a version: named, not a KeyError
+        c.execute("PRAGMA user_version = 0")
+    rc, out, err = run(capsys, "report", "--db", db, "--out", tmp_path / "rep")
+    assert rc == 2 and "scores table has no column(s) value" in one_error_line(err)
+
+
+def _perfect_files(tmp_path):
+    d = tmp_path / "inputs"
+    d.mkdir()
+    ids, refs, _, spk, gen = make_corpus(n_utts=20, n_speakers=4, seed=2)
+    write_inputs(d, ids, refs, refs, spk, gen)
+    return ids, refs, d
+
+
+HOLD_LOCK = ("import sqlite3, sys, time; c = sqlite3.connect(sys.argv[1], isolation_level=None); "
+             "c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True); time.sleep(float(sys.argv[2])); "
+             "c.execute('COMMIT')")
+
+
+def _hold_lock(db, seconds):
+    proc = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(db), str(seconds)], stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_a_locked_db_waits_with_a_message_then_says_locked_never_move_it_away(tmp_path, caplog):
+    from analysis.store import ResultsStore
+    from corpora.base.errors import UserError
+
+    db = _results_db(tmp_path / "r.db")
+    before = db.read_bytes()
+    holder = _hold_lock(db, 30)
+    try:
+        with pytest.raises(UserError) as e, caplog.at_level("WARNING"):
+            ResultsStore(db, timeout=3)
+        msg = str(e.value)
+        assert "locked by another process" in msg and "move it away" not in msg and "not a gendergap" not in msg
+        assert "waiting for the results DB" in caplog.text and "locked by another process" in caplog.text
+        with pytest.raises(UserError) as e:
+            ResultsStore(db, timeout=3, readonly=True)
+        assert "locked by another process" in str(e.value)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert db.read_bytes() == before
+    # a lock released while we wait: the write goes through after the message
+    caplog.clear()
+    holder = _hold_lock(db, 3)
+    with caplog.at_level("WARNING"), ResultsStore(db, timeout=30) as store:
+        store.store_run("score-wer", {"late": 1}, [], name="late")
+    holder.wait()
+    assert "waiting for the results DB" in caplog.text
+    with ResultsStore(db, readonly=True) as store:
+        assert "late" in set(store.runs()["name"])
