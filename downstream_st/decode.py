@@ -19,7 +19,7 @@ import pandas as pd
 from corpora.base.atomic import atomic_open
 from corpora.base.errors import UserError
 from downstream_st.data import target_column, write_eval_dir
-from downstream_st.presets import as_flags
+from downstream_st.presets import as_flags, check_flags
 from downstream_st.train import run_fairseq
 
 log = logging.getLogger(__name__)
@@ -30,12 +30,16 @@ _LINE = re.compile(r"^D-(\d+)\t([^\t]*)\t?(.*)$")
 
 
 def build_generate_command(eval_dir: str | os.PathLike, split: str, checkpoint: str | os.PathLike,
-                           results_dir: str | os.PathLike, decode_flags: dict) -> list[str]:
-    """The fairseq-generate command (as ``python -m fairseq_cli.generate``)."""
+                           results_dir: str | os.PathLike, decode_flags: dict, *, source=None,
+                           trust: bool = False) -> list[str]:
+    """The fairseq-generate command (as ``python -m fairseq_cli.generate``); a flag off the
+    allowlist (presets.DECODE_FLAGS: st.json and overrides are untrusted) is refused, naming
+    ``source``, unless ``trust``."""
     bad = [k for k in decode_flags if k.lstrip("-").replace("_", "-") in FORBIDDEN_DECODE_FLAGS]
     if bad:
         raise UserError(f"decoding flag --{bad[0]} would detokenise a second time (words glued together)",
                         fix="leave detokenisation to the model's config.yaml (sentencepiece); drop that option")
+    check_flags("decode", decode_flags, source=source, trust=trust)
     return [sys.executable, "-m", "fairseq_cli.generate", str(Path(eval_dir).resolve()),
             "--task", "speech_to_text", "--config-yaml", "config.yaml", "--gen-subset", split,
             "--path", str(Path(checkpoint).resolve()), "--results-path", str(Path(results_dir).resolve()),
@@ -89,7 +93,8 @@ def write_references(df: pd.DataFrame, tgt_lang: str, out: str | os.PathLike) ->
 
 
 def decode_st(model_dir: str | os.PathLike, meta: dict, test: pd.DataFrame, out: str | os.PathLike,
-              beam: int | None = None, decode_flags: dict | None = None, split: str = "test") -> dict:
+              beam: int | None = None, decode_flags: dict | None = None, split: str = "test",
+              trust: bool = False) -> dict:
     """Beam-search ``test`` (rows with ``feature_path``/``n_frames``) with the averaged model of
     ``model_dir``; writes ``out`` (``id<TAB>text``) and returns {hyps, work_dir, command}."""
     out = Path(out).resolve()
@@ -100,9 +105,11 @@ def decode_st(model_dir: str | os.PathLike, meta: dict, test: pd.DataFrame, out:
     if beam is not None:
         flags["beam"] = int(beam)
     results = work / "generate"
-    cmd = build_generate_command(eval_dir, split, meta["checkpoint"], results, flags)
+    cmd = build_generate_command(eval_dir, split, meta["checkpoint"], results, flags,
+                                 source=Path(model_dir) / "st.json", trust=trust)
     log.info("decoding %d utterance(s) with beam %s (log: %s)", len(test), flags.get("beam"), work / "generate.log")
-    run_fairseq(cmd, work / "generate.log", threads=meta["preset"].get("cpu_threads"), gpu=meta["preset"].get("gpu"))
+    run_fairseq(cmd, work / "generate.log", threads=meta["preset"].get("cpu_threads"), gpu=meta["preset"].get("gpu"),
+                trust=trust)
     hyps = parse_generate_output(results / f"generate-{split}.txt", test["id"].astype(str).tolist())
     write_hypotheses(hyps, out)
     return {"hyps": str(out), "work_dir": str(work), "command": cmd, "beam": flags.get("beam")}

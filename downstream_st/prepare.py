@@ -36,10 +36,12 @@ class FeatureSource:
     device: str = "cpu"
     precision: str = "fp32"
     trust: bool = False          # unpickle the SSL checkpoint fully (--trust-checkpoint)
+    expect_sha256: str | None = None   # decoding: the SSL checkpoint the model was trained on
+    ssl_sha256: str | None = None      # set once the checkpoint is resolved
 
     def describe(self) -> dict:
         return {"ssl_checkpoint": self.ckpt, "layer": self.layer, "feature_store": self.store,
-                "registry": self.registry, "feature_index": self.index}
+                "registry": self.registry, "feature_index": self.index, "ssl_sha256": self.ssl_sha256}
 
     def index_for(self, rows: pd.DataFrame, table_path: str | os.PathLike,
                   progress: bool = True) -> tuple[pd.DataFrame, str, bool]:
@@ -54,8 +56,17 @@ class FeatureSource:
         from ssl_pretrain.feature_store import FeatureStore, extractor_for
 
         layer = self.layer if self.layer in ("last",) else int(self.layer)
-        extractor = extractor_for(CheckpointRef.resolve(self.ckpt, self.registry, trust=self.trust), self.device,
-                                 self.precision)
+        ref = CheckpointRef.resolve(self.ckpt, self.registry, trust=self.trust)
+        if not ref.is_fbank:
+            self.ssl_sha256 = ref.content_hash
+            if self.expect_sha256 and self.expect_sha256 != self.ssl_sha256:
+                # a copied or moved run dir whose checkpoint name now means another model: its
+                # features would not be the ones the ST model was trained on
+                raise UserError(f"the SSL checkpoint {self.ckpt!r} is now {ref.path} (sha256 {self.ssl_sha256[:12]}); "
+                                f"the ST model was trained on features of sha256 {self.expect_sha256[:12]}",
+                                path=ref.path, fix="pass --registry (or restore the checkpoint) naming the model it "
+                                "was trained on")
+        extractor = extractor_for(ref, self.device, self.precision)
         segments = rows.assign(audio=resolve_audio(rows, table_path).to_numpy())
         view = FeatureStore(self.store).view(extractor, segments, layer, progress=progress)
         index = view.index_table(view.layers[0])

@@ -25,6 +25,33 @@ PRESET_DIR = Path(__file__).resolve().parent / "presets"
 DATA_KEYS = ("vocab_type", "vocab_size", "max_frames", "min_frames")
 OPTIONAL_DATA_KEYS = ("feature_transforms",)  # fairseq config.yaml transforms, e.g. [utterance_cmvn]
 
+# The fairseq flags a preset, an override, a study config or a run dir's st.json may set: numbers,
+# switches and registered names only. Flags that import code (--user-dir), load a file as a checkpoint
+# (--restore-file, --finetune-from-model, --load-pretrained-*-from, --path), write elsewhere or are
+# gendergap's own are left out; --trust-checkpoint on the command line lets any flag through.
+_COMMON_FLAGS = {
+    "cpu", "seed", "fp16", "memory-efficient-fp16", "fp16-init-scale", "fp16-scale-window", "amp",
+    "num-workers", "max-tokens", "batch-size", "required-batch-size-multiple", "skip-invalid-size-inputs-valid-test",
+    "max-source-positions", "max-target-positions", "log-interval", "log-format", "distributed-world-size",
+    "ddp-backend", "find-unused-parameters", "empty-cache-freq", "data-buffer-size"}
+TRAIN_FLAGS = _COMMON_FLAGS | {
+    "arch", "criterion", "optimizer", "lr-scheduler", "lr", "warmup-updates", "warmup-init-lr", "min-lr",
+    "clip-norm", "weight-decay", "adam-betas", "adam-eps", "max-update", "max-epoch", "update-freq", "stop-time-hours",
+    "stop-min-lr", "patience", "label-smoothing", "report-accuracy", "ctc-weight", "ignore-prefix-size",
+    "sentence-avg", "save-interval", "save-interval-updates", "keep-interval-updates", "keep-last-epochs",
+    "keep-best-checkpoints", "no-epoch-checkpoints", "no-last-checkpoints", "no-save-optimizer-state",
+    "best-checkpoint-metric", "maximize-best-checkpoint-metric", "validate-interval", "validate-interval-updates",
+    "disable-validation", "max-tokens-valid", "batch-size-valid", "curriculum", "encoder-layers", "decoder-layers",
+    "encoder-embed-dim", "decoder-embed-dim", "encoder-ffn-embed-dim", "decoder-ffn-embed-dim",
+    "encoder-attention-heads", "decoder-attention-heads", "encoder-normalize-before", "decoder-normalize-before",
+    "conv-kernel-sizes", "conv-channels", "dropout", "attention-dropout", "activation-dropout", "activation-fn",
+    "share-decoder-input-output-embed", "no-scale-embedding", "layernorm-embedding", "encoder-freezing-updates",
+    "share-all-embeddings"}
+DECODE_FLAGS = _COMMON_FLAGS | {
+    "beam", "nbest", "max-len-a", "max-len-b", "min-len", "lenpen", "unkpen", "no-repeat-ngram-size", "sampling",
+    "sampling-topk", "sampling-topp", "temperature", "prefix-size", "no-early-stop", "unnormalized", "match-source-len",
+    "scoring", "quiet"}
+
 
 def preset_names() -> list[str]:
     """The built-in presets (file stems under downstream_st/presets/)."""
@@ -76,14 +103,54 @@ def _value(text: str):
     return text if isinstance(value, (dict, list)) else value
 
 
-def apply_overrides(cfg: dict, overrides) -> dict:
-    """A copy of ``cfg`` with ``key=value`` overrides applied (see the module docstring)."""
+def flag_problem(section: str, key: str) -> str | None:
+    """Why fairseq flag ``key`` of ``section`` (train or decode) may not come from a preset, an
+    override, a study config or a run dir (None: it may)."""
+    flag = _flag_key(key)
+    allowed = TRAIN_FLAGS if section == "train" else DECODE_FLAGS
+    if flag in allowed:
+        return None
+    tool = "fairseq-train" if section == "train" else "fairseq-generate"
+    return (f"{tool} flag --{flag} is not one gendergap passes from a preset, config or run dir (a flag that "
+            "imports code or loads a file never is)")
+
+
+FLAG_FIX = ("drop it (the allowed flags: TRAIN_FLAGS and DECODE_FLAGS in downstream_st/presets.py); only for a "
+            "source you trust, add --trust-checkpoint on the command line")
+
+
+def check_flags(section: str, flags: dict, *, source=None, trust: bool = False) -> None:
+    """Refuse (UserError naming ``source``) a flag of ``flags`` that flag_problem refuses, unless ``trust``."""
+    for key in ({} if trust else flags):
+        why = flag_problem(section, key)
+        if why:
+            raise UserError(why, path=source, fix=FLAG_FIX)
+
+
+def override_problem(item: str) -> str | None:
+    """Why a `key=value` override may not be applied (None: it may): a fairseq flag off the
+    allowlist (flag_problem); the study config's schema asks this of each `overrides:` entry."""
+    key, _, _ = str(item).partition("=")
+    section, dot, sub = key.strip().partition(".")
+    if dot and section in ("data", "decode", "train"):
+        return flag_problem(section, sub) if section != "data" else None
+    if key.strip().replace("-", "_") in ("average_last", "cpu_threads"):
+        return None
+    return flag_problem("train", key)
+
+
+def apply_overrides(cfg: dict, overrides, trust: bool = False) -> dict:
+    """A copy of ``cfg`` with ``key=value`` overrides applied (see the module docstring); a fairseq
+    flag off the allowlist is refused unless ``trust`` (--trust-checkpoint)."""
     cfg = copy.deepcopy(cfg)
     for item in overrides or ():
         key, sep, raw = str(item).partition("=")
         if not sep or not key.strip():
             raise UserError(f"override {item!r} is not key=value",
                             fix="write e.g. max-epoch=5, lr=1e-3, data.vocab_size=300 or decode.beam=10")
+        why = None if trust else override_problem(item)
+        if why:
+            raise UserError(f"override {item!r}: {why}", fix=FLAG_FIX)
         key, value = key.strip(), _value(raw.strip())
         section, dot, sub = key.partition(".")
         if dot and section in ("data", "decode", "train"):

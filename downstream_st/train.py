@@ -30,7 +30,7 @@ from corpora.checks import Finding
 from corpora.base.provenance import config_hash, engine_versions, git_sha
 from downstream_st.average import average_checkpoints, last_checkpoints
 from downstream_st.data import build_s2t_dir, filter_frames, target_column
-from downstream_st.presets import as_flags
+from downstream_st.presets import as_flags, check_flags
 from ssl_pretrain.run import fairseq_env, start_fairseq, stop
 
 log = logging.getLogger(__name__)
@@ -39,8 +39,11 @@ AVERAGED = "checkpoint_avg.pt"
 META = "st.json"
 
 
-def build_train_command(data_dir: str | os.PathLike, save_dir: str | os.PathLike, train_flags: dict) -> list[str]:
-    """The fairseq-train command line (as ``python -m fairseq_cli.train``)."""
+def build_train_command(data_dir: str | os.PathLike, save_dir: str | os.PathLike, train_flags: dict, *,
+                        source=None, trust: bool = False) -> list[str]:
+    """The fairseq-train command line (as ``python -m fairseq_cli.train``); a flag off the
+    allowlist (presets.TRAIN_FLAGS) is refused, naming ``source``, unless ``trust``."""
+    check_flags("train", train_flags, source=source, trust=trust)
     return [sys.executable, "-m", "fairseq_cli.train", str(Path(data_dir).resolve()),
             "--task", "speech_to_text", "--config-yaml", "config.yaml",
             "--train-subset", "train", "--valid-subset", "valid",
@@ -58,10 +61,12 @@ def process_env(threads: int | None, gpu: str | None = None) -> dict:
 
 
 def run_fairseq(cmd: list[str], log_path: Path, poll_s: float = 0.5, threads: int | None = None,
-                gpu: str | None = None) -> None:
-    """Run fairseq to completion (its output appended to ``log_path``); Ctrl-C stops it cleanly."""
+                gpu: str | None = None, trust: bool = False) -> None:
+    """Run fairseq to completion (its output appended to ``log_path``); Ctrl-C stops it cleanly.
+    The checkpoints it will load are checked first (ssl_pretrain.run.start_fairseq; ``trust``:
+    --trust-checkpoint)."""
     offset = start = log_path.stat().st_size if log_path.exists() else 0
-    proc = start_fairseq(cmd, log_path, env=fairseq_env(process_env(threads, gpu)))
+    proc = start_fairseq(cmd, log_path, env=fairseq_env(process_env(threads, gpu)), trust=trust)
     try:
         while proc.poll() is None:
             time.sleep(poll_s)
@@ -221,20 +226,23 @@ def _read_meta(path: Path) -> dict:
 
 def train_st(train: pd.DataFrame, valid: pd.DataFrame, out_dir: str | os.PathLike, *, preset: dict,
              src_lang: str, tgt_lang: str, feature_dim: int, meta: dict | None = None,
-             train_source=None, valid_source=None) -> dict:
+             train_source=None, valid_source=None, trust: bool = False) -> dict:
     """Build the data dir, run (or resume) fairseq-train, average the last checkpoints.
 
     ``train``/``valid`` carry ``feature_path``/``n_frames`` (data.attach_features) and the
     target column; ``preset`` is a loaded preset with overrides applied; ``meta`` (SSL
     checkpoint, layer, feature cache ...) is stored in OUT/st.json for decoding. Returns the
-    summary written there.
+    summary written there. ``trust`` (--trust-checkpoint): any fairseq flag, full unpickling.
+
+    st.json names the averaged checkpoint relative to OUT (a copied or moved dir decodes its own
+    model) and paths outside OUT both relative to it and absolute (``inputs``; relocate_meta).
     """
     out_dir = Path(out_dir).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
     data = prepare_data(train, valid, out_dir, tgt_lang=tgt_lang, data_opts=preset["data"], feature_dim=feature_dim,
                         train_source=train_source, valid_source=valid_source)
     save_dir = out_dir / "checkpoints"
-    cmd = build_train_command(out_dir / "data", save_dir, preset["train"])
+    cmd = build_train_command(out_dir / "data", save_dir, preset["train"], source=preset.get("_source"), trust=trust)
     # fairseq's batching, checked before it starts (its own failure text names neither cause)
     lo, hi = int(preset["data"].get("min_frames") or 0), preset["data"].get("max_frames")
     problems = batch_findings({name: [n for n in df["n_frames"].astype(int) if n >= lo and (not hi or n <= int(hi))]
@@ -243,38 +251,83 @@ def train_st(train: pd.DataFrame, valid: pd.DataFrame, out_dir: str | os.PathLik
         raise UserError(problems[0].message, path=preset.get("_source"), fix=problems[0].fix)
     old = _read_meta(out_dir / META)
     if (old.get("status") == "done" and old.get("command") == cmd and old.get("data", {}).get("fingerprint")
-            == data["fingerprint"] and Path(old.get("checkpoint", "")).is_file()):
+            == data["fingerprint"] and (out_dir / AVERAGED).is_file()):
         log.info("%s is already trained with this command and data: nothing to do", out_dir)
         return old
     summary = {"src_lang": src_lang, "tgt_lang": tgt_lang, "feature_dim": int(feature_dim), "preset": preset,
                "data": data, "command": cmd, "versions": engine_versions(), "git_sha": git_sha(),
-               "status": "training", **(meta or {})}
+               "status": "training", **portable_paths(meta or {}, out_dir)}
     write_json(out_dir / META, summary)
     log_path = out_dir / "train.log"
     resumed = (save_dir / "checkpoint_last.pt").is_file()
     log.info("%s fairseq-train -> %s (log: %s)", "resuming" if resumed else "starting", save_dir, log_path)
     started = time.time()
-    run_fairseq(cmd, log_path, threads=preset.get("cpu_threads"), gpu=preset.get("gpu"))
+    run_fairseq(cmd, log_path, threads=preset.get("cpu_threads"), gpu=preset.get("gpu"), trust=trust)
     n = int(preset.get("average_last", 10))
     paths = last_checkpoints(save_dir, n)
     average_checkpoints(paths, out_dir / AVERAGED)
-    summary.update(status="done", averaged=[p.name for p in paths], checkpoint=str(out_dir / AVERAGED),
+    summary.update(status="done", averaged=[p.name for p in paths], checkpoint=AVERAGED,
                    train_seconds=round(time.time() - started, 1), resumed=resumed)
     write_json(out_dir / META, summary)
     return summary
 
 
+# st.json's paths outside the run dir: recorded relative to it (a study dir copied whole keeps
+# them valid) and absolute (a run dir moved alone still finds them)
+OUTSIDE_PATHS = ("feature_store", "registry", "feature_index", "ssl_checkpoint")
+
+
+def portable_paths(meta: dict, out_dir: Path) -> dict:
+    """``meta`` with OUTSIDE_PATHS (and ``tables``) relative to ``out_dir``; the absolute paths
+    and the sha256 of a feature index file go under ``inputs``. ``meta`` holds only paths that exist."""
+    from ssl_pretrain.checkpoints import file_sha256
+    meta, inputs = dict(meta), {}
+    for key in OUTSIDE_PATHS:
+        if isinstance(meta.get(key), str) and (key != "ssl_checkpoint" or Path(meta[key]).exists()):
+            where = Path(meta[key]).resolve()   # ssl_checkpoint: a path, not a registered name
+            # a feature index's bytes are the training features; the registry changes with every
+            # `ckpt add`, and the SSL checkpoint is checked by its content hash (ssl_sha256)
+            inputs[key] = {"abs": str(where), **({"sha256": file_sha256(where)} if key == "feature_index" else {})}
+            meta[key] = os.path.relpath(where, out_dir)
+    if isinstance(meta.get("tables"), dict):
+        meta["tables"] = {k: os.path.relpath(Path(v).resolve(), out_dir) for k, v in meta["tables"].items()}
+    return {**meta, "inputs": inputs}
+
+
+def relocate_meta(meta: dict, model_dir: Path, path: Path) -> dict:
+    """st.json as read from ``model_dir`` wherever it now lies: the checkpoint is the dir's own;
+    a relative outside path resolves against the dir, else (a dir moved alone) the recorded absolute
+    one. A feature index whose bytes changed since training is refused (another model's features)."""
+    from ssl_pretrain.checkpoints import file_sha256
+    meta = dict(meta)
+    meta["checkpoint"] = str(model_dir / AVERAGED)   # never the path of the dir it was copied from
+    for key, recorded in (meta.get("inputs") or {}).items():   # none in a run dir from before relative paths
+        value = meta.get(key)
+        if key not in OUTSIDE_PATHS or not isinstance(value, str) or Path(value).is_absolute():
+            continue
+        here = (model_dir / value).resolve()
+        meta[key] = str(here if here.exists() or not Path(recorded.get("abs", "")).exists() else recorded["abs"])
+        sha = recorded.get("sha256")
+        if sha and Path(meta[key]).is_file() and file_sha256(Path(meta[key])) != sha:
+            raise UserError(f"{key} {meta[key]} changed since the model was trained (sha256 {sha[:12]} then, "
+                            f"{file_sha256(Path(meta[key]))[:12]} now)", path=path,
+                            fix="restore that file, or pass the test features with --features-index")
+    return meta
+
+
 def read_model_meta(model_dir: str | os.PathLike) -> dict:
-    """OUT/st.json of a trained model dir (a UserError when it is not one, or unfinished)."""
-    path = Path(model_dir) / META
+    """OUT/st.json of a trained model dir (a UserError when it is not one, or unfinished), its
+    paths resolved where the dir lies now (relocate_meta)."""
+    model_dir = Path(model_dir).resolve()
+    path = model_dir / META
     meta = _read_meta(path)
     if not meta:
         raise UserError("not an ST model dir (no st.json)", path=model_dir,
                         fix="give the --out dir of `gendergap st train`")
-    if meta.get("status") != "done" or not Path(meta.get("checkpoint", "")).is_file():
+    if meta.get("status") != "done" or not (model_dir / AVERAGED).is_file():
         raise UserError("this ST model has not finished training (no averaged checkpoint)", path=path,
                         fix="run the same `gendergap st train` command again: it resumes")
-    return meta
+    return relocate_meta(meta, model_dir, path)
 
 
 def frames_of(duration_s: float) -> int:

@@ -84,14 +84,16 @@ def _policy(args):
 
 
 def run_local(args) -> int:
-    from ssl_pretrain.run import run_pretraining, warm_start
-    overrides = list(args.overrides)
+    from ssl_pretrain.run import check_overrides, run_pretraining, warm_start
+    # before init.pt is written: an override naming code or a checkpoint needs --trust-checkpoint
+    overrides = check_overrides(args.overrides, trust=args.trust_checkpoint)
     if args.init_from:
         from ssl_pretrain.checkpoints import CheckpointRef
         ref = CheckpointRef.resolve(args.init_from, args.registry, trust=args.trust_checkpoint)
-        overrides += warm_start(ref.fairseq_state(), args.out)
+        overrides += warm_start(ref.fairseq_state(), args.out, source=args.init_from)
     summary = run_pretraining(args.preset, args.manifest, args.out, seed=args.seed, overrides=overrides,
-                              policy=_policy(args), check_audio=args.check_audio, threads=args.threads)
+                              policy=_policy(args), check_audio=args.check_audio, threads=args.threads,
+                              trust=args.trust_checkpoint)
     from corpora.base.errors import UserError
     from ssl_pretrain.registry import run_checkpoint
     try:

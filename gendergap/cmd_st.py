@@ -62,6 +62,13 @@ all, F and M speakers with speaker-level bootstrap CIs and delta_rel = 100 (F - 
 printed, written to HYP.json and, with --db, stored (task st). --mustshe also scores gender
 accuracy/coverage on a MuST-SHE TSV (task mustshe).
 
+a model dir is read as data, never as code: its decoding flags must be fairseq flags on gendergap's
+list (no --user-dir, no --path; downstream_st/presets.py DECODE_FLAGS) and its checkpoint_avg.pt
+must load with the safe loader before fairseq starts; --trust-checkpoint lifts both, for a model
+from a source you trust. st.json names its inputs relative to the model dir, so a copied or moved
+study decodes its own checkpoint_avg.pt and feature store; a checkpoint name that now means another
+SSL model is refused (the features would not be the ones it was trained on).
+
 examples:
   gendergap st decode --model runs/st/F-tiny.fr-en --test data/synth/utterances.tsv --corpus synth-fr \\
       --test-split test --out runs/st/F-tiny.fr-en/test.hyp --db runs/results.db
@@ -116,6 +123,8 @@ def register(subparsers, group: str, help: str) -> None:
                    help="fp32 or fp16 for extracting the test features (default: the training run's); "
                         "fairseq-generate itself always runs fp32 (its --fp16 feeds fp32 features to a half model)")
     d.add_argument("--registry", default=None, help="checkpoint registry JSON (default: the training run's)")
+    from gendergap.options import add_trust_option
+    add_trust_option(d)
     d.add_argument("--no-score", action="store_true", help="only decode (e.g. a test set without references)")
     d.add_argument("--mustshe", default=None, metavar="TSV", help="also score gender accuracy on this MuST-SHE TSV")
     d.add_argument("--bootstrap", type=int, default=1000, help="speaker bootstrap resamples for CIs (default 1000)")
@@ -179,7 +188,7 @@ def st_train(*, train: str, valid: str, src: str, tgt: str, out: str, ckpt: str 
     device, precision = device_and_precision(device, precision)
     recipe = load_preset(preset)
     overrides = list(overrides) + ([f"seed={seed}"] if seed is not None else [])
-    recipe = on_gpus(on_device(apply_overrides(recipe, overrides), device, precision), gpus)
+    recipe = on_gpus(on_device(apply_overrides(recipe, overrides, trust=trust_checkpoint), device, precision), gpus)
     _limit_threads(recipe)
     source = _source(ckpt=ckpt, layer=layer, features_index=features_index, feature_store=feature_store,
                      registry=registry, trust_checkpoint=trust_checkpoint, device=device, precision=precision)
@@ -195,11 +204,11 @@ def st_train(*, train: str, valid: str, src: str, tgt: str, out: str, ckpt: str 
                           "valid_corpus": valid_corpus}}
     summary = train_st(train_rows, valid_rows, out, preset=recipe, src_lang=src, tgt_lang=tgt,
                        feature_dim=train_rows.attrs["feature_dim"], meta=meta, train_source=train,
-                       valid_source=valid)
+                       valid_source=valid, trust=trust_checkpoint)
     data = summary["data"]
     print(f"trained {src}->{tgt} on {data['rows']['train']} utterances "
           f"({data['dropped']['train']} dropped over {recipe['data']['max_frames']} frames), "
-          f"averaged {len(summary['averaged'])} checkpoint(s) -> {summary['checkpoint']} "
+          f"averaged {len(summary['averaged'])} checkpoint(s) -> {Path(out) / summary['checkpoint']} "
           f"in {time.time() - started:.0f} s")
     return summary
 
@@ -208,11 +217,13 @@ def st_decode(*, model: str, test: str, out: str, test_split: str | None = None,
               beam: int | None = None, feature_store: str | None = None, features_index: str | None = None,
               device: str | None = None, precision: str | None = None, registry: str | None = None,
               no_score: bool = False, mustshe: str | None = None, bootstrap: int = 1000, seed: int = 12345,
-              db: str | None = None, name: str | None = None, subset: str = "test", task: str = "st") -> dict | None:
+              db: str | None = None, name: str | None = None, subset: str = "test", task: str = "st",
+              trust_checkpoint: bool = False) -> dict | None:
     """Decode ``test`` with a trained ST model into ``out`` (id<TAB>text), then score BLEU per gender
     (and MuST-SHE gender accuracy with ``mustshe``), store the rows in ``db`` and write OUT.json.
     The `st decode` CLI leaf and the sweep's step both call it. Returns what OUT.json holds (None
-    with ``no_score``)."""
+    with ``no_score``). The model dir is untrusted: its decoding flags must be on the allowlist and
+    its averaged checkpoint must load safely, unless ``trust_checkpoint`` (--trust-checkpoint)."""
     from downstream_st.decode import decode_st
     from downstream_st.prepare import FeatureSource, prepare_rows
     from downstream_st.presets import on_device
@@ -228,12 +239,13 @@ def st_decode(*, model: str, test: str, out: str, test_split: str | None = None,
     source = FeatureSource(ckpt=meta.get("ssl_checkpoint"), layer=meta.get("layer", "last"),
                            store=feature_store or meta.get("feature_store"),
                            registry=registry or meta.get("registry"), index=index, device=device,
-                           precision=precision)
+                           precision=precision, trust=trust_checkpoint,
+                           expect_sha256=meta.get("ssl_sha256"))
     score = not no_score
     rows = prepare_rows(test, source, corpus=corpus, split=test_split, src=meta["src_lang"],
                         tgt=meta["tgt_lang"] if score else None, expected_dim=int(meta["feature_dim"]))
     started = time.time()
-    run = decode_st(model, meta, rows, out, beam=beam)
+    run = decode_st(model, meta, rows, out, beam=beam, trust=trust_checkpoint)
     print(f"decoded {len(rows)} utterance(s) with beam {run['beam']} in {time.time() - started:.0f} s -> {out}")
     if not score:
         return None

@@ -40,6 +40,16 @@ def _key_value(item: str) -> str:
     return item
 
 
+def _st_override(item: str) -> str:
+    # a config is untrusted: no fairseq flag that imports code or loads a file (user-dir, restore-file)
+    from downstream_st.presets import override_problem
+    why = override_problem(item)
+    if why:
+        raise refuse(f"override {item!r}: {why}", "drop it; the allowed flags are TRAIN_FLAGS and DECODE_FLAGS in "
+                     "downstream_st/presets.py (a study config never passes others)")
+    return item
+
+
 def _distinct_seeds(seeds: list[int] | None) -> list[int] | None:
     if seeds is not None and (not seeds or len(set(seeds)) != len(seeds)):
         raise refuse(f"seeds must be a list of distinct integers, got {seeds!r}", "e.g. `seeds: [1, 2, 3]`")
@@ -142,8 +152,9 @@ class StTask(TaskBase):
         "fr-fr segment from the pair's row of the same segment")
     layer: str | int = Field("last", description="SSL layer whose features feed the ST model")
     preset: str = Field("tiny", description="ST preset: xs (the study's), tiny, or a preset yaml")
-    overrides: list[Annotated[str, AfterValidator(_key_value)]] = Field(
-        [], description="fairseq-train overrides, key=value")
+    overrides: list[Annotated[str, AfterValidator(_key_value), AfterValidator(_st_override)]] = Field(
+        [], description="fairseq-train overrides, key=value: flags of downstream_st/presets.py TRAIN_FLAGS "
+        "(decode.KEY=VALUE: DECODE_FLAGS) only, never one that imports code or loads a file")
     mustshe: str | None = Field(None, description="MuST-SHE TSV to score the test hypotheses with (gender-st; "
                                 "with seeds, the first seed's hypotheses)")
     seeds: Seeds = None

@@ -31,8 +31,7 @@ PY="$(command -v python3)"
 # wheels into a private site folder: --no-deps, exactly the versions in .whl/ (one of each)
 "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || { echo "device_gpu_check: the wheels in .whl/ did not install" >&2; exit 1; }
-export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 \
-    TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 MPLBACKEND=Agg
+export PYTHONPATH="/tmp/site:$PWD" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 MPLBACKEND=Agg
 
 {
   nvidia-smi -L; "$PY" --version

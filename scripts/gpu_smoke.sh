@@ -16,7 +16,7 @@ PY="${PYTHON:-$HERE/.venv/bin/python}"
 GG=("$PY" -m gendergap.cli)
 WORK="${1:-$HERE/runs/gpu_smoke}"
 UPDATES="${UPDATES:-100}"
-export TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1
 
 [ -x "$PY" ] || { echo "gpu_smoke: no python at $PY (run scripts/install.sh, or set PYTHON=...)" >&2; exit 2; }
 # fail fast, one line, before anything is written

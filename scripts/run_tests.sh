@@ -2,7 +2,7 @@
 # Runs the test suite in .venv and prints skipped tests loudly (a skip is never silent).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} MPLBACKEND=Agg
 # The SLURM tests (tests/test_slurm.py) submit real jobs to a one-node cluster on localhost:
 # install Debian's slurm-wlm + munge if missing and start the daemons (a no-op when they run).

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -28,14 +29,17 @@ from ssl_pretrain import watchdog as wd
 log = logging.getLogger(__name__)
 
 
+NO_WEIGHTS_ONLY = "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"
+
+
 def fairseq_env(extra: dict | None = None, threads: int | None = None) -> dict:
-    """Environment fairseq needs with torch >= 2.6 (its checkpoints hold pickled configs).
+    """Environment for a fairseq process.
 
     ``threads`` caps torch's CPU threads (OMP/MKL). On a busy shared CPU this matters more
     than anything else: a tiny run took 87 s with 2 threads and 6.5 s with 1 at load 7.5.
+    torch's weights-only switch is set by start_fairseq alone (see there).
     """
     env = dict(os.environ)
-    env.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
     env["PYTHONUNBUFFERED"] = "1"
     if threads:
         env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(threads)
@@ -43,15 +47,49 @@ def fairseq_env(extra: dict | None = None, threads: int | None = None) -> dict:
     return env
 
 
-def check_overrides(overrides) -> list[str]:
-    """fairseq hydra overrides are `group.key=value`; catch typos before fairseq does."""
+# Hydra overrides that make fairseq import code, load a file as a checkpoint or move what gendergap
+# watches: refused from a command line or a config unless --trust-checkpoint (hydra.* holds
+# callbacks, whose _target_ is any callable; common.user_dir imports a folder as a module).
+DANGEROUS_KEYS = ("user_dir", "restore_file", "finetune_from_model", "continue_once", "w2v_path", "w2v_args",
+                  "_target_", "save_dir")
+
+
+def dangerous_override(key: str) -> str | None:
+    """Why a hydra override key may not come from an untrusted source (None: it may)."""
+    key = key.lstrip("+~")
+    if not re.fullmatch(r"[A-Za-z_][\w.]*", key):
+        return "is not a plain group.key name (hydra would read it as one of its own options)"
+    if key.split(".")[0] == "hydra" or any(part in DANGEROUS_KEYS for part in key.split(".")):
+        return "makes fairseq import code or load a file as a checkpoint"
+    return None
+
+
+def check_overrides(overrides, trust: bool = False) -> list[str]:
+    """fairseq hydra overrides are `group.key=value`; catch typos before fairseq does, and refuse
+    the keys that import code or load checkpoints (unless ``trust``: --trust-checkpoint)."""
     out = []
     for o in overrides or []:
         if "=" not in o or o.startswith("="):
             raise UserError(f"override {o!r} is not key=value",
                             fix="write e.g. optimization.max_update=1000 or model.encoder_layers=4")
+        why = None if trust else dangerous_override(o.partition("=")[0])
+        if why:
+            raise UserError(f"override {o!r} {why}", fix="drop it (gendergap sets checkpoints and paths itself); "
+                            "only if you trust where it came from, pass --trust-checkpoint on the command line")
         out.append(o)
     return out
+
+
+def preset_problems(cfg: dict, prefix: str = "") -> list[str]:
+    """The keys of a hydra preset file that dangerous_override refuses (as group.key)."""
+    found = []
+    for key, value in (cfg or {}).items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            found += preset_problems(value, name + ".")
+        elif dangerous_override(name) and not (name == "checkpoint.save_dir" or name.startswith("hydra.run.")):
+            found.append(name)
+    return found
 
 
 def _override_value(overrides: list[str], key: str):
@@ -75,14 +113,20 @@ def base_lr(preset: str, overrides: list[str]) -> float:
 
 
 def build_command(preset: str, manifest_dir, out_dir, seed: int | None = None, overrides=(),
-                  hydra_dir=None, cpu_ranks: bool = False) -> list[str]:
+                  hydra_dir=None, cpu_ranks: bool = False, trust: bool = False, internal=()) -> list[str]:
     """The fairseq-hydra-train command line (as `python -m fairseq_cli.hydra_train`).
 
     ``hydra_dir``: hydra's run dir (default OUT/hydra; one per rank in multi-rank jobs).
     ``cpu_ranks``: one of several CPU ranks under SLURM: `python -m ssl_pretrain.run`, the
     same fairseq entry point with fairseq's CUDA-only calls worked around (`_cpu_rank_main`).
+    ``trust``: --trust-checkpoint was given (check_overrides); ``internal``: overrides gendergap
+    built itself (the warm start's init.pt), appended unchecked.
     """
     cfg = preset_path(preset)
+    bad = [] if trust else preset_problems(load_preset(preset))
+    if bad:
+        raise UserError(f"the preset sets {bad[0]}, which makes fairseq import code or load a file as a checkpoint",
+                        path=cfg, fix="remove it from the preset (or pass --trust-checkpoint if you trust the file)")
     out_dir = Path(out_dir).resolve()
     entry = "ssl_pretrain.run" if cpu_ranks else "fairseq_cli.hydra_train"
     cmd = [sys.executable, "-m", entry, "--config-dir", str(cfg.parent),
@@ -94,18 +138,69 @@ def build_command(preset: str, manifest_dir, out_dir, seed: int | None = None, o
         cmd.append("dataset.disable_validation=true")
     if seed is not None:
         cmd.append(f"common.seed={seed}")
-    return cmd + check_overrides(overrides)
+    return cmd + check_overrides(overrides, trust) + list(internal)
 
 
-def start_fairseq(cmd: list[str], log_path, env: dict | None = None) -> subprocess.Popen:
-    """Start fairseq in its own process group, appending its output to ``log_path``."""
+def _arg(cmd: list[str], flag: str) -> str | None:
+    """The value of ``--flag V`` / ``--flag=V`` (fairseq-train, generate) or ``key=V`` (hydra)."""
+    for i, a in enumerate(cmd):
+        if flag.startswith("--") and a == flag and i + 1 < len(cmd):
+            return cmd[i + 1]
+        if a.lstrip("+").startswith(flag + "="):
+            return a.partition("=")[2]
+    return None
+
+
+def fairseq_inputs(cmd: list[str], cwd: Path) -> list[Path]:
+    """The checkpoint files the fairseq command ``cmd`` will torch.load: the resume file
+    (save dir's checkpoint_last.pt, or the restore file), the warm-start and pretrained-part
+    files, generate's --path models, and any other argument naming an existing .pt file."""
+    found = []
+    for save_flag, restore_flag in (("--save-dir", "--restore-file"), ("checkpoint.save_dir", "checkpoint.restore_file")):
+        save_dir = _arg(cmd, save_flag)
+        restore = _arg(cmd, restore_flag) or "checkpoint_last.pt"
+        if save_dir:
+            found.append(Path(save_dir) / restore if restore == "checkpoint_last.pt" else cwd / restore)
+    for flag in ("--finetune-from-model", "--load-pretrained-encoder-from", "--load-pretrained-decoder-from",
+                 "checkpoint.finetune_from_model", "model.w2v_path"):
+        if _arg(cmd, flag):
+            found.append(cwd / _arg(cmd, flag))
+    if _arg(cmd, "--path"):
+        found += [cwd / p for p in _arg(cmd, "--path").split(os.pathsep)]
+    for a in cmd[3:]:   # a safety net: anything else naming a .pt (python -m MODULE comes first)
+        value = a.partition("=")[2] if "=" in a else a
+        if value.endswith(".pt"):
+            found.append(cwd / value)
+    return list(dict.fromkeys(p for p in found if p.is_file()))
+
+
+def start_fairseq(cmd: list[str], log_path, env: dict | None = None, trust: bool = False) -> subprocess.Popen:
+    """Start fairseq in its own process group, appending its output to ``log_path``.
+
+    Every checkpoint the command will load (fairseq_inputs) is first read with the project's safe
+    loader; a crafted one is refused in one line before anything starts. fairseq then runs
+    through ssl_pretrain.fairseq_entry, so its own torch.load stays weights-only with the same
+    allowlist. Only ``trust`` (--trust-checkpoint on the command line: the user vouches for the
+    files) skips the check and sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 for this process, so that
+    fairseq unpickles fully; gendergap sets that variable nowhere else, and removes one inherited
+    from the caller's environment otherwise.
+    """
+    from ssl_pretrain.safe_load import check_before_fairseq
     log_path = Path(log_path)
+    check_before_fairseq(fairseq_inputs(cmd, log_path.parent), trust=trust)
+    env = dict(env or fairseq_env())
+    if trust:
+        env[NO_WEIGHTS_ONLY] = "1"
+    else:
+        env.pop(NO_WEIGHTS_ONLY, None)
+    if len(cmd) > 2 and cmd[1] == "-m" and cmd[2].startswith("fairseq_cli."):
+        cmd = [cmd[0], "-m", "ssl_pretrain.fairseq_entry", *cmd[2:]]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "a", encoding="utf-8") as f:
         f.write(f"==== gendergap {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(cmd)}\n")
     logf = open(log_path, "ab")
     # own session: stopping it (watchdog trip, Ctrl-C) stops fairseq's data workers too
-    proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env or fairseq_env(),
+    proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env,
                             cwd=str(log_path.parent), start_new_session=True)
     logf.close()
     return proc
@@ -141,17 +236,45 @@ def watchdog_state(journal_path: Path, lr: float, seed: int | None) -> tuple[flo
     return lr, seed, restarts
 
 
-def warm_start(state: dict, out_dir) -> list[str]:
+def _weights_sha256(state: dict) -> str:
+    """sha256 over a checkpoint dict's weights (names, dtypes, shapes, bytes): which model it is."""
+    import hashlib
+    import torch
+    h = hashlib.sha256()
+    for name in sorted(state["model"]):
+        t = state["model"][name].detach().cpu().contiguous().reshape(-1)
+        h.update(f"{name}\0{t.dtype}\0{tuple(state['model'][name].shape)}\n".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def warm_start(state: dict, out_dir, source: str | None = None) -> list[str]:
     """Overrides that start a run from ``state``'s weights (a fairseq wav2vec 2.0 checkpoint dict,
     e.g. a packed release read by ssl_pretrain.checkpoints) with a fresh optimizer, schedule and
     data order: fairseq's own ``checkpoint.finetune_from_model``, which a rerun of the same command
     ignores once ``checkpoint_last.pt`` exists (so a killed warm-started run resumes as usual).
     A packed release holds weights and config only; the bookkeeping fairseq's loader reads is
-    filled in (the update count restarts at 0)."""
+    filled in (the update count restarts at 0).
+
+    OUT/init.json records which weights OUT/init.pt holds (``source``, their sha256): a rerun with
+    other weights rewrites init.pt, so --init-from always wins over a stale file, unless the run
+    already has a checkpoint_last.pt trained from the old weights: then it is refused, naming both."""
+    import json
     import torch
+    from corpora.base.atomic import atomic_open
     out_dir = Path(out_dir)
-    init = out_dir / "init.pt"
-    if not init.is_file():
+    init, record_path = out_dir / "init.pt", out_dir / "init.json"
+    digest = _weights_sha256(state)
+    try:
+        record = json.loads(record_path.read_text(encoding="utf-8")) if record_path.is_file() else {}
+    except (OSError, ValueError):
+        record = {}
+    if not (init.is_file() and record.get("sha256") == digest):
+        if record.get("sha256") and (out_dir / "checkpoints" / "checkpoint_last.pt").is_file():
+            raise UserError(f"this run was started from {record.get('source')} (weights sha256 "
+                            f"{record['sha256'][:12]}), not from {source or 'the --init-from checkpoint'} (weights "
+                            f"sha256 {digest[:12]}): its checkpoints continue the first", path=out_dir,
+                            fix="give a new --out for the new starting point (or delete OUT/checkpoints to start over)")
         history = (state.get("optimizer_history") or [{}])[-1]
         full = {"cfg": state["cfg"], "args": None, "model": {k: v.float() for k, v in state["model"].items()},
                 "optimizer_history": [{"criterion_name": "Wav2vecCriterion", "optimizer_name": "FairseqAdam",
@@ -159,21 +282,24 @@ def warm_start(state: dict, out_dir) -> list[str]:
                                        "num_updates": history.get("num_updates") or 0}],
                 "extra_state": {}, "last_optimizer_state": None}
         out_dir.mkdir(parents=True, exist_ok=True)
-        from corpora.base.atomic import atomic_open
         with atomic_open(init, "wb") as f:
             torch.save(full, f)
+        write_json(record_path, {"source": str(source) if source else None, "sha256": digest})
     return [f"checkpoint.finetune_from_model={init.resolve()}"]
 
 
 def run_pretraining(preset: str, manifest_dir, out_dir, seed: int | None = None, overrides=(),
                     policy: wd.Policy | None = wd.Policy(), check_audio: str = "sample",
-                    poll_s: float = 1.0, threads: int | None = None) -> dict:
+                    poll_s: float = 1.0, threads: int | None = None, trust: bool = False) -> dict:
     """Pretrain (or resume) under the watchdog; returns a summary dict (also in OUT/run.json).
 
-    ``policy=None`` runs fairseq without the watchdog.
+    ``policy=None`` runs fairseq without the watchdog. ``trust``: --trust-checkpoint (the
+    overrides may name files and code; fairseq unpickles its checkpoints fully).
     """
     out_dir = Path(out_dir)
-    overrides = check_overrides(overrides)
+    own = f"checkpoint.finetune_from_model={(out_dir / 'init.pt').resolve()}"   # warm_start's, not the user's
+    internal = [o for o in overrides or () if o == own]
+    overrides = check_overrides([o for o in overrides or () if o != own], trust)
     preset_path(preset)  # an unknown preset fails before the (slower) manifest check
     stats = check_manifest_dir(manifest_dir, check_audio=check_audio)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -181,16 +307,16 @@ def run_pretraining(preset: str, manifest_dir, out_dir, seed: int | None = None,
     journal_path = out_dir / (policy.journal if policy else "watchdog.jsonl")
     lr, seed, restarts = watchdog_state(journal_path, base_lr(preset, overrides), seed)
     summary = {"preset": str(preset), "manifest": str(Path(manifest_dir).resolve()), "manifest_stats": stats,
-               "seed": seed, "overrides": overrides, "versions": engine_versions(), "git_sha": git_sha(),
+               "seed": seed, "overrides": overrides + internal, "versions": engine_versions(), "git_sha": git_sha(),
                "policy": policy.as_dict() if policy else None}
     while True:
         extra = [f"optimization.lr=[{lr}]"] if restarts else []
-        cmd = build_command(preset, manifest_dir, out_dir, seed, overrides + extra)
+        cmd = build_command(preset, manifest_dir, out_dir, seed, overrides + extra, trust=trust, internal=internal)
         write_json(out_dir / "run.json", {**summary, "command": cmd, "lr": lr, "restarts": restarts})
         offset = log_path.stat().st_size if log_path.exists() else 0
         start_updates = resume_updates(log_path)
         log.info("pretraining %s -> %s (log: %s)", preset, save_dir, log_path)
-        proc = start_fairseq(cmd, log_path, fairseq_env(threads=threads))
+        proc = start_fairseq(cmd, log_path, fairseq_env(threads=threads), trust=trust)
         trip = None
         try:
             while proc.poll() is None:
@@ -277,7 +403,9 @@ def _cpu_rank_main(argv: list[str]) -> None:
     """
     import torch
     from fairseq.distributed import utils as dist_utils
+    from ssl_pretrain.safe_load import SAFE_GLOBALS
 
+    torch.serialization.add_safe_globals(SAFE_GLOBALS)   # fairseq's torch.load stays weights-only (fairseq_entry)
     os.environ["SLURM_LOCALID"] = "0"
     world = int(os.environ.get("SLURM_NTASKS", "1"))
     size = int(_override_value(argv, "common.all_gather_list_size") or 16384)   # fairseq's default

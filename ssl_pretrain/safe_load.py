@@ -39,18 +39,21 @@ TRUST_FIX = ("if you trust whoever made this file, pass --trust-checkpoint (trus
              "config) to load it with full unpickling")
 
 
-def load_torch_file(path: str | os.PathLike, *, trust: bool = False, what: str = "checkpoint"):
+def load_torch_file(path: str | os.PathLike, *, trust: bool = False, what: str = "checkpoint", mmap: bool = False):
     """``torch.load`` on the CPU without unpickling arbitrary objects (unless ``trust``).
 
-    A class outside the allowlist, or a file that is not a torch checkpoint, is a UserError."""
+    ``mmap``: map the tensors' bytes instead of reading them (a zip checkpoint; enough to check a
+    large file cheaply). A class outside the allowlist, or a file that is not a torch checkpoint,
+    is a UserError."""
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{what} file not found", path=path, fix=f"give the path of a {what} (.pt)")
+    mmap = mmap and zipfile.is_zipfile(path)   # torch maps only its zip format
     try:
         if trust:
-            return torch.load(path, map_location="cpu", weights_only=False)
+            return torch.load(path, map_location="cpu", weights_only=False, mmap=mmap)
         with torch.serialization.safe_globals(SAFE_GLOBALS):
-            return torch.load(path, map_location="cpu", weights_only=True)
+            return torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as e:
         # torch names the class: "Unsupported global: GLOBAL omegaconf.dictconfig.DictConfig was not
         # an allowed global", or "Trying to load unsupported GLOBAL posix.system whose module ..."
@@ -65,6 +68,17 @@ def load_torch_file(path: str | os.PathLike, *, trust: bool = False, what: str =
         raise UserError(f"cannot read as a torch {what} ({type(e).__name__}: {str(e).splitlines()[0][:120]})",
                         path=path, fix=f"give a {what} written by torch.save (e.g. checkpoints/checkpoint_best.pt)") \
             from None
+
+
+def check_before_fairseq(paths, *, trust: bool = False) -> None:
+    """Read each existing file of ``paths`` with the safe loader before a fairseq subprocess loads
+    it: fairseq calls torch.load itself, so a crafted file is refused here, in one line naming it,
+    before any process starts. ``trust`` (--trust-checkpoint on the command line) skips the check."""
+    if trust:
+        return
+    for path in paths:
+        if Path(path).is_file():
+            load_torch_file(path, what="checkpoint fairseq would load", mmap=True)
 
 
 def unsafe_classes(path: str | os.PathLike) -> list[str]:

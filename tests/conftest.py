@@ -4,7 +4,6 @@ import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")  # fairseq checkpoints hold non-tensor objects
 os.environ.setdefault("MPLBACKEND", "Agg")
 # a command run without --feature-store must not write into the checkout's runs/features
 os.environ.setdefault("GENDERGAP_FEATURE_STORE", os.path.join(tempfile.mkdtemp(prefix="gendergap-store-"), "features"))

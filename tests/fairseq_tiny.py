@@ -47,7 +47,8 @@ def train_tiny(manifest_dir: Path, work: Path, updates: int = 3) -> tuple[subpro
     cfg = work / "cfg"
     cfg.mkdir(parents=True, exist_ok=True)
     (cfg / "tiny.yaml").write_text(TINY_W2V % {"out": work / "ckpt", "data": manifest_dir, "updates": updates})
-    env = dict(os.environ, TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1", OMP_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", None)   # fairseq reads checkpoints weights-only here too
     proc = subprocess.run([str(Path(sys.executable).parent / "fairseq-hydra-train"), "--config-dir", str(cfg),
                            "--config-name", "tiny", f"hydra.run.dir={work / 'hydra'}"],
                           capture_output=True, text=True, env=env, timeout=300)
