@@ -118,12 +118,16 @@ def gap_table(df: pd.DataFrame, tasks: list[str], metric: str) -> pd.DataFrame:
             row[f"{name}_low"] = r["ci_low"].iloc[0] if len(r) else np.nan
             row[f"{name}_high"] = r["ci_high"].iloc[0] if len(r) else np.nan
             row[f"{name}_n_utts"] = r["n_utts"].iloc[0] if len(r) else np.nan
+            row[f"{name}_score_id"] = _score_id(r)
             sd = sds[sds["gender"] == gender]
             row[f"{name}_sd"] = sd["value"].iloc[0] if len(sd) else np.nan
         d = g[(g["gender"] == "delta_rel") & g["metric"].isin([metric, "delta_rel"])]
+        # the runs behind the row (`gendergap trace` follows them to their steps)
+        row["run_ids"] = " ".join(str(int(x)) for x in dict.fromkeys(own["run_id"])) if "run_id" in own else ""
         if len(d):
             row.update(delta_rel=d["value"].iloc[-1], delta_rel_low=d["ci_low"].iloc[-1],
-                       delta_rel_high=d["ci_high"].iloc[-1], delta_rel_source="stored")
+                       delta_rel_high=d["ci_high"].iloc[-1], delta_rel_source="stored",
+                       delta_rel_score_id=_score_id(d.iloc[[-1]]))
         elif not (_nan(row["F"]) or _nan(row["M"])):
             d_rel = delta_rel(row["F"], row["M"])
             row.update(delta_rel=np.nan if d_rel is None else d_rel, delta_rel_low=np.nan, delta_rel_high=np.nan,
@@ -146,6 +150,11 @@ def gap_table(df: pd.DataFrame, tasks: list[str], metric: str) -> pd.DataFrame:
         out = out.sort_values(["_t", "lang_pair", "_c"], kind="stable").drop(columns=["_t", "_c"])
         out = out.reset_index(drop=True)
     return out
+
+
+def _score_id(rows: pd.DataFrame) -> str:
+    """The results-DB id of the score row a cell shows ('' when none), for `gendergap trace`."""
+    return str(int(rows["id"].iloc[0])) if len(rows) and "id" in rows else ""
 
 
 def asr_tasks(df: pd.DataFrame) -> list[str]:

@@ -36,6 +36,7 @@ class AsrStep(ModelStep):
     feature_store: str | None = None
 
     OWNS_OUTPUTS = True
+    KINDS = ("asr-e2e", "asr-frozen")
 
     @property
     def kind(self) -> str:
@@ -45,17 +46,14 @@ class AsrStep(ModelStep):
     def cost_min(self) -> float:
         return 3 if self.recipe == "finetune" else 1.5
 
-    def run(self) -> None:
-        from gendergap.cmd_asr import asr_finetune, asr_frozen
-
+    def calls(self) -> list[tuple[str, dict]]:
         common = dict(ckpt=self.ckpt, registry=self.registry, train=self.train, valid=self.valid, test=self.test,
                       table=self.table, out=self.out, db=self.db, subset=self.subset, bootstrap=self.bootstrap,
                       seed=self.seed, hparams=self.hparams, overrides=list(self.overrides), no_progress=True,
                       device=self.device, precision=self.precision, trust_checkpoint=self.trust)
         if self.recipe == "finetune":
-            asr_finetune(**common)
-        else:
-            asr_frozen(**common, layer=self.layer, feature_store=self.feature_store)
+            return [("asr finetune", common)]
+        return [("asr frozen", dict(common, layer=self.layer, feature_store=self.feature_store))]
 
 
 def plan_asr(g: Graph, tname: str, t: dict) -> None:

@@ -81,7 +81,17 @@ class Step:
         return f"{type(self).__name__}(" + ", ".join(f"{k}={v!r}" for k, v in self.fields().items()) + ")"
 
     def run(self) -> None:
-        raise NotImplementedError(f"{type(self).__name__}.run")
+        """Run the step: by default its ``calls()``, each a CLI leaf's keyword function."""
+        calls = self.calls()
+        if not calls:
+            raise NotImplementedError(f"{type(self).__name__}.run")
+        run_calls(calls)
+
+    def calls(self) -> list[tuple[str, dict]]:
+        """What running the step means as CLI leaves: [(leaf, its keyword arguments)], e.g.
+        ("asr frozen", {ckpt: ..., layer: ...}). ``run()`` calls them; `gendergap trace` prints them
+        as the command lines that redo exactly this step. Empty: the step is no CLI leaf's work."""
+        return []
 
     def check(self, ctx: "CheckContext") -> list["Problem"]:
         """What is wrong with this step's inputs, found WITHOUT running it (tables read, audio
@@ -89,6 +99,20 @@ class Step:
         and refuses to start while any finds a problem. Inputs another step will write
         (``ctx.pending``) are not checked. The default: nothing to check."""
         return []
+
+
+# CLI leaf -> the keyword function it calls (names = its option dests; gendergap/options.call)
+LEAF_FUNCTIONS = {"asr finetune": "gendergap.cmd_asr:asr_finetune", "asr frozen": "gendergap.cmd_asr:asr_frozen",
+                  "st train": "gendergap.cmd_st:st_train", "st decode": "gendergap.cmd_st:st_decode",
+                  "probe run": "gendergap.cmd_probe:probe_run"}
+
+
+def run_calls(calls: list[tuple[str, dict]]) -> None:
+    import importlib
+
+    for leaf, kwargs in calls:
+        module, name = LEAF_FUNCTIONS[leaf].split(":")
+        getattr(importlib.import_module(module), name)(**kwargs)
 
 
 @dataclass(kw_only=True)

@@ -27,13 +27,12 @@ class ProbesStep(ModelStep):
     db: str
     seed: int
 
-    def run(self) -> None:
-        from gendergap.cmd_probe import probe_run
-
-        probe_run(ckpt=[self.ckpt], registry=self.registry, table=self.table, corpus=self.corpus, layers=self.layers,
-                  probes=",".join(self.probes), control=self.control, random_init=self.random_init,
-                  feature_store=self.feature_store, out=self.out, db=self.db, seed=self.seed, device=self.device,
-                  precision=self.precision, trust_checkpoint=self.trust, quiet=True)
+    def calls(self) -> list[tuple[str, dict]]:
+        return [("probe run", dict(
+            ckpt=[self.ckpt], registry=self.registry, table=self.table, corpus=self.corpus, layers=self.layers,
+            probes=",".join(self.probes), control=self.control, random_init=self.random_init,
+            feature_store=self.feature_store, out=self.out, db=self.db, seed=self.seed, device=self.device,
+            precision=self.precision, trust_checkpoint=self.trust, quiet=True))]
 
     def check(self, ctx: CheckContext) -> list[Problem]:
         """The probed corpus has rows of both genders, and the probe's train/valid/test draw (the

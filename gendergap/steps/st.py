@@ -38,6 +38,7 @@ class StStep(ModelStep):
     eval_corpus: str | None = None   # valid and test rows from this corpus (default: corpus)
 
     OWNS_OUTPUTS = True
+    KINDS = ("st", "gender-st")
 
     @property
     def kind(self) -> str:
@@ -47,17 +48,17 @@ class StStep(ModelStep):
     def cost_min(self) -> float:
         return 2.5 if self.task_type == "st" else 1.5   # gender-st: the smaller gender set
 
-    def run(self) -> None:
-        from gendergap.cmd_st import st_decode, st_train
-
-        st_train(ckpt=self.ckpt, layer=self.layer, registry=self.registry, feature_store=self.feature_store,
-                 device=self.device, precision=self.precision, trust_checkpoint=self.trust, corpus=self.corpus,
-                 train=self.table, train_split=self.splits["train"], valid=self.table,
-                 valid_split=self.splits["valid"], valid_corpus=self.eval_corpus, src=self.src, tgt=self.tgt, out=self.out, preset=self.preset,
-                 seed=self.train_seed, overrides=list(self.overrides))
-        st_decode(model=self.out, test=self.table, test_split=self.splits["test"], corpus=self.eval_corpus or self.corpus,
-                  out=str(Path(self.out) / "test.hyp"), db=self.db, name=self.ckpt, bootstrap=self.bootstrap,
-                  seed=self.seed, task=self.task_type, **({"subset": self.subset} if self.subset else {}))
+    def calls(self) -> list[tuple[str, dict]]:
+        train = dict(ckpt=self.ckpt, layer=self.layer, registry=self.registry, feature_store=self.feature_store,
+                     device=self.device, precision=self.precision, trust_checkpoint=self.trust, corpus=self.corpus,
+                     train=self.table, train_split=self.splits["train"], valid=self.table,
+                     valid_split=self.splits["valid"], valid_corpus=self.eval_corpus, src=self.src, tgt=self.tgt,
+                     out=self.out, preset=self.preset, seed=self.train_seed, overrides=list(self.overrides))
+        decode = dict(model=self.out, test=self.table, test_split=self.splits["test"],
+                      corpus=self.eval_corpus or self.corpus, out=str(Path(self.out) / "test.hyp"), db=self.db,
+                      name=self.ckpt, bootstrap=self.bootstrap, seed=self.seed, task=self.task_type,
+                      **({"subset": self.subset} if self.subset else {}))
+        return [("st train", train), ("st decode", decode)]
 
     def check(self, ctx: CheckContext) -> list[Problem]:
         """The pair's rows (translations, speakers' genders, audio) and fairseq's batching of them."""

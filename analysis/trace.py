@@ -1,0 +1,101 @@
+"""From a number in a report back to what made it: score rows -> run -> study step.
+
+Every table CSV the report writes carries, per row, the results-DB id of the score behind each
+cell (``M_score_id``, ``F_score_id``, ``all_score_id``, ``delta_rel_score_id``) and the run ids
+(``run_ids``). The store links each score to its run (config, git sha, versions, seed, input
+files, log) and each run to the study step that made it (kind, name, typed fields, key): two
+lookups from any cell.
+
+    ids = cell_score_ids("study/report", "table4", "asr-frozen:B-tiny", "WER All")
+    chain = trace_scores("study/results.db", ids)
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from analysis.store import ResultsStore
+from corpora.base.errors import UserError
+
+# a cell's column: the gender (or Δrel) part of what the Markdown table shows -> the CSV's id column
+_GENDER_WORDS = {"all": "all", "f": "F", "m": "M", "δrel": "delta_rel", "Δrel": "delta_rel", "delta_rel": "delta_rel",
+                 "drel": "delta_rel", "delta": "delta_rel"}
+
+
+def report_table(report_dir: str | os.PathLike, table: str) -> tuple[Path, pd.DataFrame]:
+    """The CSV of ``table`` (``table4``, ``table5``, or a file stem) in a report directory."""
+    report_dir = Path(report_dir)
+    hits = sorted(report_dir.glob(f"{table}*.csv")) if report_dir.is_dir() else []
+    if not hits:
+        known = ", ".join(sorted(p.stem for p in report_dir.glob("table*.csv"))) if report_dir.is_dir() else "none"
+        raise UserError(f"no table {table!r} in this report", path=report_dir,
+                        fix=f"name one of its tables ({known or 'none'}), e.g. table4 or table5")
+    return hits[0], pd.read_csv(hits[0], dtype=str, keep_default_na=False)
+
+
+def cell_score_ids(report_dir: str | os.PathLike, table: str, row: str, column: str) -> list[int]:
+    """Score ids behind one cell. ``row``: the checkpoint, qualified by task and/or language pair
+    when it is on several rows (``asr-frozen:B-tiny``, ``fr-en:B-tiny``). ``column``: as the
+    Markdown table heads it (``WER All``, ``F``, ``Δrel, %``, ``fr-en All``)."""
+    path, df = report_table(report_dir, table)
+    if "checkpoint" not in df.columns or not any(c.endswith("_score_id") for c in df.columns):
+        raise UserError("this table carries no score ids", path=path,
+                        fix="re-run `gendergap report` with this gendergap (older reports lack them)")
+    words = [w for w in re.split(r"[\s,%\[\]]+", column.strip()) if w]
+    pairs = [w for w in words if re.fullmatch(r"[a-z]{2,3}-[a-z]{2,3}", w)]
+    genders = [_GENDER_WORDS[w.lower()] if w.lower() in _GENDER_WORDS else _GENDER_WORDS.get(w) for w in words]
+    genders = [g for g in genders if g]
+    if len(genders) != 1:
+        raise UserError(f"column {column!r} names no single cell", path=path,
+                        fix="say M, F, All or Δrel (with the pair for Table 5: 'fr-en All')")
+    rows = df
+    for part in row.split(":"):
+        hit = rows[(rows["checkpoint"] == part) | (rows.get("task", "") == part) | (rows.get("lang_pair", "") == part)]
+        rows = hit
+    for pair in pairs:
+        rows = rows[rows["lang_pair"] == pair]
+    if len(rows) != 1:
+        where = ", ".join(":".join(x for x in (r.get("task", ""), r.get("lang_pair", ""), r["checkpoint"]) if x)
+                          for _, r in df.iterrows())
+        raise UserError(f"row {row!r}{' ' + pairs[0] if pairs else ''} matches {len(rows)} rows", path=path,
+                        fix=f"name one of: {where}")
+    ids = str(rows.iloc[0].get(f"{genders[0]}_score_id", "")).split()
+    if not ids:
+        raise UserError(f"cell {row!r} / {column!r} has no stored score (Δrel computed from F and M?)", path=path,
+                        fix="trace its F and M cells instead")
+    return [int(float(i)) for i in ids]
+
+
+def trace_scores(db: str | os.PathLike, score_ids: list[int] | None = None, run_id: int | None = None) -> dict:
+    """{scores: [...], runs: [{..., step}]}: each score row, its run (config, git sha, versions,
+    seed, inputs, log) and the run's study step (kind, name, key, fields), or None for a run made
+    by a command typed by hand."""
+    with ResultsStore(db, readonly=True) as store:
+        conn = store.conn
+        if score_ids:
+            marks = ",".join("?" * len(score_ids))
+            scores = pd.read_sql_query(f"SELECT * FROM scores WHERE id IN ({marks}) ORDER BY id", conn,
+                                       params=[int(i) for i in score_ids])
+            if len(scores) != len(set(score_ids)):
+                missing = sorted(set(map(int, score_ids)) - set(scores["id"]))
+                raise UserError(f"no score row with id {missing[0]} in this DB", path=db,
+                                fix="pass the DB the report was made from (--db)")
+            run_ids = list(dict.fromkeys(int(r) for r in scores["run_id"]))
+        else:
+            scores = pd.read_sql_query("SELECT * FROM scores WHERE run_id = ? ORDER BY id", conn, params=[int(run_id)])
+            run_ids = [int(run_id)]
+        runs = []
+        for rid in run_ids:
+            row = pd.read_sql_query("SELECT * FROM runs WHERE id = ?", conn, params=[rid])
+            if row.empty:
+                raise UserError(f"no run with id {rid} in this DB", path=db, fix="pass the DB the report was made from")
+            run = row.iloc[0].to_dict()
+            for key in ("config", "versions", "inputs"):
+                run[key] = json.loads(run[key]) if run.get(key) else None
+            run["step"] = store.step_of(rid)
+            runs.append(run)
+    return {"scores": scores.to_dict("records"), "runs": runs}

@@ -1,0 +1,180 @@
+"""`gendergap trace`: a report cell, a score or a run -> its run, its study step, and the
+command lines that redo exactly that step (analysis.trace reads the chain; this module renders it)."""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+from pathlib import Path
+
+from corpora.base.errors import UserError
+
+DESCRIPTION = """\
+Trace a number back to what made it: the score row(s), the run that stored them (config, git sha,
+package versions, seed, input files with size and mtime, log), the study step that ran it (kind,
+name, key, typed fields) and the gendergap command lines that redo exactly that step. The
+commands write into --into (default ./rerun), never over the study: the same inputs give the same
+number there."""
+
+EPILOG = """\
+examples:
+  gendergap trace --report study/report table4 asr-frozen:B-tiny "WER All"
+  gendergap trace --report study/report table5 B-tiny "fr-en All"
+  gendergap trace --db study/results.db --score 42
+  gendergap trace --db study/results.db --run 7 --json
+A row is the checkpoint, qualified by task or pair when it is on several rows (asr-e2e:F-tiny,
+fr-en:F-tiny); a column as the Markdown table heads it (WER All, F, M, Δrel, fr-en All). Every
+table CSV carries each cell's score id (<col>_score_id) and the row's run ids (run_ids).
+"""
+
+
+def register(subparsers, group: str, help_: str) -> None:
+    p = subparsers.add_parser(group, help=help_, description=DESCRIPTION, epilog=EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("cell", nargs="*", metavar="TABLE ROW COLUMN",
+                   help="with --report: the table (table4, table5), the row and the column of a cell")
+    p.add_argument("--report", metavar="DIR", help="a report directory (`gendergap report`, a study's report/)")
+    p.add_argument("--db", help="the results DB (default: the report's study DB, <report>/../results.db)")
+    p.add_argument("--score", type=int, action="append", help="a score row id (repeatable)")
+    p.add_argument("--run", type=int, help="a run id")
+    p.add_argument("--into", default="rerun", metavar="DIR",
+                   help="where the printed commands write their output and DB (default ./rerun)")
+    p.add_argument("--json", action="store_true", help="print the chain as JSON")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from analysis.trace import cell_score_ids, trace_scores
+
+    if args.report:
+        if len(args.cell) != 3:
+            raise UserError("--report needs a cell: TABLE ROW COLUMN", fix='e.g. table4 asr-frozen:B-tiny "WER All"')
+        ids = cell_score_ids(args.report, *args.cell)
+        db = args.db or str(Path(args.report).resolve().parent / "results.db")
+    elif args.score or args.run is not None:
+        if not args.db:
+            raise UserError("--score/--run need --db", fix="e.g. --db study/results.db")
+        ids, db = args.score, args.db
+    else:
+        raise UserError("nothing to trace", fix="give --report DIR TABLE ROW COLUMN, --score ID or --run ID")
+    chain = trace_scores(db, ids, run_id=args.run)
+    for run_ in chain["runs"]:
+        run_["commands"] = rerun_commands(run_["step"], args.into) if run_["step"] else []
+    if args.json:
+        print(json.dumps(chain, indent=2, default=str))
+    else:
+        print(render(chain, db))
+    return 0
+
+
+# --- the commands that redo a step ---------------------------------------------------------------
+
+def step_of_record(step: dict):
+    """The Step object a results-DB step record ({kind, name, fields}) describes."""
+    from gendergap.steps import base
+
+    for cls in _subclasses(base.Step):
+        kinds = getattr(cls, "KINDS", None) or ((cls.KIND,) if cls.KIND else ())
+        if step["kind"] in kinds:
+            return cls(name=step["name"], **step["fields"])
+    raise UserError(f"step kind {step['kind']!r} is unknown to this gendergap", fix="trace with the version that made it")
+
+
+def _subclasses(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)
+
+
+def rerun_commands(step: dict, into: str | Path) -> list[str]:
+    """Shell lines redoing ``step`` (a results-DB step record) with its own inputs, its outputs
+    and DB moved under ``into``. Empty when the step is no CLI leaf's work."""
+    import gendergap.steps  # noqa: F401 (registers every step class)
+
+    obj = step_of_record(step)
+    into = Path(into)
+    moved = {}
+    if getattr(obj, "out", None):
+        moved[str(obj.out)] = str(into / Path(obj.out).name)
+    if getattr(obj, "db", None):
+        moved[str(obj.db)] = str(into / "results.db")
+    return [shlex.join(argv_of(leaf, {k: _move(v, moved) for k, v in kwargs.items()})) for leaf, kwargs in obj.calls()]
+
+
+def _move(value, moved: dict):
+    if isinstance(value, str):
+        for old, new in moved.items():
+            if value == old or value.startswith(old + "/"):
+                return new + value[len(old):]
+    if isinstance(value, list):
+        return [_move(v, moved) for v in value]
+    return value
+
+
+def argv_of(leaf: str, kwargs: dict) -> list[str]:
+    """``gendergap <leaf> --opt value ...`` calling the leaf's function with ``kwargs`` (the
+    options' dests are its parameter names: gendergap.options.call)."""
+    from gendergap.cli import build_parser
+
+    top = build_parser()
+    parser = top
+    for word in leaf.split():
+        parser = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[word]
+    actions = {a.dest: a for a in parser._actions}
+    top_actions = {a.dest: a for a in top._actions if a.option_strings}
+    before, opts, positional = [], [], []
+    for key, value in kwargs.items():
+        action = actions.get(key) or top_actions.get(key)
+        if action is None:
+            raise UserError(f"`gendergap {leaf}` has no option for {key!r}", fix="a bug: report it")
+        target = before if key in top_actions and key not in actions else opts
+        if value is None:
+            continue
+        if not action.option_strings:
+            positional += [str(v) for v in (value if isinstance(value, list) else [value])]
+        elif isinstance(action, argparse._StoreTrueAction):
+            target += [action.option_strings[-1]] if value else []
+        elif isinstance(action, argparse._StoreFalseAction):
+            target += [] if value else [action.option_strings[-1]]
+        elif isinstance(action, argparse._AppendAction):
+            for v in value if isinstance(value, list) else [value]:
+                target += [action.option_strings[-1], str(v)]
+        elif action.nargs in ("*", "+"):
+            target += [action.option_strings[-1], *map(str, value)]
+        else:
+            target += [action.option_strings[-1], str(value)]
+    return ["gendergap", *before, *leaf.split(), *opts, *positional]
+
+
+# --- printing ---------------------------------------------------------------------------------
+
+def render(chain: dict, db: str) -> str:
+    out = [f"results DB: {db}", "", "score rows:"]
+    for s in chain["scores"]:
+        ci = "" if s.get("ci_low") is None else f" ({s['ci_low']:.2f}, {s['ci_high']:.2f})"
+        what = " ".join(str(s[k]) for k in ("checkpoint", "task", "lang_pair", "subset", "gender", "metric") if s[k])
+        out.append(f"  #{s['id']} run {s['run_id']}: {what} = {s['value']:.4f}{ci}, {s['n_utts']} utterances, "
+                   f"{s['n_speakers']} speakers")
+        if s.get("signature"):
+            out.append(f"      signature: {s['signature']}")
+    for r in chain["runs"]:
+        out += ["", f"run {r['id']}: {r['kind']} {r['name']} ({r['status']}), config {r['config_hash'][:12]}, "
+                    f"git {r['git_sha']}, seed {r['seed']}",
+                f"  log: {r['log_path'] or '-'}",
+                "  versions: " + ", ".join(f"{k} {v}" for k, v in (r["versions"] or {}).items())]
+        out.append("  inputs:")
+        for i in r["inputs"] or []:
+            out.append("    " + (f"{i.get('path')} ({i.get('size')} bytes, mtime {i.get('mtime')})"
+                                  if isinstance(i, dict) else str(i)))
+        step = r["step"]
+        if step is None:
+            out.append("  step: none (a command run by hand)")
+            continue
+        out += [f"  step {step['name']} ({step['kind']}), key {step['key']}",
+                "    fields: " + json.dumps(step["fields"], default=str)]
+        if r["commands"]:
+            out.append("  redo exactly this step (outputs under the --into dir):")
+            out += [f"    {c}" for c in r["commands"]]
+        else:
+            out.append("  redo: `gendergap sweep --config CONFIG --out OUT --only <task>` (no single CLI leaf)")
+    return "\n".join(out)
