@@ -10,6 +10,9 @@ written without the leading ``--``; ``true`` is a bare flag, ``false``/null leav
 fairseq processes; unset = torch's default). Command-line overrides are
 ``key=value`` on the train flags (``max-epoch=5``, ``lr=1e-3``; ``_`` and ``-`` are the same)
 or on the other sections (``data.vocab_size=300``, ``average_last=5``, ``decode.beam=10``).
+Only the fairseq flags of TRAIN_FLAGS / DECODE_FLAGS pass from a preset, an override, a study
+config or a run dir's st.json (never one that imports code or loads a file: ``user-dir``,
+``restore-file``); ``--trust-checkpoint`` on the command line lets any flag through.
 """
 from __future__ import annotations
 

@@ -21,6 +21,12 @@ examples:
       distributed_training.distributed_world_size=1 optimization.update_freq=[64]
 The manifest dir holds train.tsv (and valid.tsv) in fairseq's wav2vec format:
 root dir on line 1, then relpath<TAB>num_samples.
+Overrides that make fairseq import code or load a file as a checkpoint (common.user_dir,
+checkpoint.restore_file, checkpoint.finetune_from_model, model.w2v_path, hydra.*, *._target_)
+are refused unless --trust-checkpoint; every checkpoint fairseq will load (checkpoint_last.pt on
+resume, init.pt) is read with the safe loader before it starts. --init-from always wins: OUT/init.pt
+is rewritten for other weights (OUT/init.json records which), or refused once the run has
+checkpoints trained from the old ones.
 """
 
 LAUNCH_EPILOG = """\

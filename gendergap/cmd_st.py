@@ -41,7 +41,10 @@ encoder, 450 updates: BLEU 25-33 fr->en on the mini corpus from the shipped chec
 in ~2 minutes at 1 thread; see downstream_st/presets/tiny.yaml).
 overrides (key=value, after the options): fairseq-train flags without -- (max-epoch=50,
 lr=1e-3, cpu=false, stop-time-hours=0.05 for a 3-minute budget), data.vocab_size=500,
-data.max_frames=6000, average_last=5, decode.beam=10.
+data.max_frames=6000, average_last=5, decode.beam=10. Only the fairseq flags listed in
+downstream_st/presets.py (TRAIN_FLAGS, DECODE_FLAGS) pass: user-dir, restore-file and other flags
+that import code or load a file need --trust-checkpoint. A resumed checkpoints/checkpoint_last.pt
+is read with the safe loader before fairseq starts.
 
 examples:
   gendergap st train --ckpt F-tiny --layer 1 --train data/synth/utterances.tsv --corpus synth-fr \\
