@@ -1,7 +1,7 @@
 """WinoMT scoring: hand-made fr/es/it translations with known answers, ΔG, ΔS, unknowns, bad input."""
 import pytest
 
-from analysis.winomt import load_lexicon, predict_gender, score_predictions, score_winomt
+from analysis.winomt import load_lexicon, predict_gender, score_predictions, score_winomt, signature
 from corpora.base.errors import UserError
 
 FR = [  # (gold gender, index, English sentence, profession, French translation, expected prediction)
@@ -164,3 +164,76 @@ def test_cli_writes_json_and_db_rows(tmp_path):
     assert args.func(args) == 0  # the same scoring again: its rows are replaced, not added twice
     again = ResultsStore(db).scores(task="winomt")
     assert len(again) == len(rows) and again["run_id"].nunique() == 1
+
+
+def test_mt_gender_translation_files_read_as_shipped(tmp_path, capsys):
+    """`English ||| French` lines (mt_gender's translations/<system>/en-fr.txt) score as their French side."""
+    from analysis.winomt import read_gold, read_translations
+    from gendergap.cli import main
+
+    gold, hyp = write(tmp_path, FR)
+    bitext = tmp_path / "en-fr.txt"
+    bitext.write_text("".join(f"{s} ||| {t}\n" for _, _, s, _, t, _ in FR), encoding="utf-8")
+    keys = ("acc", "delta_g", "f1", "n_unknown")
+    plain, shipped = (score_winomt(gold, t, "fr", method="lexicon") for t in (hyp, bitext))
+    assert shipped["translations_format"] == "mt_gender" and plain["translations_format"] == "plain"
+    assert [shipped[k] for k in keys] == [plain[k] for k in keys] and plain["acc"] == pytest.approx(50.0)
+    # a subset as gold (mt_gender's en_pro.txt against the full file): paired by English sentence
+    sub = tmp_path / "sub.txt"
+    sub.write_text("".join(gold.read_text(encoding="utf-8").splitlines(True)[i] for i in (4, 1)), encoding="utf-8")
+    assert read_translations(bitext, read_gold(sub))[0] == [FR[4][4], FR[1][4]]
+    # one English side that is not its gold sentence: refused, naming the translation line
+    lines = bitext.read_text(encoding="utf-8").splitlines()
+    lines[3] = lines[3].replace("The mechanic", "The mechanics")
+    bitext.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    out = tmp_path / "w.json"
+    rc = main(["score", "winomt", "--gold", str(gold), "--translations", str(bitext), "--lang", "fr",
+               "--method", "lexicon", "--json", str(out)])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert rc == 2 and len(err) == 1 and f"{bitext}:4:" in err[0] and "gold line 4" in err[0], err
+    assert not out.exists()
+    lines[3] = lines[3].replace(" ||| ", " | ")  # a line without the separator
+    bitext.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with pytest.raises(UserError, match="no ` \\|\\|\\| ` separator") as e:
+        score_winomt(gold, bitext, "fr", method="lexicon")
+    assert f"{bitext}:4:" in str(e.value)
+
+
+def test_reference_acl2019_credits_genderless_entities_as_neutral(tmp_path):
+    cases = [("neutral", 1, "The secretary called because they were late.", "The secretary",
+              "Secrétaire a appelé parce qu'en retard.", "?"),          # epicene form, no determiner
+             ("male", 1, "The secretary asked the mover what he could do to help.", "The secretary",
+              "Le secrétaire a demandé au déménageur ce qu'il pouvait faire.", "male")]
+    gold, hyp = write(tmp_path, cases)
+    now = score_winomt(gold, hyp, "fr", method="lexicon")
+    then = score_winomt(gold, hyp, "fr", method="lexicon", reference="acl2019")
+    assert now["acc"] == pytest.approx(50.0) and now["n_unknown"] == 1 and now["n_neutral"] == 0
+    assert then["acc"] == pytest.approx(100.0) and then["n_unknown"] == 0 and then["n_neutral"] == 1
+    assert then["f1"] == now["f1"] and then["undecided"] == [{"line": 1, "why": now["undecided"][0]["why"]}]
+    assert "reference:acl2019" in signature(then) and "reference:current" in signature(now)
+    with pytest.raises(UserError, match="unknown mt_gender reference"):
+        score_winomt(gold, hyp, "fr", method="lexicon", reference="2019")
+
+
+def test_pro_anti_lines_match_one_gold_line_each_as_mt_gender_does(tmp_path):
+    """WinoMT 2019 holds identical lines twice; a pro line counts once (n_pro 1,584, not 1,586)."""
+    twice = FR[:2] + [FR[1]] + FR[2:]
+    gold, hyp = write(tmp_path, twice)
+    pro = tmp_path / "pro.txt"
+    pro.write_text(gold.read_text(encoding="utf-8").splitlines(True)[1], encoding="utf-8")
+    anti = tmp_path / "anti.txt"
+    anti.write_text(gold.read_text(encoding="utf-8").splitlines(True)[0], encoding="utf-8")
+    r = score_winomt(gold, hyp, "fr", pro_path=pro, anti_path=anti, method="lexicon")
+    assert r["n"] == 7 and r["n_pro"] == 1 and r["n_anti"] == 1
+
+
+def test_entities_with_an_article_or_from_winogender_are_in_the_lexicon():
+    from analysis.winomt import _profession_key
+    for lang in ("fr", "es", "it"):
+        lex = load_lexicon(lang)
+        for entity in ("a housekeeper", "an assistant", " physician", "The CEO", "someone", "the witness",
+                       "bystander", "the advisee"):
+            assert _profession_key(entity) in lex, (lang, entity)
+    got = predict_gender("La passagère a parlé au chauffeur.", "the passenger", 1,
+                         "The passenger talked to the driver.", "fr", load_lexicon("fr"))
+    assert got == ("female", "lexicon")
