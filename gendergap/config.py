@@ -125,6 +125,7 @@ def _cross_checks(cfg: StudyConfig, marks: dict) -> None:
     _check_checkpoints(cfg)
     for name, t in cfg.tasks.items():
         _check_task_names(cfg, name, t)
+        _check_hparams(cfg, name, t)
     order = graphlib.TopologicalSorter({n: set(t["after"]) for n, t in cfg.tasks.items()})
     try:
         order.prepare()
@@ -172,6 +173,25 @@ def _check_task_names(cfg: StudyConfig, name: str, t: dict) -> None:
         if other not in cfg.tasks:
             raise UserError(f"task '{name}' runs after unknown task '{other}'", path=cfg.path, line=line,
                             fix=f"use one of: {', '.join(cfg.tasks)}")
+
+
+HPARAMS_RECIPES = {"asr-e2e": "finetune", "asr-frozen": "frozen"}
+
+
+def _check_hparams(cfg: StudyConfig, name: str, t: dict) -> None:
+    """An ASR task's `hparams:` file is read now, as plain data (safe YAML of KEY: VALUE overrides
+    of the recipe's template, downstream_asr.rundir): never as HyperPyYAML, which could run code
+    from a file that came with the config; a problem is refused before any job runs."""
+    if not t.get("hparams") or t["type"] not in HPARAMS_RECIPES:
+        return
+    from downstream_asr.rundir import read_hparams_file
+    path = Path(t["hparams"]).expanduser()
+    path = path if path.is_absolute() else cfg.path.parent / path
+    if not path.is_file():
+        raise UserError(f"task '{name}': hparams file {t['hparams']} not found (paths are relative to the config)",
+                        path=cfg.path, line=cfg.lines[f"tasks.{name}"],
+                        fix="give a YAML file of KEY: VALUE overrides, e.g. `lr: 1.0e-3`")
+    read_hparams_file(path, HPARAMS_RECIPES[t["type"]])
 
 
 # --- the schema, for people and for tools -------------------------------------------------------
