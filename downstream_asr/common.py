@@ -118,6 +118,43 @@ def set_aside_incomplete_checkpoints(save_dir) -> list[str]:
     return moved
 
 
+class SafeCheckpointer(sb.utils.checkpoints.Checkpointer):
+    """SpeechBrain's Checkpointer, loading its parameter files (modules, optimizers, grad scaler)
+    through the project's allowlist loader (ssl_pretrain.safe_load): SpeechBrain's own hook calls
+    ``torch.load`` without ``weights_only``, so a ``save/CKPT*/*.ckpt`` replaced in a run directory
+    someone hands you could run code, or give a 60-line traceback. A refused file is one line
+    naming it; ``trust`` (--trust-checkpoint) unpickles fully. The recipes' templates build this
+    class (hparams/*.yaml ``checkpointer``); rundir.build_hparams sets ``trust``."""
+
+    trust = False
+
+    def load_checkpoint(self, checkpoint):
+        from speechbrain.utils.checkpoints import DEFAULT_LOAD_HOOKS, get_default_hook, torch_recovery
+        for name, obj in self.recoverables.items():   # also those added since (optimizers, the scaler)
+            if name not in self.custom_load_hooks and get_default_hook(obj, DEFAULT_LOAD_HOOKS) is torch_recovery:
+                self.custom_load_hooks[name] = self._safe_recovery
+        return super().load_checkpoint(checkpoint)
+
+    def _safe_recovery(self, obj, path, end_of_epoch):
+        """speechbrain.utils.checkpoints.torch_recovery, with the safe loader."""
+        from speechbrain.utils.checkpoints import hook_on_loading_state_dict_checkpoint
+
+        from corpora.base.errors import UserError
+        from ssl_pretrain.safe_load import load_torch_file
+        del end_of_epoch
+        state = hook_on_loading_state_dict_checkpoint(
+            load_torch_file(path, trust=self.trust, what="SpeechBrain checkpoint file"))
+        try:
+            try:
+                obj.load_state_dict(state, strict=True)
+            except TypeError:   # optimizers take no `strict`
+                obj.load_state_dict(state)
+        except (RuntimeError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise UserError(f"does not fit this run's model ({type(e).__name__}: {str(e).splitlines()[0][:160]})",
+                            path=path, fix="restore the run directory's own save/ folder, or train the run again "
+                                           "in a new --out") from None
+
+
 # --------------------------------------------------------------------------- several processes
 
 def launched_by_torchrun() -> bool:

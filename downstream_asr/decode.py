@@ -77,7 +77,14 @@ def read_run(out_dir: str | os.PathLike) -> dict:
     if not p.is_file():
         raise UserError("not a trained ASR model directory (no run.json)", path=out_dir,
                         fix="give the --out directory of `gendergap asr finetune` or `asr frozen`")
-    return json.loads(p.read_text(encoding="utf-8"))
+    fix = "give the --out directory of `gendergap asr finetune` or `asr frozen`, as it wrote it"
+    try:
+        run = json.loads(p.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:   # JSONDecodeError is a ValueError
+        raise UserError(f"run.json is not valid JSON ({str(e).splitlines()[0][:120]})", path=p, fix=fix) from None
+    if not isinstance(run, dict) or run.get("kind") not in ("finetune", "frozen"):
+        raise UserError("run.json names no ASR recipe (`kind`: finetune or frozen)", path=p, fix=fix)
+    return run
 
 
 def open_for_decoding(out_dir: str | os.PathLike, test_csv, data_root: str | None = None):

@@ -24,16 +24,17 @@ from pathlib import Path
 import speechbrain as sb
 
 from corpora.base.atomic import write_json
+from corpora.base.errors import UserError
 from downstream_asr.common import CTCBrain, check_run_options, distributed_run_opts, fit_by_length, main_first
 from downstream_asr.data import audio_dataset, length_batch_sampler, oov_report, read_csv
-from downstream_asr.decode import merge, open_for_decoding, recover_best, write_transcripts
+from downstream_asr.decode import open_for_decoding, recover_best, write_transcripts
 from downstream_asr.errors import batch_option
-from downstream_asr.rundir import load_hparams, prepare_run
+from downstream_asr.rundir import build_hparams, locate, outside, prepare_run, relative
 from downstream_asr.text import TextNorm
 
 log = logging.getLogger(__name__)
 
-DEFAULT_HPARAMS = Path(__file__).parent / "hparams" / "finetune_ctc.yaml"
+DEFAULT_HPARAMS = Path(__file__).parent / "hparams" / "finetune_ctc.yaml"   # the only yaml evaluated (rundir.py)
 
 
 class FinetuneBrain(CTCBrain):
@@ -86,11 +87,24 @@ def ssl_hidden_size(ssl_folder: str | os.PathLike) -> int:
     return int(check_hf_folder(Path(ssl_folder))["hidden_size"])
 
 
-def build_brain(out_dir: Path, run: dict, vocab, run_opts: dict | None = None):
-    """The Brain of a run directory (hparams.yaml + run.json overrides), not yet recovered."""
-    fixed = {"ssl_folder": run["ssl_folder"], "output_folder": str(out_dir),
-             "ssl_dim": ssl_hidden_size(run["ssl_folder"]), "n_chars": len(vocab)}
-    hparams = load_hparams(out_dir / "hparams.yaml", merge(run["overrides"], fixed))
+def run_ssl_folder(out_dir: Path, run: dict) -> Path:
+    """The transformers folder the run's model is built on: inside the run directory (a converted
+    .pt, ``ssl_hf/``), found relative to it wherever it was copied; or the folder it was given."""
+    found = locate(out_dir, run.get("ssl_folder"), run.get("ssl_folder_abs"))
+    if found is None:
+        raise UserError(f"the transformers folder this run was built on is gone ({run.get('ssl_folder')!r} in the run "
+                        f"directory, or {run.get('ssl_folder_abs') or run.get('ssl_folder')})", path=out_dir / "run.json",
+                        fix="copy the run directory whole (with its ssl_hf/), or put the folder back")
+    return found
+
+
+def build_brain(out_dir: Path, run: dict, vocab, run_opts: dict | None = None, trust: bool = False):
+    """The Brain of a run directory (the package's template + run.json's plain overrides), not yet
+    recovered; its checkpoints load safely unless ``trust``."""
+    folder = str(run_ssl_folder(out_dir, run))
+    fixed = {"ssl_folder": folder, "output_folder": str(out_dir), "ssl_dim": ssl_hidden_size(folder),
+             "n_chars": len(vocab)}
+    hparams = build_hparams(out_dir, run, fixed, trust)
     opts = {"noprogressbar": not run.get("progress", True), **(run_opts or {})}
     check_run_options(hparams, opts)
     brain = FinetuneBrain(modules=hparams["modules"], hparams=hparams, run_opts=opts,
@@ -133,8 +147,9 @@ def train_finetune(ref, train_csv, valid_csv, out_dir, hparams_file=None, overri
         ssl_folder = ref.hf_folder(out_dir / "ssl_hf")  # a fairseq .pt is converted once, by content
         ssl_hidden_size(ssl_folder)  # a clear error before anything is written
         run, vocab, train = prepare_run(ref.describe(), train_csv, out_dir, hparams_file, overrides, data_root,
-                                        kind="finetune", default_hparams=DEFAULT_HPARAMS,
-                                        extra={"ssl_folder": str(ssl_folder),
+                                        kind="finetune",
+                                        extra={"ssl_folder": relative(out_dir, ssl_folder),
+                                               "ssl_folder_abs": outside(out_dir, ssl_folder),
                                                "runtime": runtime_info(device, precision)})
         run["progress"] = progress
         valid = read_csv(valid_csv, TextNorm.from_dict(run["text_norm"]), training=False, data_root=data_root)
@@ -149,7 +164,7 @@ def train_finetune(ref, train_csv, valid_csv, out_dir, hparams_file=None, overri
         opts["grad_accumulation_factor"] = grad_accum
     if ckpt_interval_minutes is not None:
         opts["ckpt_interval_minutes"] = ckpt_interval_minutes
-    brain, hparams = build_brain(out_dir, run, vocab, opts)
+    brain, hparams = build_brain(out_dir, run, vocab, opts, trust=ref.trusted)
     sr = int(brain.modules.wav2vec2.feature_extractor.sampling_rate)
     train_ds, valid_ds = audio_dataset(train, vocab, sr), audio_dataset(valid, vocab, sr)
     return fit_by_length(brain, hparams, train_ds, valid_ds, out_dir, progress, vocab_size=len(vocab),
@@ -157,11 +172,12 @@ def train_finetune(ref, train_csv, valid_csv, out_dir, hparams_file=None, overri
 
 
 def decode_finetuned(out_dir, test_csv, name: str = "test", data_root: str | None = None,
-                     batch_seconds: float | None = None, run_opts: dict | None = None) -> dict:
-    """Greedy-decode ``test_csv`` with the best checkpoint of ``out_dir``; writes hyp/ref TSVs."""
+                     batch_seconds: float | None = None, run_opts: dict | None = None, trust: bool = False) -> dict:
+    """Greedy-decode ``test_csv`` with the best checkpoint of ``out_dir``; writes hyp/ref TSVs.
+    ``trust`` (--trust-checkpoint): unpickle the run's SpeechBrain checkpoint files fully."""
     out_dir = Path(out_dir)
     run, vocab, test, oov = open_for_decoding(out_dir, test_csv, data_root)
-    brain, hparams = build_brain(out_dir, run, vocab, _run_opts(run, run_opts))
+    brain, hparams = build_brain(out_dir, run, vocab, _run_opts(run, run_opts), trust=trust)
     ckpt = recover_best(brain, out_dir, "gendergap asr finetune")
     sr = int(brain.modules.wav2vec2.feature_extractor.sampling_rate)
     ds = audio_dataset(test, vocab, sr)

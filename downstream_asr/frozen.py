@@ -29,15 +29,15 @@ from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
 from downstream_asr.common import CTCBrain, check_run_options, fit_by_length, launched_by_torchrun
 from downstream_asr.data import length_batch_sampler, read_csv
-from downstream_asr.decode import merge, open_for_decoding, recover_best, write_transcripts
+from downstream_asr.decode import open_for_decoding, recover_best, write_transcripts
 from downstream_asr.errors import batch_option
 from downstream_asr.perturb import check_factors, speed_perturbed
-from downstream_asr.rundir import load_hparams, prepare_run
+from downstream_asr.rundir import build_hparams, locate, outside, prepare_run, relative
 from downstream_asr.text import TextNorm, encode
 
 log = logging.getLogger(__name__)
 
-DEFAULT_HPARAMS = Path(__file__).parent / "hparams" / "frozen_ctc.yaml"
+DEFAULT_HPARAMS = Path(__file__).parent / "hparams" / "frozen_ctc.yaml"   # the only yaml evaluated (rundir.py)
 
 
 class LayerWeightedSum(nn.Module):
@@ -221,10 +221,10 @@ def feature_dataset(df: pd.DataFrame, view, enc):
 
 # --------------------------------------------------------------------------- recipe
 
-def _build(out_dir: Path, run: dict, vocab, run_opts=None):
-    fixed = {"output_folder": str(out_dir), "n_layers": run["n_layers"], "feat_dim": run["feat_dim"],
+def _build(out_dir: Path, run: dict, vocab, run_opts=None, trust: bool = False):
+    fixed = {"output_folder": str(out_dir), "n_layers": int(run["n_layers"]), "feat_dim": int(run["feat_dim"]),
              "n_chars": len(vocab)}
-    hparams = load_hparams(out_dir / "hparams.yaml", merge(run["overrides"], fixed))
+    hparams = build_hparams(out_dir, run, fixed, trust)
     opts = {"noprogressbar": not run.get("progress", True), **(run_opts or {})}
     check_run_options(hparams, opts)
     brain = FrozenBrain(modules=hparams["modules"], opt_class=hparams["opt_class"], hparams=hparams, run_opts=opts,
@@ -243,9 +243,41 @@ class _Views:
         return self.by_id[uid].get(uid)
 
 
-def _open_store(run: dict):
+def _open_store(out_dir: Path, run: dict, training: bool = False):
+    """The run's feature store (training: where it was given, created if need be). Decoding: found
+    relative to the run directory (a study copied whole keeps its ``../../features``), else where
+    it was; a cache: when neither is there, test features are extracted anew into ``OUT/features``."""
     from ssl_pretrain.feature_store import FeatureStore
-    return FeatureStore(run["feature_store"])
+    if training:
+        return FeatureStore(locate(out_dir, run["feature_store"]) or Path(out_dir) / run["feature_store"])
+    found = locate(out_dir, run["feature_store"], run.get("feature_store_abs"))
+    if found is None:
+        found = out_dir / "features"
+        log.info("%s: the feature store it was trained with is not here; extracting test features into %s",
+                 out_dir, found)
+    return FeatureStore(found)
+
+
+def _run_ssl(out_dir: Path, run: dict, trust: bool):
+    """The SSL checkpoint the run was trained on (features are extracted with it): where run.json
+    says relative to the run directory, else where it was; it must have the recorded content."""
+    from ssl_pretrain.checkpoints import CheckpointRef
+    ssl = run["ssl"]
+    if ssl["kind"] == "fbank":   # no file: its hash is the filterbank extractor's settings
+        ref = CheckpointRef(ssl["name"], Path(ssl["path"]), "fbank")
+        if ref.content_hash != ssl["sha256"]:
+            raise UserError("the filterbank features changed since this model was trained", path=out_dir / "run.json",
+                            fix="train anew")
+        return ref
+    looked = [str(Path(out_dir) / run["ssl_relpath"])] if run.get("ssl_relpath") else []
+    for where in looked + [ssl["path"]]:
+        if Path(where).exists():
+            ref = CheckpointRef(ssl["name"], Path(where), ssl["kind"], ssl.get("random_init_seed"), trusted=trust)
+            if ref.content_hash == ssl["sha256"]:
+                return ref
+    raise UserError(f"the SSL checkpoint this model was trained on (sha256 {ssl['sha256'][:12]}...) is not at "
+                    f"{' nor '.join(looked + [ssl['path']])}, or has changed since", path=Path(out_dir) / "run.json",
+                    fix="put the checkpoint it was trained on back (same content), or train anew")
 
 
 def train_frozen(ref, layer, train_csv, valid_csv, out_dir, *, feature_store=None, device: str = "cpu",
@@ -276,11 +308,12 @@ def train_frozen(ref, layer, train_csv, valid_csv, out_dir, *, feature_store=Non
         raise UserError(f"layer {layer} does not exist (the model has layers 0..{num_layers})",
                         fix=f"pass --layer between 0 and {num_layers}, 'last' or 'all'")
     out_dir = Path(out_dir)
+    store_dir = Path(feature_store or out_dir / "features").resolve()
     extra = {"layer": layer, "n_layers": num_layers + 1 if layer == "all" else 1, "feat_dim": extractor.dim,
-             "feature_store": str(Path(feature_store or out_dir / "features").resolve()),
+             "feature_store": relative(out_dir, store_dir), "feature_store_abs": outside(out_dir, store_dir),
              "runtime": runtime_info(device, precision)}
     run, vocab, train = prepare_run(ref.describe(), train_csv, out_dir, hparams_file, overrides, data_root,
-                                    kind="frozen", default_hparams=DEFAULT_HPARAMS, extra=extra)
+                                    kind="frozen", extra=extra)
     run["progress"] = progress
     norm = TextNorm.from_dict(run["text_norm"])
     valid = read_csv(valid_csv, norm, training=False, data_root=data_root)
@@ -293,8 +326,8 @@ def train_frozen(ref, layer, train_csv, valid_csv, out_dir, *, feature_store=Non
         opts["grad_accumulation_factor"] = grad_accum
     if ckpt_interval_minutes is not None:
         opts["ckpt_interval_minutes"] = ckpt_interval_minutes
-    brain, hparams = _build(out_dir, run, vocab, opts)
-    store = _open_store(run)
+    brain, hparams = _build(out_dir, run, vocab, opts, trust=ref.trusted)
+    store = _open_store(out_dir, run, training=True)
     t_feat = time.monotonic()
     with batch_option("extract_batch_seconds", hparams["extract_batch_seconds"], "feature extraction"):
         views = [feature_view(store, extractor, layer, train, hparams["extract_batch_seconds"], progress)]
@@ -322,24 +355,21 @@ def train_frozen(ref, layer, train_csv, valid_csv, out_dir, *, feature_store=Non
 
 
 def decode_frozen(out_dir, test_csv, name: str = "test", data_root: str | None = None,
-                  batch_seconds: float | None = None, run_opts: dict | None = None) -> dict:
+                  batch_seconds: float | None = None, run_opts: dict | None = None, trust: bool = False) -> dict:
     """Greedy-decode ``test_csv`` with the best checkpoint of ``out_dir``; writes hyp/ref TSVs.
-    Features come from the run's feature store, on the run's device and precision."""
-    from ssl_pretrain.checkpoints import CheckpointRef
+    Features come from the run's feature store, on the run's device and precision. ``trust``
+    (--trust-checkpoint): unpickle the run's checkpoint files fully."""
     from ssl_pretrain.feature_store import extractor_for
     out_dir = Path(out_dir)
     run, vocab, test, oov = open_for_decoding(out_dir, test_csv, data_root)
     rt = run["runtime"]
     opts = {"device": rt["device"], "precision": rt["precision"], "eval_precision": rt["precision"],
             **(run_opts or {})}
-    brain, hparams = _build(out_dir, run, vocab, opts)
+    brain, hparams = _build(out_dir, run, vocab, opts, trust=trust)
     ckpt = recover_best(brain, out_dir, "gendergap asr frozen")
     ssl = run["ssl"]
-    ref = CheckpointRef(ssl["name"], Path(ssl["path"]), ssl["kind"], ssl.get("random_init_seed"))
-    if ref.content_hash != ssl["sha256"]:
-        raise UserError(f"the SSL checkpoint {ssl['path']} changed since this model was trained",
-                        path=out_dir / "run.json", fix="decode with the checkpoint it was trained on, or train anew")
-    view = feature_view(_open_store(run), extractor_for(ref, opts["device"], opts["precision"]), run["layer"], test,
+    ref = _run_ssl(out_dir, run, trust)
+    view = feature_view(_open_store(out_dir, run), extractor_for(ref, opts["device"], opts["precision"]), run["layer"], test,
                         hparams["extract_batch_seconds"], run.get("progress", True))
     ds = feature_dataset(test, view, vocab)
     sampler = length_batch_sampler(ds, batch_seconds or hparams["valid_batch_seconds"], shuffle=False, seed=0)

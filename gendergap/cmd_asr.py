@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from corpora.base.errors import UserError
-from gendergap.options import add_model_options, call, runtime, store_path
+from gendergap.options import add_model_options, add_trust_option, call, store_path
 
 
 EPILOG = """\
@@ -26,7 +26,12 @@ Transcripts are normalised (lower-case, punctuation removed, accents, ' and - ke
 downstream_asr/text.py and the text_norm.* options) for training and for the reference file
 written next to the hypotheses, so WER compares like with like (scored with norm:none).
 
-KEY=VALUE hyperparameter overrides (see the recipe's yaml) go in one run, after the options.
+KEY=VALUE hyperparameter overrides (see the recipe's yaml) go in one run, after the options;
+--hparams FILE gives several as plain YAML (`lr_head: 5.0e-4`). The model is always built from
+the recipe's template shipped with gendergap: a run directory records only plain values
+(run.json), so `asr decode` on a directory someone hands you evaluates no yaml of theirs, and
+its SpeechBrain checkpoints (save/CKPT*/) load with the allowlist loader unless --trust-checkpoint.
+A run directory can be copied or moved: its paths are relative to it.
 
 Several processes (`asr finetune` only): launch the same command with torchrun, e.g.
   torchrun --standalone --nproc_per_node 2 -m gendergap.cli asr finetune ... --grad-accum 1
@@ -94,6 +99,7 @@ def register(subparsers, group: str, help: str) -> None:
     q.add_argument("--device", default=None, help="auto|cpu|cuda|cuda:N (default: the device the run trained on)")
     q.add_argument("--precision", default=None, choices=("fp32", "fp16", "bf16"),
                    help="autocast precision (default: the run's)")
+    add_trust_option(q)
     _score_options(q, with_test=False)
 
     _add_kaldi_leaves(leaf)
@@ -133,7 +139,10 @@ def _train_options(q, default_yaml: str) -> None:
     q.add_argument("--train", required=True, help="training SpeechBrain CSV")
     q.add_argument("--valid", required=True, help="validation SpeechBrain CSV (best checkpoint by its WER)")
     q.add_argument("--out", required=True, help="run directory; running again with the same one resumes")
-    q.add_argument("--hparams", default=None, help=f"hyperparameter yaml (default: {default_yaml})")
+    q.add_argument("--hparams", default=None, metavar="FILE",
+                   help=f"a YAML file of plain KEY: VALUE hyperparameter overrides (e.g. `lr: 1.0e-3`), applied over "
+                        f"the recipe's template {default_yaml}; read as data, never as HyperPyYAML. KEY=VALUE "
+                        "arguments win over it"),
     q.add_argument("--data-root", default=None, help="replaces $data_root in the CSVs' wav paths")
     q.add_argument("--no-progress", action="store_true", help="no progress bars")
     q.add_argument("--grad-accum", type=int, default=None, metavar="N",
@@ -243,7 +252,7 @@ def _decode_and_score(recipe: str, run_dir: Path, ref, summary: dict, overrides:
         from downstream_asr.finetune import decode_finetuned as decode
     else:
         from downstream_asr.frozen import decode_frozen as decode
-    meta = decode(run_dir, test, Path(test).stem, data_root)
+    meta = decode(run_dir, test, Path(test).stem, data_root, trust=ref.trusted)
     config = {"recipe": recipe, **({"layer": layer} if recipe == "frozen" else {}), "model": str(run_dir.resolve()),
               "overrides": overrides, "optimizer_step": summary["optimizer_step"], "ssl": ref.describe(),
               "runtime": meta["runtime"], **_batching(summary)}
@@ -267,10 +276,12 @@ def _record_ckpt_name(out: Path, name: str) -> None:
 def asr_decode(*, model: str, test: str, name: str | None = None, data_root: str | None = None,
                ckpt_name: str | None = None, device: str | None = None, precision: str | None = None,
                table: str | list[str] | None = None, db: str | None = None, subset: str | None = None,
-               bootstrap: int = 1000, seed: int = 12345) -> dict:
+               bootstrap: int = 1000, seed: int = 12345, trust_checkpoint: bool = False) -> dict:
     """Greedy-decode ``test`` with a trained run directory (`asr finetune` or `asr frozen`), then score
     per gender and store the rows. The `asr decode` CLI leaf and the sweep's step both call it.
-    ``device``/``precision`` default to the run's. Returns the WER result."""
+    ``device``/``precision`` default to the run's. The run directory is data: its model is rebuilt
+    from the package's template and run.json's plain values, its checkpoints load safely
+    (``trust_checkpoint``: fully). Returns the WER result."""
     from downstream_asr.decode import read_run
 
     from analysis.score_runs import score_asr_run, speakers_of_csv
@@ -290,7 +301,7 @@ def asr_decode(*, model: str, test: str, name: str | None = None, data_root: str
         device, precision = device_and_precision(device or run["runtime"]["device"],
                                                  precision or run["runtime"]["precision"])
         run_opts = {"device": device, "precision": precision, "eval_precision": precision}
-    meta = decode(model, test, name, data_root, run_opts=run_opts)
+    meta = decode(model, test, name, data_root, run_opts=run_opts, trust=trust_checkpoint)
     print(f"wrote {meta['hyps']} and {meta['refs']}")
     return score_asr_run(meta, speakers, db=db, bootstrap=bootstrap, seed=seed,
                            checkpoint=ckpt_name or run.get("ckpt_name") or run["ssl"]["name"],
@@ -306,7 +317,8 @@ def run_kaldi_export(args) -> int:
     from ssl_pretrain.checkpoints import CheckpointRef
     from ssl_pretrain.feature_store import FeatureStore, extractor_for
 
-    device, precision = runtime(args)
+    from ssl_pretrain.device import device_and_precision
+    device, precision = device_and_precision(args.device, args.precision)
     table = read_tables(args.table)   # one table, or several merged (corpora.merge)
     if args.split:
         table = table[table["split"] == args.split]

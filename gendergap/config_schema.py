@@ -67,7 +67,10 @@ SPLITS = {"train": "train", "valid": "valid", "test": "test"}
 Seeds = Annotated[list[int] | None, AfterValidator(_distinct_seeds), Field(
     description="training seeds: train once per seed; the task's rows report mean ± sd over seeds and a CI "
                 "pooled over seeds and speakers (default: one run, the study's seed)")]
-Hparams = Annotated[str | None, Field(description="SpeechBrain hyperparameter yaml (default: the recipe's)")]
+Hparams = Annotated[str | None, Field(
+    description="a YAML file of plain KEY: VALUE hyper-parameter overrides (e.g. `lr: 1.0e-3`, `text_norm: "
+                "{lowercase: false}`), applied over the recipe's own template (downstream_asr/hparams/); read as "
+                "data, never as HyperPyYAML (default: none)")]
 AsrOverrides = Annotated[list[Annotated[str, AfterValidator(_key_value)]],
                          Field(description="KEY=VALUE hyperparameter overrides")]
 AsrCorpus = Annotated[str, Field(description="table corpus whose rows train/test the ASR")]
@@ -291,9 +294,6 @@ class Study(Section):
     """A whole study. `tasks` holds raw mappings here: each is validated with its type's model."""
     name: str = Field("study", description="name of the study (shown in logs and the report)")
     seed: int = Field(0, description="seed for corpus generation, selections, training and bootstrap")
-    trust_checkpoints: bool = Field(False, description="unpickle the study's .pt checkpoints fully (torch.load "
-                                    "weights_only=False, what --trust-checkpoint does per command); only for files "
-                                    "from a source you trust")
     corpus: CorpusSource = Field(default_factory=CorpusSource, description="the corpus: exactly one of synth, table")
     pretraining: Pretraining = Field(default_factory=Pretraining, description="the pretraining manifests")
     selections: dict[str, Selection] = Field({}, description="name -> a gender/hours subset of a corpus that a "
