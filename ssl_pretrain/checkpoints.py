@@ -35,19 +35,20 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from corpora.base.errors import UserError
+from corpora.base.reserved import FBANK  # the reserved name of the filterbank baseline
 from ssl_pretrain.registry import Registry
 
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json")
 HF_FILES = ("config.json", "preprocessor_config.json") + HF_WEIGHTS
-FBANK = "FBANK"   # the reserved name of the filterbank baseline (see the module doc)
 
 
 def is_fbank(name) -> bool:
     return str(name) == FBANK
 
 
-def check_hf_folder(path: Path) -> dict:
-    """A transformers wav2vec2 folder: config.json (model_type wav2vec2) + weights."""
+def check_hf_folder(path: Path, trust: bool = False) -> dict:
+    """A transformers wav2vec2 folder: config.json (model_type wav2vec2) + weights. When transformers
+    would read a ``pytorch_model.bin`` (a pickle), that file is read with the safe loader first."""
     cfg_path = path / "config.json"
     if not cfg_path.is_file():
         raise UserError("no config.json in the model folder", path=path,
@@ -63,7 +64,20 @@ def check_hf_folder(path: Path) -> dict:
     if not any((path / w).is_file() for w in HF_WEIGHTS):
         raise UserError("no weights (model.safetensors / pytorch_model.bin) in the model folder", path=path,
                         fix="download the whole model folder")
+    pickled = path / "pytorch_model.bin"
+    if not trust and pickled.is_file() and not any((path / w).is_file() for w in HF_WEIGHTS if w != pickled.name):
+        st = pickled.stat()
+        _check_pickled_weights(str(pickled), st.st_size, st.st_mtime_ns)
     return cfg
+
+
+@functools.lru_cache(maxsize=64)
+def _check_pickled_weights(path: str, size: int, mtime_ns: int) -> None:
+    """transformers unpickles pytorch_model.bin (fully, if TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD is set in the
+    environment): refuse a crafted one here, once per file version, before any command loads it."""
+    del size, mtime_ns  # part of the cache key only
+    from ssl_pretrain.safe_load import load_torch_file
+    load_torch_file(path, what="transformers weights file", mmap=True)
 
 
 def name_for_path(path: Path) -> str:
@@ -122,7 +136,7 @@ class CheckpointRef:
                                 fix=f"re-register it: gendergap ckpt add {spec} PATH --replace")
         path = path.resolve()
         if path.is_dir():
-            check_hf_folder(path)
+            check_hf_folder(path, trust=trust)
             kind = "hf"
         elif path.is_file():
             kind = "packed" if path.suffix == ".safetensors" else "fairseq"

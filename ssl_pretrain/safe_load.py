@@ -129,6 +129,38 @@ def load_packed(path: str | os.PathLike) -> dict:
     except (SafetensorError, OSError) as e:
         raise UserError(f"cannot read as safetensors ({e})", path=path,
                         fix="give a file written by `gendergap ckpt pack`") from None
+    return {"cfg": _packed_cfg(meta, path), "model": weights, "args": None,
+            "optimizer_history": [{"num_updates": _packed_updates(meta, path)}]}
+
+
+def _packed_cfg(meta: dict, path: Path) -> dict:
+    """The header's fairseq config, checked to be what `ckpt pack` writes: JSON with a ``model``
+    section whose shapes build a transformers Wav2Vec2Config (so an edited header fails here, in one
+    line, not as a KeyError in whatever command first builds the model)."""
+    fix = "the release's metadata was edited or damaged: re-pack it (gendergap ckpt pack) or download it again"
+    if "fairseq_cfg" not in meta:
+        raise UserError("packed checkpoint has no fairseq_cfg metadata", path=path, fix=fix)
+    try:
+        cfg = json.loads(meta["fairseq_cfg"])
+    except json.JSONDecodeError as e:
+        raise UserError(f"packed checkpoint's fairseq_cfg metadata is not JSON ({e.msg})", path=path, fix=fix) from None
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("model"), dict):
+        raise UserError("packed checkpoint's fairseq_cfg metadata has no `model` section", path=path, fix=fix)
+    from ssl_pretrain.convert import hf_config
+    try:
+        hf_config(cfg["model"])
+    except (KeyError, ValueError, TypeError, AttributeError, SyntaxError) as e:
+        raise UserError(f"packed checkpoint's fairseq_cfg.model is not a wav2vec 2.0 config ({type(e).__name__}: "
+                        f"{str(e).splitlines()[0][:100] if str(e) else ''})", path=path, fix=fix) from None
+    return cfg
+
+
+def _packed_updates(meta: dict, path: Path) -> int | None:
     updates = meta.get("num_updates")
-    return {"cfg": json.loads(meta["fairseq_cfg"]), "model": weights, "args": None,
-            "optimizer_history": [{"num_updates": int(updates) if updates and updates != "None" else None}]}
+    if updates in (None, "", "None"):
+        return None
+    try:
+        return int(updates)
+    except ValueError:
+        raise UserError(f"packed checkpoint's num_updates metadata {updates[:40]!r} is not a number", path=path,
+                        fix="re-pack it (gendergap ckpt pack) or download it again") from None

@@ -282,3 +282,84 @@ def test_a_locked_db_waits_with_a_message_then_says_locked_never_move_it_away(tm
     assert "waiting for the results DB" in caplog.text
     with ResultsStore(db, readonly=True) as store:
         assert "late" in set(store.runs()["name"])
+
+
+# --- item 11: hostile or edited checkpoints: one line, nothing runs --------------------------------------
+from pathlib import Path  # noqa: E402
+
+SHIPPED = Path(__file__).resolve().parent.parent / "ssl_pretrain" / "shipped" / "tiny-female.safetensors"
+
+
+class RunsACommand:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+        return os.system, (f"touch {self.marker}",)
+
+
+def _hf_folder(tmp_path, extra=None):
+    """A transformers folder converted from the shipped checkpoint, its weights as pytorch_model.bin."""
+    import torch
+    from safetensors.torch import load_file
+
+    from ssl_pretrain.convert import convert_checkpoint
+    hf = tmp_path / "hf"
+    convert_checkpoint(SHIPPED, hf)
+    weights = load_file(hf / "model.safetensors")
+    (hf / "model.safetensors").unlink()
+    torch.save({**weights, **(extra or {})}, hf / "pytorch_model.bin")
+    return hf
+
+
+def test_a_transformers_folder_with_a_crafted_pytorch_model_bin_runs_nothing(tmp_path, capsys):
+    marker = tmp_path / "pwned"
+    hf = _hf_folder(tmp_path, {"x": RunsACommand(marker)})
+    from asr_helpers import write_corpus
+    table = write_corpus(tmp_path / "data")["table"]
+    capsys.readouterr()   # the conversion's progress bar
+    reg = tmp_path / "r.json"
+    for argv in (["ckpt", "--registry", reg, "add", "x", hf],
+                 ["ckpt", "features", hf, "--table", table, "--feature-store", tmp_path / "fs"]):
+        rc, out, err = run(capsys, *argv)
+        line = one_error_line(err)
+        assert rc == 2 and f"{hf / 'pytorch_model.bin'}: refusing to unpickle posix.system" in line, line
+    assert not marker.exists() and not reg.exists()
+
+
+def test_a_genuine_pytorch_model_bin_is_accepted(tmp_path, capsys):
+    from ssl_pretrain.checkpoints import CheckpointRef
+    hf = _hf_folder(tmp_path)
+    capsys.readouterr()
+    rc, out, err = run(capsys, "ckpt", "--registry", tmp_path / "r.json", "add", "x", hf)
+    assert rc == 0, err
+    assert CheckpointRef.resolve(hf).load().model.config.model_type == "wav2vec2"
+
+
+@pytest.mark.parametrize("edit, said", [
+    (lambda cfg: "{not json", "fairseq_cfg metadata is not JSON"),
+    (lambda cfg: None, "has no fairseq_cfg metadata"),
+    (lambda cfg: json.dumps([cfg]), "has no `model` section"),
+    (lambda cfg: json.dumps({**cfg, "model": {**cfg["model"], "encoder_layers": "many"}}),
+     "fairseq_cfg.model is not a wav2vec 2.0 config (ValueError"),
+    (lambda cfg: json.dumps({**cfg, "model": {k: v for k, v in cfg["model"].items() if k != "encoder_embed_dim"}}),
+     "fairseq_cfg.model is not a wav2vec 2.0 config (KeyError"),
+])
+def test_a_packed_release_with_edited_metadata_is_one_line(tmp_path, capsys, edit, said):
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+    with safe_open(str(SHIPPED), framework="pt") as f:
+        meta, weights = dict(f.metadata()), {k: f.get_tensor(k) for k in f.keys()}
+    new = edit(json.loads(meta["fairseq_cfg"]))
+    if new is None:
+        del meta["fairseq_cfg"]
+    else:
+        meta["fairseq_cfg"] = new
+    bad = tmp_path / "bad.safetensors"
+    save_file(weights, str(bad), metadata=meta)
+    reg = tmp_path / "r.json"
+    rc, out, err = run(capsys, "ckpt", "--registry", reg, "add", "x", bad)
+    line = one_error_line(err)
+    assert rc == 2 and f"{bad}: packed checkpoint" in line and said in line, line
+    assert not reg.exists()
