@@ -28,6 +28,8 @@ import pandas as pd
 from analysis.delta import delta_rel_array
 
 GENDERS = ("F", "M")
+# what a gender-gap result holds: the score per gender, overall, and Δrel (compare, seeds)
+RESULT_KEYS = ("F", "M", "all", "delta_rel")
 
 
 def speaker_sums(stats: np.ndarray, speakers: Sequence[str]) -> tuple[list[str], np.ndarray]:

@@ -27,14 +27,13 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.bootstrap import GENDERS, draw_counts, percentile_ci, resample_scores
+from analysis.bootstrap import GENDERS, RESULT_KEYS, draw_counts, percentile_ci, resample_scores
 from analysis.delta import delta_rel, delta_rel_array
 from analysis.metrics import get_metric, sacrebleu_sentence_stats
 from corpora.base.errors import UserError
 
 log = logging.getLogger(__name__)
 
-KEYS = ("F", "M", "all", "delta_rel")
 METHODS = ("bootstrap", "ar")
 
 
@@ -110,7 +109,7 @@ def compare_results(a: dict, b: dict, *, n_resamples: int = 1000, seed: int = 12
     spk_a, spk_b = _speaker_arrays(a, speakers), _speaker_arrays(b, speakers)
     pa, pb = _points(metric, spk_a), _points(metric, spk_b)
     n_spk = {g: len(speakers[g]) for g in GENDERS}
-    observed = {k: (None if pa[k] is None or pb[k] is None else pa[k] - pb[k]) for k in KEYS}
+    observed = {k: (None if pa[k] is None or pb[k] is None else pa[k] - pb[k]) for k in RESULT_KEYS}
 
     if method == "bootstrap":
         p, ci = _paired_bootstrap(metric, spk_a, spk_b, n_spk, observed, n_resamples, seed, level)
@@ -140,16 +139,16 @@ def _paired_bootstrap(metric, spk_a: dict, spk_b: dict, n_spk: dict, observed: d
     """p-values and percentile CIs of A - B over shared speaker resamples (module docstring)."""
     counts = draw_counts(n_spk, n_resamples, seed)  # ONE matrix per gender, used for both systems
     ra, rb = resample_scores(metric, spk_a, counts), resample_scores(metric, spk_b, counts)
-    diffs = {k: ra[k] - rb[k] for k in KEYS}
+    diffs = {k: ra[k] - rb[k] for k in RESULT_KEYS}
     p = {}
-    for k in KEYS:
+    for k in RESULT_KEYS:
         d = diffs[k]
         if observed[k] is None or not np.all(np.isfinite(d)):
             p[k] = None
             continue
         centred = np.abs(d - d.mean())
         p[k] = float((1 + np.sum(centred >= abs(observed[k]) - 1e-12)) / (1 + n_resamples))
-    ci = {k: percentile_ci(diffs[k], level) for k in KEYS}
+    ci = {k: percentile_ci(diffs[k], level) for k in RESULT_KEYS}
     return p, {k: (list(v) if v else None) for k, v in ci.items()}
 
 
@@ -165,13 +164,13 @@ def _approximate_randomisation(metric, spk_a: dict, spk_b: dict, n_spk: dict, ob
     ra = _scores_from_sums(metric, shuf_a, n_spk, n_resamples)
     rb = _scores_from_sums(metric, shuf_b, n_spk, n_resamples)
     p = {}
-    for k in KEYS:
+    for k in RESULT_KEYS:
         d = np.abs(ra[k] - rb[k])
         if observed[k] is None or not np.all(np.isfinite(d)):
             p[k] = None
             continue
         p[k] = float((1 + np.sum(d >= abs(observed[k]) - 1e-12)) / (1 + n_resamples))
-    return p, {k: None for k in KEYS}
+    return p, {k: None for k in RESULT_KEYS}
 
 
 def _scores_from_sums(metric, sums: dict[str, np.ndarray], n_spk: dict[str, int], n: int) -> dict[str, np.ndarray]:

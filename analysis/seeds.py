@@ -26,11 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.bootstrap import GENDERS, draw_counts, percentile_ci, resample_scores
+from analysis.bootstrap import GENDERS, RESULT_KEYS, draw_counts, percentile_ci, resample_scores
 from analysis.metrics import get_metric
 from corpora.base.errors import UserError
 
-KEYS = ("F", "M", "all", "delta_rel")
 
 
 def _metric_of(result: dict):
@@ -66,19 +65,19 @@ def pool_seed_results(results: list[dict], seeds: list[int], *, bootstrap: int =
                             fix="pool seeds of the same task on the same test set only")
     speakers = {g: sorted(s for s, sg in spk_gender.items() if sg == g) for g in GENDERS}
     metric = _metric_of(first)
-    per_seed, pooled = {}, {k: [] for k in KEYS}
+    per_seed, pooled = {}, {k: [] for k in RESULT_KEYS}
     counts = draw_counts({g: len(speakers[g]) for g in GENDERS}, bootstrap, seed) if bootstrap else None
     for r, s in zip(results, seeds):
-        per_seed[int(s)] = {k: r.get(k) for k in KEYS}
+        per_seed[int(s)] = {k: r.get(k) for k in RESULT_KEYS}
         if counts is not None:
             res = resample_scores(metric, _speaker_matrix(r, speakers), counts)
-            for k in KEYS:
+            for k in RESULT_KEYS:
                 pooled[k].append(res[k])
     # one speaker of a gender is that speaker in every resample: no CI for it, all or Δrel (as in scoring)
     single = [g for g in GENDERS if len(speakers[g]) == 1]
     undefined = set(single) | ({"all", "delta_rel"} if single else set())
     mean, sd, ci = {}, {}, {}
-    for k in KEYS:
+    for k in RESULT_KEYS:
         values = [v[k] for v in per_seed.values()]
         if any(v is None for v in values):
             mean[k] = sd[k] = ci[k] = None
@@ -101,7 +100,7 @@ def pooled_rows(pooled: dict, checkpoint: str, task: str, lang_pair: str = "", s
     """Results-store rows: mean with the pooled CI (gender F/M/all/delta_rel, metric wer|bleu),
     the seed sd (metric ``<metric>:seed_sd``) and the number of seeds (metric ``n_seeds``)."""
     m, rows = pooled["metric"], []
-    for k in KEYS:
+    for k in RESULT_KEYS:
         if pooled["mean"][k] is None:
             continue
         n_key = "all" if k == "delta_rel" else k

@@ -30,7 +30,7 @@ import pandas as pd
 
 from analysis.delta import delta_rel
 from corpora.base.errors import UserError
-from ssl_pretrain.checkpoints import FBANK
+from corpora.base.reserved import FBANK
 
 ASR_TASK_TITLES = {
     "asr-hybrid": "Hybrid ASR (SSL model as feature extractor, Kaldi)",

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gendergap.options import add_model_options, add_trust_option, runtime, store_path
+from gendergap.options import add_model_options, add_trust_option, store_path
 
 EPILOG = """\
 The registry is a JSON file (default runs/checkpoints.json; --registry or $GENDERGAP_CHECKPOINTS).
@@ -70,7 +70,8 @@ def run_convert(args) -> int:
 
 def run_eval(args) -> int:
     from ssl_pretrain.evaluate import contrastive_accuracy
-    device, precision = runtime(args)
+    from ssl_pretrain.device import device_and_precision
+    device, precision = device_and_precision(args.device, args.precision)
     ref = _ref(args)
     rows = [contrastive_accuracy(r, args.manifest, args.split, seed=args.seed, device=device)
             for r in (ref, ref.twin(args.seed))]
@@ -108,7 +109,8 @@ def run_pack(args) -> int:
 def run_features(args) -> int:
     from corpora.table import read_tables, resolve_audio
     from ssl_pretrain.feature_store import FeatureStore, export_view, extractor_for
-    device, precision = runtime(args)
+    from ssl_pretrain.device import device_and_precision
+    device, precision = device_and_precision(args.device, args.precision)
     table = read_tables(args.table)   # one table, or several merged (corpora.merge)
     if args.split:
         table = table[table["split"] == args.split].reset_index(drop=True)

@@ -26,6 +26,7 @@ from typing import Union
 from pydantic import BaseModel, Field, create_model
 
 from corpora.base.errors import UserError
+from corpora.base.reserved import FBANK
 from corpora.base.strict_yaml import read_yaml, validate
 from gendergap.config_schema import BUILTIN_TASKS, Study, TaskBase, describe
 
@@ -139,7 +140,7 @@ def _check_checkpoints(cfg: StudyConfig) -> None:
     sets = cfg.data["pretraining"]["sets"]
     for name, c in cfg.checkpoints.items():
         line = cfg.lines[f"checkpoints.{name}"]
-        if (name == "FBANK") != (c["baseline"] == "fbank"):
+        if (name == FBANK) != (c["baseline"] == "fbank"):
             raise UserError("the filterbank baseline is the checkpoint named FBANK, and only it", path=cfg.path,
                             line=line, fix="write `FBANK: {baseline: fbank}`")
         for key in ("pretrain", "pretrained_on"):
@@ -182,9 +183,17 @@ def _check_hparams(cfg: StudyConfig, name: str, t: dict) -> None:
     """An ASR task's `hparams:` file is read now, as plain data (safe YAML of KEY: VALUE overrides
     of the recipe's template, downstream_asr.rundir): never as HyperPyYAML, which could run code
     from a file that came with the config; a problem is refused before any job runs."""
-    if not t.get("hparams") or t["type"] not in HPARAMS_RECIPES:
+    if t["type"] not in HPARAMS_RECIPES:
         return
-    from downstream_asr.rundir import read_hparams_file
+    from downstream_asr.decode import parse_overrides
+    from downstream_asr.rundir import check_overrides, read_hparams_file
+    try:   # `overrides:` (KEY=VALUE) too: keys of the template's plain values only
+        check_overrides(parse_overrides(t["overrides"]), HPARAMS_RECIPES[t["type"]])
+    except UserError as e:
+        raise UserError(f"task '{name}': overrides: {e.message}", path=cfg.path,
+                        line=cfg.lines.get(f"tasks.{name}"), fix=e.fix) from None
+    if not t.get("hparams"):
+        return
     path = Path(t["hparams"]).expanduser()
     path = path if path.is_absolute() else cfg.path.parent / path
     if not path.is_file():

@@ -27,12 +27,6 @@ def add_model_options(p, store: bool = True) -> None:
                             "frozen ASR, ST, probes and exports (default $GENDERGAP_FEATURE_STORE or runs/features)")
 
 
-def runtime(args) -> tuple[str, str]:
-    """(device, precision), resolved and checked: `--device cuda` without CUDA is one clear error."""
-    from ssl_pretrain.device import device_and_precision
-    return device_and_precision(args.device, args.precision)
-
-
 def store_path(feature_store: str | None) -> str:
     """The feature store directory, absolute: the given one, else $GENDERGAP_FEATURE_STORE, else runs/features."""
     return str(Path(feature_store or os.environ.get("GENDERGAP_FEATURE_STORE") or DEFAULT_STORE).resolve())

@@ -71,6 +71,13 @@ def check_precision(precision: str | None, device: str) -> str:
     return precision
 
 
+def job_device(device: str, gpus: int) -> str:
+    """A study job's device as planned: ``auto`` is the GPU only when the job asked its scheduler
+    for one (``resources.gpus``), else the CPU, so a job never takes a GPU SLURM did not give it;
+    anything else as given. The job resolves it when it runs (device_and_precision)."""
+    return "cpu" if device == "auto" and gpus < 1 else device
+
+
 def device_and_precision(device: str | None, precision: str | None) -> tuple[str, str]:
     """Both options resolved and checked together: what every command calls first."""
     dev = resolve_device(device)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from gendergap.config import TaskBase
-from gendergap.steps import Graph, ModelStep, register_task, runtime
+from gendergap.steps import Graph, ModelStep, register_task, task_runtime
 
 TYPE = "utt-seconds"
 
@@ -76,7 +76,7 @@ def plan_utt_seconds(g: Graph, tname: str, t: dict) -> None:
     for ck in g.checkpoints_of(t):
         g.add(UttSecondsStep(name=f"{tname}:{ck}", table=g.table, corpus=t["corpus"], split=t["split"],
                              scale=t["scale"], layer=g.layer(ck, t["layer"]), ckpt=ck, registry=g.registry,
-                             store=g.store, db=g.db, **runtime(t), deps=["checkpoints", g.features_of(ck, t)],
+                             store=g.store, db=g.db, **task_runtime(t), deps=["checkpoints", g.features_of(ck, t)],
                              task=tname, checkpoint=ck))
 
 

@@ -9,10 +9,10 @@ import importlib
 import pkgutil
 
 from gendergap.steps.base import (FEATURE_REQUESTS, GRAPH_FIELDS, LIGHT, PLANNERS, Graph, ModelStep, Step,
-                                  register_task, runtime)
+                                  register_task, task_runtime)
 
 for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = ["FEATURE_REQUESTS", "GRAPH_FIELDS", "LIGHT", "PLANNERS", "Graph", "ModelStep", "Step", "register_task",
-           "runtime"]
+           "task_runtime"]

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gendergap.config_schema import AsrE2ETask, AsrFrozenTask
-from gendergap.steps.base import Graph, ModelStep, register_task, runtime
+from gendergap.steps.base import Graph, ModelStep, register_task, task_runtime
 from gendergap.steps.seeds import SUBSET, add_seeded
 from gendergap.steps.selection import task_data
 
@@ -67,7 +67,7 @@ def plan_asr(g: Graph, tname: str, t: dict) -> None:
         step = AsrStep(
             name=f"{tname}:{ck}", recipe="frozen" if frozen else "finetune", ckpt=ck, registry=g.registry,
             train=f"{data.out}/train.csv", valid=f"{data.out}/valid.csv", test=f"{data.out}/test.csv",
-            table=g.table, out=str(run), db=g.db, bootstrap=g.bootstrap, seed=g.seed, **runtime(t),
+            table=g.table, out=str(run), db=g.db, bootstrap=g.bootstrap, seed=g.seed, **task_runtime(t),
             overrides=list(t["overrides"]), hparams=g.path(t["hparams"]), trust=g.trust,
             layer=g.layer(ck, t["layer"]) if frozen else None, feature_store=g.store if frozen else None,
             deps=["checkpoints", data.name] + ([g.features_of(ck, t)] if frozen else []),

@@ -256,10 +256,8 @@ def config_path(cfg, value: str | None, base: Path | None = None) -> str | None:
     return str(p if p.is_absolute() else ((base or cfg.path.parent) / p).resolve())
 
 
-def runtime(t: dict) -> dict:
-    """The device and precision fields of a model task's steps. ``auto`` becomes the GPU the job
-    asked for (resources.gpus) or the CPU, so a job never takes a GPU it did not ask SLURM for."""
-    device = t["device"]
-    if device == "auto" and t["resources"]["gpus"] < 1:
-        device = "cpu"
-    return {"device": device, "precision": t["precision"]}
+def task_runtime(t: dict) -> dict:
+    """The device and precision fields of a model task's steps (ssl_pretrain.device.job_device)."""
+    from ssl_pretrain.device import job_device
+
+    return {"device": job_device(t["device"], t["resources"]["gpus"]), "precision": t["precision"]}

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gendergap.steps.base import FEATURE_REQUESTS, LIGHT, CheckContext, Graph, ModelStep, Problem, Step
+from ssl_pretrain.device import job_device
 from ssl_pretrain.study_checkpoints import SHIPPED
 
 
@@ -140,8 +141,7 @@ def plan_features(g: Graph) -> None:
         gpus = max(t["resources"]["gpus"] for t in tasks)
         res = max((t["resources"] for t in tasks), key=lambda r: (r["gpus"], r["cpus"]))
         name = f"features:{ck}" + ("" if precision == "fp32" else f":{precision}")
-        # a GPU only when the job asked for one (gendergap.steps.base.runtime)
         g.features[(ck, precision)] = g.add(FeaturesStep(
             name=name, table=g.table, ckpt=ck, registry=g.registry, store=g.store, requests=requests,
-            device="auto" if gpus >= 1 else "cpu", precision=precision, trust=g.trust,
+            device=job_device("auto", gpus), precision=precision, trust=g.trust,
             deps=["checkpoints"] + g.table_deps, resources=dict(res), checkpoint=ck, outputs=[g.store]))

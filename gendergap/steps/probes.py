@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gendergap.config_schema import ProbesTask
-from gendergap.steps.base import CheckContext, Graph, ModelStep, Problem, problems, register_task, runtime
+from gendergap.steps.base import CheckContext, Graph, ModelStep, Problem, problems, register_task, task_runtime
 
 
 @dataclass(kw_only=True)
@@ -65,7 +65,7 @@ def plan_probes(g: Graph, tname: str, t: dict) -> None:
             name=f"{tname}:{ck}", ckpt=ck, registry=g.registry, table=g.table, corpus=t["corpus"],
             layers=t["layers"] if not g.is_baseline(ck) else "all", probes=list(t["probes"]), control=t["control"],
             random_init=bool(t["random_init"] and ck == twin_of), feature_store=g.store, out=out, db=g.db,
-            seed=g.seed, **runtime(t), trust=g.trust, deps=["checkpoints", g.features_of(ck, t)] + g.table_deps,
+            seed=g.seed, **task_runtime(t), trust=g.trust, deps=["checkpoints", g.features_of(ck, t)] + g.table_deps,
             resources=dict(t["resources"]), task=tname, checkpoint=ck, outputs=[out]))
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gendergap.config_schema import StTask
-from gendergap.steps.base import CheckContext, Graph, ModelStep, Problem, Step, problems, register_task, runtime
+from gendergap.steps.base import CheckContext, Graph, ModelStep, Problem, Step, problems, register_task, task_runtime
 from gendergap.steps.seeds import SUBSET, add_seeded
 
 
@@ -117,7 +117,7 @@ def plan_st(g: Graph, tname: str, t: dict) -> None:
                 registry=g.registry, feature_store=g.store, table=g.table, corpus=t["corpus"],
                 splits=dict(t["splits"]), src=src, tgt=tgt, out=str(model), preset=_preset(g, t["preset"]),
                 train_seed=g.seed + 1, overrides=list(t["overrides"]), db=g.db, bootstrap=g.bootstrap, seed=g.seed,
-                **runtime(t), trust=g.trust, deps=[g.features_of(ck, t)], resources=dict(t["resources"]),
+                **task_runtime(t), trust=g.trust, deps=[g.features_of(ck, t)], resources=dict(t["resources"]),
                 eval_corpus=t["eval_corpus"], task=tname, checkpoint=ck, pair=pair, outputs=[str(model)])
             if not t["seeds"]:
                 g.add(step)
