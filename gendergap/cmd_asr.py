@@ -104,6 +104,9 @@ def register(subparsers, group: str, help: str) -> None:
 
     _add_kaldi_leaves(leaf)
 
+    from gendergap.cmd_asr_models import add_leaves   # transcribe (any model), export
+    add_leaves(leaf)
+
 
 def _add_kaldi_leaves(leaf) -> None:
     """`asr kaldi-export` and `asr kaldi-import`: the round trip through a Kaldi recipe."""

@@ -1,0 +1,389 @@
+"""Any speech recogniser on an utterance table: load a model folder, transcribe batches by length.
+
+The protocol is small: ``load_model(folder, ...)`` returns a ``Transcriber`` with ``sample_rate``,
+``kind``, ``name``, ``describe()`` and ``transcribe(list of 1-D float waveforms) -> list[str]``.
+Four kinds of folder are recognised, by their files (``detect``):
+
+- ``run``: the --out directory of `asr finetune` (run.json): its model is rebuilt from the package's
+  template and its checkpoints load safely (downstream_asr.finetune.build_brain), as `asr decode` does;
+- ``export``: a folder `asr export` wrote (gendergap-export.json): its hyperparams.yaml is used only when
+  it is byte for byte what downstream_asr.export writes for the recorded plain values, and its head
+  loads through the allowlist loader, so no flag is needed;
+- ``speechbrain``: any other SpeechBrain pretrained-interface folder (hyperparams.yaml). HyperPyYAML builds
+  arbitrary objects while it loads, so it runs code: refused unless ``trust``;
+- ``hf-ctc`` / ``hf-seq2seq``: a transformers folder (config.json) whose architecture AutoModelForCTC or
+  AutoModelForSpeechSeq2Seq takes, with its processor.
+
+Offline only: every loader reads local files (HF_HUB_OFFLINE, local_files_only); a path that is not a
+local folder is one UserError, never a download. Every pickle file a folder holds (``*.bin``, ``*.pt``,
+``*.ckpt``, ``*.pth``) is read with ssl_pretrain.safe_load first, so one that would run code is refused
+in one line before any library unpickles it (unless ``trust``); safetensors need no check.
+
+    model = load_model("models/whisper-tiny", device="cpu", language="fr")
+    model.transcribe([wave_16k])        # ["bonjour à tous"]
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from corpora.base.errors import UserError
+
+log = logging.getLogger(__name__)
+
+EXPORT_MARKER = "gendergap-export.json"
+PICKLE_SUFFIXES = (".bin", ".pt", ".ckpt", ".pth")
+KINDS = ("run", "export", "speechbrain", "hf-ctc", "hf-seq2seq")
+FOLDER_FIX = ("give a local folder: a transformers model (config.json + weights + processor), a SpeechBrain "
+              "model (hyperparams.yaml), an `asr export` folder or an `asr finetune` run directory; download "
+              "hub models first (e.g. `huggingface-cli download ID --local-dir DIR`)")
+
+
+def detect(folder: str | os.PathLike) -> str:
+    """Which kind of model folder this is (one of KINDS); anything else is a UserError."""
+    path = Path(folder)
+    if not path.exists():
+        raise UserError("no such local model folder (gendergap never downloads a model)", path=path, fix=FOLDER_FIX)
+    if not path.is_dir():
+        raise UserError("the model is not a folder", path=path, fix=FOLDER_FIX)
+    if (path / "run.json").is_file():
+        return "run"
+    if (path / EXPORT_MARKER).is_file():
+        return "export"
+    if (path / "hyperparams.yaml").is_file():
+        return "speechbrain"
+    if (path / "config.json").is_file():
+        return _hf_kind(path)
+    raise UserError("not a model folder gendergap knows (no run.json, hyperparams.yaml or config.json)", path=path,
+                    fix=FOLDER_FIX)
+
+
+def _hf_kind(path: Path) -> str:
+    from transformers.models.auto.modeling_auto import (MODEL_FOR_CTC_MAPPING_NAMES,
+                                                        MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES)
+    try:
+        cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise UserError(f"config.json is not valid JSON ({str(e)[:100]})", path=path / "config.json",
+                        fix="copy the model folder again") from None
+    model_type = cfg.get("model_type") if isinstance(cfg, dict) else None
+    archs = cfg.get("architectures") or [] if isinstance(cfg, dict) else []
+    if model_type in MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES and not any("CTC" in a for a in archs):
+        return "hf-seq2seq"
+    if model_type in MODEL_FOR_CTC_MAPPING_NAMES:
+        return "hf-ctc"
+    raise UserError(f"model_type {model_type!r} is neither a CTC nor a sequence-to-sequence speech model of "
+                    "transformers", path=path / "config.json",
+                    fix="give a model AutoModelForCTC or AutoModelForSpeechSeq2Seq loads (wav2vec2, hubert, "
+                        "whisper, speech_to_text, ...)")
+
+
+def check_pickles(folder: Path, trust: bool) -> None:
+    """Every pickle-based weight file of ``folder`` read with the allowlist loader (unless ``trust``), so
+    that a file which runs code on unpickling is refused before transformers or SpeechBrain opens it."""
+    if trust:
+        return
+    from ssl_pretrain.safe_load import load_torch_file
+    for p in sorted(folder.rglob("*")):
+        if p.suffix in PICKLE_SUFFIXES and p.is_file():
+            load_torch_file(p, what="model file", mmap=True)
+
+
+@dataclass
+class Transcriber:
+    """What every adapter offers. ``transcribe`` takes 1-D float32 waveforms at ``sample_rate``."""
+    kind: str
+    name: str
+    sample_rate: int
+    device: str
+    precision: str
+    info: dict = field(default_factory=dict)
+
+    def transcribe(self, wavs: list) -> list[str]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "name": self.name, "sample_rate": self.sample_rate, "device": self.device,
+                "precision": self.precision, **self.info}
+
+    def _autocast(self):
+        from ssl_pretrain.device import autocast
+        return autocast(self.device, self.precision)
+
+
+def pad(wavs: list, device: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Zero-padded batch [B, T], relative lengths (SpeechBrain's convention) and absolute lengths."""
+    lens = torch.tensor([len(w) for w in wavs])
+    batch = torch.zeros(len(wavs), int(lens.max()))
+    for i, w in enumerate(wavs):
+        batch[i, : len(w)] = torch.as_tensor(w, dtype=torch.float32)
+    return batch.to(device), (lens.float() / lens.max()).to(device), lens
+
+
+def clean(text: str) -> str:
+    """One line of text: a hypothesis file is id<TAB>text, so tabs and newlines become spaces."""
+    return " ".join(str(text).split())
+
+
+# --------------------------------------------------------------------------- our own run directories
+
+class RunDir(Transcriber):
+    """An `asr finetune` run directory: the Brain `asr decode` builds, its best checkpoint, greedy CTC."""
+
+    def __init__(self, folder: Path, device: str, precision: str, trust: bool):
+        import speechbrain as sb
+
+        from downstream_asr.decode import read_run, recover_best
+        from downstream_asr.finetune import build_brain
+        from downstream_asr.text import load_vocab
+        run = read_run(folder)
+        if run["kind"] != "finetune":
+            raise UserError("an `asr frozen` run reads features from the feature store, not audio", path=folder,
+                            fix="decode it with `gendergap asr decode --model DIR --test CSV`")
+        vocab = load_vocab(folder / "vocab.txt")
+        opts = {"device": device, "precision": precision, "eval_precision": precision, "noprogressbar": True}
+        self.brain, _ = build_brain(folder, run, vocab, opts, trust=trust)
+        ckpt = recover_best(self.brain, folder, "gendergap asr finetune")
+        self.brain.modules.eval()
+        self.vocab, self._sb = vocab, sb
+        rate = int(self.brain.modules.wav2vec2.feature_extractor.sampling_rate)
+        super().__init__("run", run.get("ckpt_name") or run["ssl"]["name"], rate, device, precision,
+                         {"checkpoint": ckpt, "text_norm": run["text_norm"], "text_norm_name": run["text_norm_name"],
+                          "ssl": run["ssl"]})
+
+    @torch.no_grad()
+    def transcribe(self, wavs: list) -> list[str]:
+        from downstream_asr.text import decode
+        x, rel, _ = pad(wavs, self.brain.device)
+        with self.brain.evaluation_ctx:
+            feats = self.brain.modules.wav2vec2(x, rel)
+            logp = self.brain.hparams.log_softmax(self.brain.modules.head(feats))
+        return [decode(h, self.vocab) for h in self._sb.decoders.ctc_greedy_decode(logp, rel, blank_id=0)]
+
+
+# --------------------------------------------------------------------------- SpeechBrain interfaces
+
+class SpeechBrainModel(Transcriber):
+    """A SpeechBrain pretrained interface (EncoderASR, or EncoderDecoderASR when the folder has a decoder)."""
+
+    def __init__(self, folder: Path, device: str, precision: str, trust: bool):
+        kind = "speechbrain"
+        if (folder / EXPORT_MARKER).is_file():
+            from downstream_asr.export import load_export
+            asr, meta = load_export(folder, device)
+            kind, name = "export", meta.get("name") or folder.name
+        else:
+            if not trust:
+                raise UserError("a SpeechBrain hyperparams.yaml is HyperPyYAML: loading it builds whatever objects "
+                                "it names, so it can run code", path=folder / "hyperparams.yaml",
+                                fix="if you trust whoever made this folder, pass --trust-checkpoint")
+            asr, name = _speechbrain_interface(folder, device), folder.name
+        asr.mods.eval()
+        self.asr = asr
+        rate = int(getattr(asr.hparams, "sample_rate", 16000) or 16000)
+        super().__init__(kind, name, rate, device, precision, {"interface": type(asr).__name__})
+
+    @torch.no_grad()
+    def transcribe(self, wavs: list) -> list[str]:
+        x, rel, _ = pad(wavs, self.device)
+        with self._autocast():
+            words, tokens = self.asr.transcribe_batch(x, rel)
+        tok = getattr(self.asr, "tokenizer", None)
+        from speechbrain.dataio.encoder import CTCTextEncoder
+        if isinstance(tok, CTCTextEncoder):
+            # EncoderASR joins every label, <unk> included; a hypothesis keeps the characters only
+            skip = {getattr(tok, "unk_label", None), getattr(tok, "blank_label", None)}
+            words = ["".join(tok.ind2lab[int(i)] for i in seq if tok.ind2lab[int(i)] not in skip) for seq in tokens]
+        return [clean(w) for w in words]
+
+
+def _speechbrain_interface(folder: Path, device: str):
+    """EncoderDecoderASR when the yaml's modules include a decoder, else EncoderASR; files used in place."""
+    import yaml
+    from speechbrain.inference.ASR import EncoderASR, EncoderDecoderASR
+    from speechbrain.utils.fetching import LocalStrategy
+
+    class Plain(yaml.SafeLoader):
+        pass
+    Plain.add_multi_constructor("!", lambda loader, suffix, node: None)
+    try:
+        keys = yaml.load((folder / "hyperparams.yaml").read_text(encoding="utf-8"), Loader=Plain) or {}
+    except yaml.YAMLError as e:
+        raise UserError(f"hyperparams.yaml is not YAML ({str(e).splitlines()[0]})", path=folder / "hyperparams.yaml",
+                        fix="copy the model folder again") from None
+    cls = EncoderDecoderASR if "decoder" in keys or "test_search" in keys else EncoderASR
+    return cls.from_hparams(source=str(folder), savedir=str(folder), local_strategy=LocalStrategy.NO_LINK,
+                            run_opts={"device": device})
+
+
+# --------------------------------------------------------------------------- transformers
+
+class HFModel(Transcriber):
+    """A transformers CTC or speech sequence-to-sequence model with its processor."""
+
+    def __init__(self, folder: Path, kind: str, device: str, precision: str, trust: bool, language: str | None,
+                 task: str, max_new_tokens: int | None):
+        from transformers import AutoModelForCTC, AutoModelForSpeechSeq2Seq, AutoProcessor
+        check_pickles(folder, trust)
+        auto = AutoModelForCTC if kind == "hf-ctc" else AutoModelForSpeechSeq2Seq
+        try:
+            self.processor = AutoProcessor.from_pretrained(str(folder), local_files_only=True)
+            self.model = auto.from_pretrained(str(folder), local_files_only=True).to(device).eval()
+        except (OSError, ValueError, KeyError) as e:
+            raise UserError(f"transformers cannot load this folder ({type(e).__name__}: "
+                            f"{str(e).splitlines()[0][:160]})", path=folder,
+                            fix="save the model with save_pretrained and its processor beside it") from None
+        fe = getattr(self.processor, "feature_extractor", self.processor)
+        self.language, self.task, self.max_new_tokens = language, task, max_new_tokens
+        self.model_type = self.model.config.model_type
+        super().__init__(kind, folder.name, int(getattr(fe, "sampling_rate", 16000)), device, precision,
+                         {"model_type": self.model_type, "language": language, "task": task})
+
+    def _inputs(self, wavs: list) -> dict:
+        arrays = [torch.as_tensor(w, dtype=torch.float32).numpy() for w in wavs]
+        fe = getattr(self.processor, "feature_extractor", self.processor)
+        kwargs = {"sampling_rate": self.sample_rate, "return_tensors": "pt", "padding": True}
+        if getattr(fe, "return_attention_mask", False) or self.kind == "hf-seq2seq":
+            kwargs["return_attention_mask"] = True
+        if self.model_type == "whisper":   # Whisper pads every input to 30 s itself
+            kwargs.pop("padding")
+        inputs = fe(arrays, **kwargs)
+        return {k: v.to(self.device) for k, v in inputs.items()}
+
+    @torch.no_grad()
+    def transcribe(self, wavs: list) -> list[str]:
+        inputs = self._inputs(wavs)
+        tok = getattr(self.processor, "tokenizer", self.processor)
+        with self._autocast():
+            if self.kind == "hf-ctc":
+                logits = self.model(**inputs).logits
+                ids = logits.argmax(-1)
+                return [clean(t) for t in tok.batch_decode(ids)]
+            gen = {}
+            if self.max_new_tokens:
+                gen["max_new_tokens"] = self.max_new_tokens
+            if self.model_type == "whisper":
+                gen.update(language=self.language, task=self.task)
+            out = self.model.generate(**inputs, **gen)
+        return [clean(t) for t in tok.batch_decode(out, skip_special_tokens=True)]
+
+
+def load_model(folder: str | os.PathLike, *, device: str = "cpu", precision: str = "fp32", trust: bool = False,
+               language: str | None = None, task: str = "transcribe", max_new_tokens: int | None = None) -> Transcriber:
+    """The Transcriber of a local model folder (see the module doc for the kinds and the trust rules)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")    # never a download, whatever a config names
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    folder = Path(folder)
+    kind = detect(folder)
+    if task not in ("transcribe", "translate"):
+        raise UserError(f"--task {task!r}", fix="use --task transcribe or --task translate")
+    if kind != "hf-seq2seq" and (language or task != "transcribe"):
+        raise UserError(f"--language/--task are for sequence-to-sequence models, and this is a {kind} model",
+                        path=folder, fix="leave --language and --task out")
+    if kind == "run":
+        return RunDir(folder, device, precision, trust)
+    if kind in ("export", "speechbrain"):
+        return SpeechBrainModel(folder, device, precision, trust)
+    return HFModel(folder, kind, device, precision, trust, language, task, max_new_tokens)
+
+
+# --------------------------------------------------------------------------- a table, batch by batch
+
+def select_rows(table, split: str | None, corpus: str | None):
+    """The utterance table's rows to transcribe (``split``, ``corpus``), in table order, with absolute audio."""
+    from corpora.table import read_tables, resolve_audio, table_source
+    df = read_tables(table)
+    for col, value in (("split", split), ("corpus", corpus)):
+        if value:
+            df = df[df[col].astype(str) == value]
+            if df.empty:
+                raise UserError(f"no rows with {col} {value!r}", path=table_source(table),
+                                fix=f"check --{col} (the table's {col} column)")
+    df = df.reset_index(drop=True)
+    return df.assign(audio=resolve_audio(df, table).tolist())
+
+
+def _read_partial(path: Path, header: dict) -> dict[str, str]:
+    """Hypotheses of the batches a killed run finished (one JSON line per batch, fsync'ed). A last line
+    cut by the kill is ignored; a file written for another model, table or option is started over."""
+    done: dict[str, str] = {}
+    if not path.is_file():
+        return done
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    try:
+        if json.loads(lines[0]) != header:
+            log.warning("%s was written for another model or table: starting over", path)
+            return done
+    except (ValueError, IndexError):
+        return done
+    for line in lines[1:]:
+        try:
+            rec = json.loads(line)
+            done.update(zip(rec["ids"], rec["texts"]))
+        except (ValueError, KeyError, TypeError):
+            break   # the batch the kill interrupted: transcribed again
+    return done
+
+
+def transcribe_table(model: Transcriber, rows, out_dir: str | os.PathLike, *, name: str = "test",
+                     batch_seconds: float = 60.0, max_batch_size: int = 32, progress: bool = True,
+                     text_norm: dict | None = None, normalise: bool = True, source: dict | None = None) -> dict:
+    """Transcribe ``rows`` (select_rows) in batches of similar length, resumably, then write
+    ``NAME.hyp.tsv`` / ``NAME.ref.tsv`` / ``NAME.json`` (downstream_asr.decode.write_transcripts) and the
+    model's own output as ``NAME.raw.tsv``. Hypotheses and references are normalised the way `asr decode`
+    writes them (``text_norm``: a run's own, else downstream_asr.text's default), so WER is scored with
+    norm:none; ``normalise=False`` (translation) keeps both as they are. Each finished batch is appended
+    to ``NAME.partial.jsonl`` and fsync'ed: a killed run, started again, transcribes only the rest."""
+    import time
+
+    from tqdm import tqdm
+
+    from corpora.base.atomic import write_text
+    from downstream_asr.decode import write_transcripts
+    from downstream_asr.text import TextNorm, normalise_text
+    from ssl_pretrain.features import length_buckets, read_segment
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ids = rows["id"].astype(str).tolist()
+    header = {"model": source or model.describe(), "ids": len(ids), "first": ids[0], "last": ids[-1]}
+    header = json.loads(json.dumps(header, default=str))
+    partial = out_dir / f"{name}.partial.jsonl"
+    done = _read_partial(partial, header)
+    if not done:
+        write_text(partial, json.dumps(header) + "\n")
+    batches = length_buckets(rows["duration"].astype(float).tolist(), batch_seconds, max_batch_size)
+    todo = [b for b in batches if not all(ids[i] in done for i in b)]
+    if done:
+        log.info("resuming: %d of %d utterances already transcribed, %d batch(es) to go", len(done), len(ids), len(todo))
+    t0, ran = time.monotonic(), 0
+    with open(partial, "a", encoding="utf-8") as f, \
+            tqdm(total=len(ids), initial=len(ids) - sum(len(b) for b in todo), unit="utt", disable=not progress,
+                 desc=f"transcribing {name}") as bar:
+        for b in todo:
+            wavs = [read_segment(rows["audio"][i], float(rows["offset"][i]), float(rows["duration"][i]),
+                                 model.sample_rate) for i in b]
+            texts = model.transcribe(wavs)
+            f.write(json.dumps({"ids": [ids[i] for i in b], "texts": texts}, ensure_ascii=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())   # a kill after this line keeps the batch
+            done.update((ids[i], t) for i, t in zip(b, texts))
+            ran += 1
+            log.info("batch %d/%d done (%d utterances)", ran, len(todo), len(b))
+            bar.update(len(b))
+    norm = TextNorm.from_dict(text_norm)
+    fix = (lambda t: normalise_text(t, norm)) if normalise else clean
+    write_text(out_dir / f"{name}.raw.tsv", "".join(f"{i}\t{clean(done[i])}\n" for i in ids))
+    info = {"model": model.describe(), "kind": model.kind, "text_norm": norm.as_dict() if normalise else None,
+            "text_norm_name": norm.name if normalise else "none", "batches_run": ran, "batches": len(batches),
+            "batch_seconds": batch_seconds, "transcribe_seconds": round(time.monotonic() - t0, 2),
+            "runtime": {"device": model.device, "precision": model.precision}}
+    meta = write_transcripts(ids, {i: fix(done[i]) for i in ids}, [fix(t) for t in rows["text"].astype(str)],
+                             out_dir, name, info)
+    partial.unlink()
+    return meta
