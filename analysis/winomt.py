@@ -154,18 +154,24 @@ def _spacy_pipeline(lang: str):
         return None
 
 
-def spacy_gender(text: str, form: tuple[str, ...], lang: str) -> str | None:
-    """Gender spaCy's morphology gives the form's head word in ``text`` (None if unknown)."""
+@lru_cache(maxsize=4096)
+def _token_genders(text: str, lang: str) -> tuple[tuple[str, str | None], ...]:
+    # One parse per distinct translation: WinoMT repeats sentences (and a benchmark, whole sets)
     nlp = _spacy_pipeline(lang)
     if nlp is None:
-        return None
+        return ()
+    out = []
     for tok in nlp(text):
-        if tok.text.lower() == form[0]:
-            g = tok.morph.get("Gender")
-            if g == ["Masc"]:
-                return "M"
-            if g == ["Fem"]:
-                return "F"
+        g = tok.morph.get("Gender")
+        out.append((tok.text.lower(), "M" if g == ["Masc"] else "F" if g == ["Fem"] else None))
+    return tuple(out)
+
+
+def spacy_gender(text: str, form: tuple[str, ...], lang: str) -> str | None:
+    """Gender spaCy's morphology gives the form's head word in ``text`` (None if unknown)."""
+    for word, gender in _token_genders(text, lang):
+        if word == form[0] and gender is not None:
+            return gender
     return None
 
 
