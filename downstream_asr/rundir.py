@@ -68,7 +68,16 @@ def plain_values(kind: str) -> dict:
     the only ones a run may override. Objects (tagged values) and the recipe's fixed keys are not."""
     with open(template_path(kind), encoding="utf-8") as f:
         raw = yaml.load(f, Loader=_PlainLoader)
-    return {k: v for k, v in raw.items() if v is not None and not k.startswith("__") and k not in FIXED[kind]}
+    return {k: v for k, v in raw.items() if _plain(v) and not k.startswith("__") and k not in FIXED[kind]}
+
+
+def _plain(value) -> bool:
+    """No tagged value anywhere inside (``modules: {model: !ref <model>}`` is an object's)."""
+    if isinstance(value, dict):
+        return all(_plain(v) for v in value.values())
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    return value is not None
 
 
 def check_overrides(overrides: dict, kind: str, path: Path | None = None, marks: dict | None = None) -> dict:
