@@ -312,8 +312,8 @@ class FeatureStore:
         return None
 
     def _open(self, entry: Path, meta: dict, ids: list[str], segs: list[int], layers: list[int]) -> FeatureView:
-        members = pd.concat([pd.read_csv(entry / f"shard-{i:05d}.tsv", sep="\t").assign(shard=i)
-                             for i in range(int(meta["shards"]))], ignore_index=True)
+        members = pd.concat([_read_shard_index(entry, i, meta) for i in range(int(meta["shards"]))],
+                            ignore_index=True)
         return FeatureView(entry, meta, ids, segs, layers, members)
 
     # ---- extraction --------------------------------------------------------------------
@@ -384,6 +384,50 @@ def _layer_list(layers, n_outputs: int) -> list[int]:
         raise UserError(f"layer {bad[0]} does not exist (the model has layers 0..{n_outputs - 1})",
                         fix=f"pass a layer between 0 and {n_outputs - 1}, 'last' or 'all'")
     return out
+
+
+INDEX_COLUMNS = ("seg", "layer", "npy_offset", "npy_bytes", "data_offset", "n_frames", "dim")
+
+
+def _read_shard_index(entry: Path, shard: int, meta: dict) -> pd.DataFrame:
+    """One shard's member index, checked against its ZIP: every member's bytes lie inside the
+    .npy they point into, and that inside the shard file. An edited or damaged index would
+    otherwise read another utterance's bytes, or fail deep in numpy."""
+    path = entry / f"shard-{shard:05d}.tsv"
+    fix = f"the store entry was edited or damaged: delete {entry} and its features are extracted again"
+    try:
+        df = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False, quoting=csv.QUOTE_NONE)
+    except FileNotFoundError:
+        raise UserError("feature-store shard index missing", path=path, fix=fix) from None
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise UserError(f"cannot read the feature-store shard index ({type(e).__name__})", path=path,
+                        fix=fix) from None
+    missing = [c for c in INDEX_COLUMNS if c not in df.columns]
+    if missing:
+        raise UserError(f"feature-store shard index has no column(s) {', '.join(missing)}", path=path, line=1, fix=fix)
+    nums = {}
+    for c in INDEX_COLUMNS:
+        v = pd.to_numeric(df[c], errors="coerce")
+        bad = v.isna() | (v < 0) | (v != v.round())
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise UserError(f"feature-store shard index: {c} = {df[c].iloc[i]!r} is not a count or offset", path=path,
+                            line=i + 2, fix=fix)
+        nums[c] = v.astype(np.int64)
+    out = pd.DataFrame(nums)
+    try:
+        size = (entry / f"shard-{shard:05d}.zip").stat().st_size
+    except OSError:
+        raise UserError("feature-store shard missing", path=entry / f"shard-{shard:05d}.zip", fix=fix) from None
+    itemsize = np.dtype(meta["dtype"]).itemsize
+    end = out["data_offset"] + out["n_frames"] * out["dim"] * itemsize
+    bad = ((out["dim"] != int(meta["dim"])) | (out["data_offset"] < out["npy_offset"])
+           | (end > out["npy_offset"] + out["npy_bytes"]) | (out["npy_offset"] + out["npy_bytes"] > size))
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        raise UserError(f"feature-store shard index: member {out['seg'].iloc[i]}/{out['layer'].iloc[i]} does not fit "
+                        f"its shard ({size} bytes)", path=path, line=i + 2, fix=fix)
+    return out.assign(shard=shard)
 
 
 def _read_rows(entry: Path) -> dict[str, int]:

@@ -363,3 +363,31 @@ def test_a_packed_release_with_edited_metadata_is_one_line(tmp_path, capsys, edi
     line = one_error_line(err)
     assert rc == 2 and f"{bad}: packed checkpoint" in line and said in line, line
     assert not reg.exists()
+
+
+@pytest.mark.parametrize("edit, said", [
+    (lambda r: r.__setitem__("n_frames", str(int(r["n_frames"]) * 50)), ":2: feature-store shard index: member 0/0 "
+                                                                         "does not fit its shard"),
+    (lambda r: r.__setitem__("data_offset", "abc"), ":2: feature-store shard index: data_offset = 'abc' is not"),
+    (lambda r: r.pop("dim"), ":1: feature-store shard index has no column(s) dim"),
+])
+def test_an_edited_feature_store_shard_index_is_one_line(tmp_path, capsys, edit, said):
+    import csv
+
+    from asr_helpers import write_corpus
+    table = write_corpus(tmp_path / "data")["table"]
+    argv = ["-q", "ckpt", "features", "FBANK", "--table", table, "--feature-store", tmp_path / "fs"]
+    rc, out, err = run(capsys, *argv)
+    assert rc == 0, err
+    [index] = (tmp_path / "fs").rglob("shard-00000.tsv")
+    with open(index, newline="") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    edit(rows[0])
+    with open(index, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]), delimiter="\t", extrasaction="ignore", lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    rc, out, err = run(capsys, *argv, "--out", tmp_path / "npy")
+    line = one_error_line(err)
+    assert rc == 2 and f"{index}{said}" in line and "delete" in line, line
+    assert not (tmp_path / "npy").exists()
