@@ -224,3 +224,22 @@ def test_a_copied_run_decodes_its_own_model_after_the_original_is_deleted(traine
         assert "SSL checkpoint this model was trained on" in one_line(capsys)
     finally:
         weights.write_bytes(saved)
+
+
+def test_a_copied_finetuning_run_carries_its_converted_model(tmp_path, one_thread):  # noqa: F811 (the fixture)
+    """asr finetune on a packed release converts it into the run (ssl_hf/): run.json names it
+    relative to the run, so a copy decodes alone once the original is deleted."""
+    data = write_corpus(tmp_path / "data")
+    original, copy = tmp_path / "ft", tmp_path / "moved" / "ft"
+    packed = ROOT / "ssl_pretrain" / "shipped" / "tiny-female.safetensors"
+    assert main(["asr", "finetune", "--ckpt", str(packed), "--train", str(data["train"]), "--valid",
+                 str(data["valid"]), "--out", str(original), "--no-progress", "batch_seconds=3",
+                 "valid_batch_seconds=6", "max_steps=2"]) == 0
+    run = json.loads((original / "run.json").read_text())
+    assert run["ssl_folder"].startswith("ssl_hf/") and run["ssl_folder_abs"] is None
+    assert run["hparams"]["template"] == "finetune_ctc.yaml" and not (original / "hparams.yaml").exists()
+    assert _decode(original, data["test"], "--name", "before") == 0
+    shutil.copytree(original, copy)
+    shutil.rmtree(original)
+    assert _decode(copy, data["test"], "--name", "after") == 0
+    assert (copy / "after.hyp.tsv").read_text() == (copy / "before.hyp.tsv").read_text()
