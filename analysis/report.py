@@ -153,7 +153,11 @@ def staged_report(out_dir: Path):
                         fix="pass --out a directory (new or holding an earlier report)")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     clean_stale(out_dir)
-    stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.{os.getpid()}.", suffix=".partial", dir=out_dir.parent))
+    try:
+        stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.{os.getpid()}.", suffix=".partial",
+                                      dir=out_dir.parent))
+    except OSError as e:  # a read-only or full file system: name the user's directory, not our temp one
+        raise OSError(e.errno, e.strerror, str(out_dir)) from e
     try:
         yield stage
         if out_dir.is_dir():

@@ -6,7 +6,9 @@ leaves come from gendergap/cmd_score_gender.py when it is there.
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
+import os
 from pathlib import Path
 
 from corpora.base.errors import UserError
@@ -148,6 +150,8 @@ def run_score(args) -> int:
         try:
             write_json(args.json, result)
         except OSError as e:  # a full or read-only disk: name the file asked for, not the temp name
+            if isinstance(e, FileExistsError) and not Path(args.json).parent.is_dir():  # mkdir met a file
+                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), args.json) from e
             raise OSError(e.errno, e.strerror, args.json) from e
         log.info("wrote %s", args.json)
     return 0

@@ -391,3 +391,38 @@ def test_an_edited_feature_store_shard_index_is_one_line(tmp_path, capsys, edit,
     line = one_error_line(err)
     assert rc == 2 and f"{index}{said}" in line and "delete" in line, line
     assert not (tmp_path / "npy").exists()
+
+
+# --- item 11: outputs on a read-only file system, or under a file -----------------------------------------
+def test_report_and_score_json_on_a_read_only_file_system_are_one_line(tmp_path):
+    db = _results_db(tmp_path / "r.db")
+    ids, refs, d = _perfect_files(tmp_path)
+    cli = " ".join(f"'{a}'" for a in CLI)
+    score = f"{cli} -q score asr --refs {d}/ref.tsv --hyps {d}/hyp.tsv --speakers {d}/utts.tsv --bootstrap 0"
+    # a real read-only mount (root is refused too): the old report and JSON are there before it turns read-only
+    script = (f"{cli} -q report --db {db} --out fs/rep >/dev/null 2>&1 && {score} --json fs/a.json >/dev/null && "
+              f"cp -r fs/rep before && mount -o remount,ro fs && "
+              f"{cli} -q report --db {db} --out fs/rep 2>err1; echo rc1=$?; "
+              f"{score} --json fs/a.json 2>err2 >/dev/null; echo rc2=$?; cp -r fs/rep after; cp fs/a.json a.json")
+    proc = _in_tiny_tmpfs(tmp_path, script, size="4m")
+    assert "rc1=2" in proc.stdout and "rc2=2" in proc.stdout, proc.stdout + proc.stderr
+    line = one_error_line((tmp_path / "err1").read_text())
+    assert "Read-only file system -- that file system is read-only" in line and "fs/rep" in line, line
+    line = one_error_line((tmp_path / "err2").read_text())
+    assert "fs/a.json: Read-only file system" in line, line
+    assert _snapshot(tmp_path / "after") == _snapshot(tmp_path / "before")
+    assert json.loads((tmp_path / "a.json").read_text())["all"] == 0.0
+
+
+def test_report_and_score_json_under_a_file_are_one_line(tmp_path, capsys):
+    db = _results_db(tmp_path / "r.db")
+    ids, refs, d = _perfect_files(tmp_path)
+    blocker = tmp_path / "plain-file"
+    blocker.write_text("not a directory")
+    rc, out, err = run(capsys, "report", "--db", db, "--out", blocker / "sub" / "rep")
+    assert rc == 2 and "a part of that path is a file, not a directory" in one_error_line(err)
+    rc, out, err = run(capsys, "score", "asr", "--refs", d / "ref.tsv", "--hyps", d / "hyp.tsv", "--speakers",
+                       d / "utts.tsv", "--bootstrap", 0, "--json", blocker / "a.json")
+    line = one_error_line(err)
+    assert rc == 2 and f"{blocker / 'a.json'}: Not a directory" in line, line
+    assert blocker.read_text() == "not a directory"
