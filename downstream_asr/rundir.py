@@ -155,8 +155,9 @@ def run_template(out_dir: Path, run: dict) -> Path:
     recorded = run.get("hparams")
     if isinstance(recorded, dict):
         if recorded.get("template") != path.name:
-            raise UserError(f"run.json names the template {recorded.get('template')!r}, not {path.name}",
-                            path=out_dir / "run.json", fix="give the --out directory of `gendergap asr finetune`/`frozen`")
+            raise UserError(f"this run directory was made from the template {recorded.get('template')!r}, not the "
+                            f"{kind} recipe's {path.name}", path=out_dir / "run.json",
+                            fix="use a new --out for another recipe; decode a run with the recipe that made it")
         if recorded.get("sha256") != file_sha256(path):
             log.warning("%s: the package's %s changed since this run was trained; its model is rebuilt from the "
                         "installed one", out_dir, path.name)
