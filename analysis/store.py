@@ -25,6 +25,7 @@ import math
 import os
 import sqlite3
 import time
+import unicodedata
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -274,6 +275,9 @@ class ResultsStore:
         """Store ``rows`` as one finished run of ``kind``; returns its id. A finished run with the
         same config gets its rows replaced instead: scoring the same thing again never adds a
         second run."""
+        rows = list(rows)
+        for r in rows:  # before the run is started: a refused row leaves no half-made run behind
+            self._check_names(r)
         run_id = self.find_done(config, kind=kind)
         if run_id is None:
             run_id = self.start_run(kind, config, name=name, seed=seed, inputs=inputs)
@@ -320,6 +324,7 @@ class ResultsStore:
                 raise UserError(f"score {r.get('metric')} for {r.get('checkpoint')}/{r.get('task')}/"
                                 f"{r.get('gender')} is {v!r}", path=self.path,
                                 fix="a score must be a finite number; check the inputs that produced it")
+            self._check_names(r)
             values.append((run_id, *[r.get(k, _DEFAULTS.get(k)) for k in SCORE_FIELDS]))
         with self.transaction() as c:
             # Replacing makes a re-scored run overwrite, never duplicate, its rows.
@@ -328,6 +333,12 @@ class ResultsStore:
             if finish:
                 c.execute("UPDATE runs SET status = 'done', ended_at = ? WHERE id = ?", (time.time(), run_id))
         return len(values)
+
+    def _check_names(self, r: dict) -> None:
+        for k in ("checkpoint", "task", "lang_pair"):  # they head table rows: one printable line each
+            if any(unicodedata.category(ch) == "Cc" for ch in str(r.get(k) or "")):
+                raise UserError(f"{k} name {str(r[k])[:60]!r} holds a control character", path=self.path,
+                                fix=f"name the {k} with printable characters (e.g. --checkpoint F-tiny)")
 
     # --- reading ----------------------------------------------------------------------
     def runs(self) -> pd.DataFrame:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import os
+import unicodedata
 
 import numpy as np
 import pandas as pd
@@ -237,9 +238,18 @@ def _cell(r, name: str, sign: bool = False) -> str:
     return fmt_ci(r.get(name), r.get(f"{name}_low"), r.get(f"{name}_high"), sign=sign, sd=r.get(f"{name}_sd", np.nan))
 
 
+def visible(text) -> str:
+    """Control characters (a newline in a checkpoint name...) as escapes: a table row stays one line."""
+    return "".join(_CONTROL.get(ch, f"\\x{ord(ch):02x}") if unicodedata.category(ch) == "Cc" else ch
+                   for ch in str(text))
+
+
+_CONTROL = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     def esc(c):
-        return str(c).replace("|", "\\|")
+        return visible(c).replace("|", "\\|")
     lines = ["| " + " | ".join(esc(h) for h in header) + " |",
              "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|"]
     lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
@@ -252,7 +262,7 @@ _LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$",
 
 
 def latex_escape(text: str) -> str:
-    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in str(text))
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in visible(text))
 
 
 def latex_table(header: list[str], blocks: list[tuple[str, list[list[str]]]], caption: str, label: str) -> str:

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from corpora.base.errors import UserError
 from corpora.base.reserved import FBANK  # the reserved name of the filterbank baseline
-from ssl_pretrain.registry import Registry
+from ssl_pretrain.registry import Registry, check_name
 
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json")
 HF_FILES = ("config.json", "preprocessor_config.json") + HF_WEIGHTS
@@ -255,6 +255,7 @@ class CheckpointRef:
 def register_checkpoint(registry: Registry, name: str, path: str | os.PathLike, *, replace_entry: bool = False,
                         trust: bool = False, **table3) -> dict:
     """Check a checkpoint (a pretraining wav2vec 2.0 .pt or a transformers folder) and register it."""
+    check_name(name)
     path = Path(path)
     if not path.exists():
         raise UserError("checkpoint path not found", path=path, fix="give a fairseq .pt file or a transformers folder")

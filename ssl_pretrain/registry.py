@@ -11,12 +11,24 @@ from __future__ import annotations
 import json
 import os
 import time
+import unicodedata
 from pathlib import Path
 
 from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
 
 DEFAULT_PATH = Path("runs") / "checkpoints.json"
+
+
+def check_name(name: str, where: str | os.PathLike | None = None, line: int | None = None) -> str:
+    """A checkpoint name is one line of printable text: it heads table rows (Markdown, LaTeX, CSV), file
+    names and log lines, and a newline or another control character in it would break them."""
+    bad = [ch for ch in str(name) if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")]
+    if not str(name).strip() or bad:
+        what = f"control character {bad[0]!r}" if bad else "nothing but spaces"
+        raise UserError(f"checkpoint name {str(name)[:60]!r} holds {what}", path=where, line=line,
+                        fix="name it with printable characters, e.g. F-tiny")
+    return name
 
 
 class Registry:
@@ -47,6 +59,7 @@ class Registry:
             hours: float | None = None, male_pct: float | None = None, female_pct: float | None = None,
             unknown_pct: float | None = None, replace: bool = False, note: str = "") -> dict:
         """Add (or with ``replace`` update) an entry for an already checked checkpoint; returns it."""
+        check_name(name)
         pcts = [p for p in (male_pct, female_pct, unknown_pct) if p is not None]
         if any(p < 0 or p > 100 for p in pcts):
             raise UserError(f"percentages must lie in 0..100 (got {pcts})", fix="pass --male-pct etc. as percentages")

@@ -426,3 +426,29 @@ def test_report_and_score_json_under_a_file_are_one_line(tmp_path, capsys):
     line = one_error_line(err)
     assert rc == 2 and f"{blocker / 'a.json'}: Not a directory" in line, line
     assert blocker.read_text() == "not a directory"
+
+
+# --- item 13: control characters in checkpoint names --------------------------------------------------------
+def test_a_newline_in_a_checkpoint_name_is_refused_or_escaped(tmp_path, capsys):
+    import sqlite3
+    reg = tmp_path / "r.json"
+    rc, out, err = run(capsys, "ckpt", "--registry", reg, "add", "F\n| injected | row |", SHIPPED)
+    assert rc == 2 and "holds control character '\\n'" in one_error_line(err) and not reg.exists()
+    ids, refs, d = _perfect_files(tmp_path)
+    db = tmp_path / "r.db"
+    rc, out, err = run(capsys, "score", "asr", "--refs", d / "ref.tsv", "--hyps", d / "hyp.tsv", "--speakers",
+                       d / "utts.tsv", "--bootstrap", 0, "--db", db, "--checkpoint", "F\nx")
+    assert rc == 2 and "checkpoint name 'F\\nx' holds a control character" in one_error_line(err)
+    with sqlite3.connect(db) as c:
+        assert c.execute("SELECT count(*) FROM runs").fetchone()[0] == 0   # no half-made run
+    # a DB written another way (an older version, by hand): the tables escape the name, one row per line
+    _results_db(db)
+    with sqlite3.connect(db) as c:
+        c.execute("UPDATE scores SET checkpoint = 'F\n| injected | row |' WHERE checkpoint = 'F-tiny'")
+    rc, out, err = run(capsys, "report", "--db", db, "--out", tmp_path / "rep")
+    assert rc == 0, err
+    md = (tmp_path / "rep" / "table4_asr.md").read_text()
+    rows = [ln for ln in md.splitlines() if ln.startswith("|")]
+    assert any("F\\n\\| injected \\| row \\|" in ln for ln in rows), md
+    assert all(ln.endswith("|") and not ln.startswith("| injected") for ln in rows)
+    assert "F\\textbackslash{}n" in (tmp_path / "rep" / "table4_asr.tex").read_text()
