@@ -12,8 +12,10 @@ the values resolve by the YAML 1.1 rules every existing config was written for (
 YAML 1.2 would read `yes` as a string and `1e3` as a number), and the duplicate-key check names
 both lines.
 
-A new downstream task type is one pydantic model (a subclass of ``TaskBase``) passed to
-``register_task_type``; configs can then use it and `--schema` lists it.
+A task type is registered once, with everything it is: ``register_task(type, schema, planner,
+features)`` (its config keys, the steps it adds to the study graph, what it reads from the feature
+store). Configs can then use it, `--schema` lists it and the sweep plans it. The built-in types
+register themselves in their step modules (gendergap/steps/), which loading a config imports.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import graphlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Union
+from typing import Callable, Union
 
 from pydantic import BaseModel, Field, create_model
 
@@ -32,32 +34,55 @@ from gendergap.config_schema import BUILTIN_TASKS, Study, TaskBase, describe
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 TASK_TYPES = tuple(BUILTIN_TASKS)   # the built-in types; task_types() also lists registered ones
-_TASK_MODELS: dict[str, type[TaskBase]] = {}
 
 
-def register_task_type(name: str, model: type[TaskBase]) -> None:
-    """Make ``name`` a task type whose keys are ``model``'s fields (a subclass of ``TaskBase``,
-    which brings the keys every task takes: type, checkpoints, after, device, precision,
-    resources). Configs may then name tasks ``name`` or give them ``type: name``, and
-    `gendergap sweep --schema` lists the type. Registering the same model again does nothing;
-    another model under a taken name is refused, so a config never changes meaning silently."""
-    if not (isinstance(model, type) and issubclass(model, TaskBase)):
-        raise TypeError(f"task type {name!r}: {model!r} is not a subclass of gendergap.config.TaskBase")
-    if not name or not isinstance(name, str):
-        raise ValueError(f"a task type needs a non-empty name, got {name!r}")
-    if _TASK_MODELS.get(name, model) is not model:
-        raise ValueError(f"task type {name!r} is already registered with {_TASK_MODELS[name].__name__}")
-    _TASK_MODELS[name] = model
+@dataclass(frozen=True)
+class TaskType:
+    """A downstream task type: its config keys (a TaskBase subclass), the planner adding its steps
+    to the study graph ((graph, task name, task config) -> None), and, for a task on frozen
+    features, what it reads from the feature store ((graph, checkpoint, task config) -> request)."""
+    schema: type[TaskBase]
+    planner: Callable
+    features: Callable | None = None
+
+
+TASKS: dict[str, TaskType] = {}   # the one registry of task types
+
+
+def register_task(type_: str, schema: type[TaskBase], planner: Callable, features: Callable | None = None) -> None:
+    """Make ``type_`` a task type (see TaskType). Registering the same type again does nothing;
+    another schema or planner under a taken name is refused, so a config never changes meaning
+    silently."""
+    if not (isinstance(schema, type) and issubclass(schema, TaskBase)):
+        raise TypeError(f"task type {type_!r}: {schema!r} is not a subclass of gendergap.config.TaskBase")
+    if not type_ or not isinstance(type_, str):
+        raise ValueError(f"a task type needs a non-empty name, got {type_!r}")
+    if not callable(planner):
+        raise TypeError(f"task type {type_!r}: its planner {planner!r} is not callable")
+    new = TaskType(schema, planner, features)
+    old = TASKS.get(type_)
+    if old is not None and (old.schema is not schema or old.planner is not planner):
+        raise ValueError(f"task type {type_!r} is already registered ({old.schema.__name__}, "
+                         f"{old.planner.__qualname__})")
+    TASKS[type_] = new
 
 
 def task_types() -> tuple[str, ...]:
     """Every task type a config may use: the built-in ones, then those registered since."""
-    return tuple(_TASK_MODELS)
+    _builtin_tasks()
+    return tuple(TASKS)
 
 
-for _name, _model in BUILTIN_TASKS.items():
-    register_task_type(_name, _model)
+def _builtin_tasks() -> None:
+    """Import the step modules (each registers its task types), then list the built-in types
+    first, in BUILTIN_TASKS' order (the order `--schema` and errors name them in)."""
+    import gendergap.steps  # noqa: F401
 
+    order = [t for t in BUILTIN_TASKS if t in TASKS] + [t for t in TASKS if t not in BUILTIN_TASKS]
+    if list(TASKS) != order:
+        reordered = {t: TASKS[t] for t in order}
+        TASKS.clear()
+        TASKS.update(reordered)
 
 @dataclass
 class StudyConfig:
@@ -107,10 +132,11 @@ def _validate(model: type[BaseModel], raw, at: tuple, marks: dict, path: Path) -
 def _validate_task(name: str, entry: dict | None, marks: dict, path: Path) -> dict:
     entry = dict(entry or {})
     type_ = entry.get("type") or name
-    if not isinstance(type_, str) or type_ not in _TASK_MODELS:
+    _builtin_tasks()
+    if not isinstance(type_, str) or type_ not in TASKS:
         raise UserError(f"task '{name}' has no known type", path=path, line=marks[("tasks", name)],
-                        fix=f"name it, or set `type:` to, one of {', '.join(_TASK_MODELS)}")
-    return _validate(_TASK_MODELS[type_], {**entry, "type": type_}, ("tasks", name), marks, path)
+                        fix=f"name it, or set `type:` to, one of {', '.join(TASKS)}")
+    return _validate(TASKS[type_].schema, {**entry, "type": type_}, ("tasks", name), marks, path)
 
 
 # --- checks across entries ----------------------------------------------------------------------
@@ -209,12 +235,14 @@ def schema_text() -> str:
     """The schema as an indented list of keys with types, defaults, choices and descriptions,
     generated from the pydantic models, every registered task type included (`gendergap sweep
     --schema`)."""
-    return describe(_TASK_MODELS)
+    _builtin_tasks()
+    return describe({name: t.schema for name, t in TASKS.items()})
 
 
 def schema_json() -> dict:
     """The JSON schema of a study config (pydantic's), each task one of the registered types."""
-    models = tuple(dict.fromkeys(_TASK_MODELS.values()))
+    _builtin_tasks()
+    models = tuple(dict.fromkeys(t.schema for t in TASKS.values()))
     task = Union[models] if len(models) > 1 else models[0]  # noqa: UP007 -- a union built at run time
     full = create_model("StudyConfig", __base__=Study,
                         tasks=(dict[str, task], Field({}, description=Study.model_fields["tasks"].description)))

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from corpora.base.errors import UserError
 from gendergap.config import StudyConfig
-from gendergap.steps import PLANNERS, Graph, Step
+from gendergap.config import TASKS
+from gendergap.steps import Graph, Step
 from gendergap.steps.data import plan_corpus
 from gendergap.steps.models import plan_checkpoints, plan_features
 from gendergap.steps.report import ReportStep, study_data
@@ -29,7 +30,7 @@ def plan_jobs(cfg: StudyConfig, out: str | Path, only: list[str] | None = None) 
     task_steps: dict[str, list[str]] = {}
     for tname, t in cfg.tasks.items():
         n_before = len(g.steps)
-        PLANNERS[t["type"]](g, tname, t)
+        TASKS[t["type"]].planner(g, tname, t)
         # what later tasks and the report wait for: each row's final step (a seed's own step is pooled first)
         task_steps[tname] = [s.name for s in g.steps[n_before:]
                              if s.task == tname and not re.search(r":seed\d+$", s.name)]

@@ -13,7 +13,8 @@ was read off real files (the pickle opcodes of each, see tests/test_safe_load.py
   config as an ``argparse.Namespace``.
 
 Anything else is refused with one line naming the class and the file; ``--trust-checkpoint``
-(``trust_checkpoints: true`` in a study config) loads it the old way, knowingly.
+(on the command line only: a file never trusts itself, so a study config cannot say it) loads it the old
+way, knowingly.
 
 Packed releases (``gendergap ckpt pack``) are one ``.safetensors`` file: the encoder's weights
 (fp16 by default) and, in the header's metadata, the fairseq config as JSON and the update count.
@@ -35,8 +36,8 @@ from corpora.base.errors import UserError
 
 SAFE_GLOBALS = [argparse.Namespace]
 PACKED_FORMAT = "gendergap-packed-wav2vec2/1"
-TRUST_FIX = ("if you trust whoever made this file, pass --trust-checkpoint (trust_checkpoints: true in a study "
-             "config) to load it with full unpickling")
+TRUST_FIX = ("if you trust whoever made this file, pass --trust-checkpoint (on `gendergap sweep`/`study` for a "
+             "study's checkpoints) to load it with full unpickling")
 
 
 def load_torch_file(path: str | os.PathLike, *, trust: bool = False, what: str = "checkpoint", mmap: bool = False):

@@ -13,7 +13,7 @@ from pydantic import Field
 
 from corpora.base.errors import UserError
 from gendergap import config
-from gendergap.config import CONFIG_DIR, TaskBase, load_config, register_task_type, schema_json, schema_text, task_types
+from gendergap.config import CONFIG_DIR, TaskBase, load_config, register_task, schema_json, schema_text, task_types
 from gendergap.plan import plan_jobs
 
 GOOD = """\
@@ -277,7 +277,7 @@ def test_schema_text_lists_every_field_of_every_task_type():
     assert "time_min: int, default 60 -- time limit per job, minutes (SLURM)" in common
     assert set(task_types()) >= {"asr-e2e", "asr-frozen", "st", "gender-st", "probes"}
     for type_ in task_types():
-        model = config._TASK_MODELS[type_]
+        model = config.TASKS[type_].schema
         own = _schema_block(text, f"  <name> (type {type_}) also takes:")
         for name, field in model.model_fields.items():
             assert f"{name}: " in own or f"{name}: " in common or f"{name}:  " in common, (type_, name)
@@ -295,10 +295,15 @@ class ToyTask(TaskBase):
     tag: str | None = Field(None, description="a free toy tag")
 
 
+def plan_toy(g, name, t) -> None:
+    """A toy planner: adds no step."""
+
+
 @pytest.fixture
 def toy_registered(monkeypatch):
-    monkeypatch.setattr(config, "_TASK_MODELS", dict(config._TASK_MODELS))  # registered for this test only
-    register_task_type("toy", ToyTask)
+    task_types()   # the built-in types first
+    monkeypatch.setattr(config, "TASKS", dict(config.TASKS))  # registered for this test only
+    register_task("toy", ToyTask, plan_toy)
     return ToyTask
 
 
@@ -331,13 +336,17 @@ def test_a_task_type_registered_from_outside(tmp_path, toy_registered):
     assert "ToyTask" in schema_json()["$defs"]
 
 
-def test_register_task_type_refuses_what_would_change_a_config(toy_registered):
-    register_task_type("toy", ToyTask)           # the same model again: nothing changes
+def test_register_task_refuses_what_would_change_a_config(toy_registered):
+    register_task("toy", ToyTask, plan_toy)      # the same type again: nothing changes
     with pytest.raises(ValueError, match="already registered"):
-        register_task_type("st", ToyTask)
+        register_task("st", ToyTask, plan_toy)
+    with pytest.raises(ValueError, match="already registered"):
+        register_task("toy", ToyTask, lambda g, n, t: None)   # another planner under the name
     with pytest.raises(TypeError, match="TaskBase"):
-        register_task_type("plain", dict)
-    assert config._TASK_MODELS["st"].__name__ == "StTask"
+        register_task("plain", dict, plan_toy)
+    with pytest.raises(TypeError, match="planner"):
+        register_task("noplan", ToyTask, None)               # a schema without a planner: no such type
+    assert config.TASKS["st"].schema.__name__ == "StTask" and "noplan" not in config.TASKS
 
 
 def test_steps_take_their_device_and_precision_from_the_task(tmp_path):

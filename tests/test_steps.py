@@ -15,7 +15,6 @@ from analysis.store import ResultsStore
 from gendergap import config
 from gendergap.config import load_config
 from gendergap.plan import plan_jobs
-from gendergap.steps import FEATURE_REQUESTS, PLANNERS
 from gendergap.sweep import run_sweep
 
 CONFIG = """\
@@ -32,8 +31,8 @@ report: {bootstrap: 10}
 
 @pytest.fixture
 def toy_registered(monkeypatch):
-    """The toy type registered for this test only (both registries restored after)."""
-    saved = [(registry, dict(registry)) for registry in (config._TASK_MODELS, PLANNERS, FEATURE_REQUESTS)]
+    """The toy type registered for this test only (the registry restored after)."""
+    saved = [(config.TASKS, dict(config.TASKS))]
     toy_task.register()
     # the job processes unpickle toy_task's step: they import it from tests/
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
@@ -100,6 +99,6 @@ def test_a_task_type_takes_its_schema_and_planner_once(toy_registered):
     from gendergap.steps import register_task
 
     toy_task.register()   # the same pair again: nothing changes
-    with pytest.raises(ValueError, match="already has a planner"):
+    with pytest.raises(ValueError, match="already registered"):
         register_task(toy_task.TYPE, toy_task.UttSecondsTask, lambda g, n, t: None)
     assert "utt-seconds" in config.schema_text()

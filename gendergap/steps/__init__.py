@@ -8,11 +8,9 @@ the same way; nothing else lists it.
 import importlib
 import pkgutil
 
-from gendergap.steps.base import (FEATURE_REQUESTS, GRAPH_FIELDS, LIGHT, PLANNERS, Graph, ModelStep, Step,
-                                  register_task, task_runtime)
+from gendergap.steps.base import GRAPH_FIELDS, LIGHT, TASKS, Graph, ModelStep, Step, register_task, task_runtime
 
 for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["FEATURE_REQUESTS", "GRAPH_FIELDS", "LIGHT", "PLANNERS", "Graph", "ModelStep", "Step", "register_task",
-           "task_runtime"]
+__all__ = ["GRAPH_FIELDS", "LIGHT", "TASKS", "Graph", "ModelStep", "Step", "register_task", "task_runtime"]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, ClassVar
 
 from corpora.base.provenance import config_hash
+from gendergap.config import TASKS, register_task  # noqa: F401 (the one task registry)
 
 LIGHT = {"cpus": 1, "mem_gb": 2, "gpus": 0, "time_min": 30}  # data wiring, scoring, the report
 GRAPH_FIELDS = ("name", "deps", "resources", "task", "checkpoint", "pair", "outputs", "key")
@@ -178,24 +179,9 @@ Planner = Callable[["Graph", str, dict], None]   # (graph, task name, validated 
 # (graph, checkpoint, task config) -> what the task reads from the feature store: {corpus, splits,
 # layers, probe_seed} (gendergap/steps/features.py), or a list of them (rows of several corpora)
 FeatureRequest = Callable[["Graph", str, dict], "dict | list[dict]"]
-PLANNERS: dict[str, Planner] = {}
-FEATURE_REQUESTS: dict[str, FeatureRequest] = {}
-
-
-def register_task(type_: str, schema, planner: Planner, features: FeatureRequest | None = None) -> None:
-    """Make ``type_`` a task type: ``schema`` (a subclass of gendergap.config.TaskBase) checks its
-    config keys and ``planner`` adds its steps to the graph; a task on frozen features also says
-    which rows and layers it reads (``features``), and the checkpoint's features step extracts
-    them before its steps run. This is all a new downstream task needs besides its step class
-    and its package function (docs/architecture.md)."""
-    from gendergap.config import register_task_type
-
-    if PLANNERS.get(type_, planner) is not planner:
-        raise ValueError(f"task type {type_!r} already has a planner ({PLANNERS[type_].__qualname__})")
-    register_task_type(type_, schema)
-    PLANNERS[type_] = planner
-    if features is not None:
-        FEATURE_REQUESTS[type_] = features
+# A task type is registered once, schema + planner + feature request together: gendergap.config.register_task
+# (re-exported here for step modules). Besides its step class and its package function, that is all
+# a new downstream task needs (docs/architecture.md).
 
 
 # --- the graph being built --------------------------------------------------------------------

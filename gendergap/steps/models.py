@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gendergap.steps.base import FEATURE_REQUESTS, LIGHT, CheckContext, Graph, ModelStep, Problem, Step
+from gendergap.steps.base import TASKS, LIGHT, CheckContext, Graph, ModelStep, Problem, Step
 from ssl_pretrain.device import job_device
 from ssl_pretrain.study_checkpoints import SHIPPED
 
@@ -125,18 +125,18 @@ def plan_checkpoints(g: Graph) -> None:
 
 def plan_features(g: Graph) -> None:
     """One extraction step per checkpoint (and precision) for everything its frozen-feature tasks
-    read: each task's rows and layers is a request (its type's FEATURE_REQUESTS entry; probes: the
+    read: each task's rows and layers is a request (its type's registered feature request; probes: the
     probe rows only), and the step extracts each utterance once into as few store entries as
     cover them."""
     groups: dict[tuple, list[dict]] = {}
     for t in g.cfg.tasks.values():
-        if t["type"] in FEATURE_REQUESTS:
+        if TASKS[t["type"]].features is not None:
             for ck in g.checkpoints_of(t):
                 groups.setdefault((ck, t["precision"]), []).append(t)
     for (ck, precision), tasks in groups.items():
         requests = []
         for t in tasks:   # a task reading rows of two corpora makes two requests
-            request = FEATURE_REQUESTS[t["type"]](g, ck, t)
+            request = TASKS[t["type"]].features(g, ck, t)
             requests += request if isinstance(request, list) else [request]
         gpus = max(t["resources"]["gpus"] for t in tasks)
         res = max((t["resources"] for t in tasks), key=lambda r: (r["gpus"], r["cpus"]))

@@ -57,6 +57,7 @@ class StStep(ModelStep):
         decode = dict(model=self.out, test=self.table, test_split=self.splits["test"],
                       corpus=self.eval_corpus or self.corpus, out=str(Path(self.out) / "test.hyp"), db=self.db,
                       name=self.ckpt, bootstrap=self.bootstrap, seed=self.seed, task=self.task_type,
+                      trust_checkpoint=self.trust,
                       **({"subset": self.subset} if self.subset else {}))
         return [("st train", train), ("st decode", decode)]
 
