@@ -1,0 +1,285 @@
+"""`asr transcribe` (any local speech model, scored per gender) and `asr export` (a run as an EncoderASR
+folder), with real models built here: a tiny fine-tuned run, a Wav2Vec2ForCTC converted from a shipped
+checkpoint, a random Whisper-architecture model with a byte-level tokenizer. Nothing is downloaded."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from asr_helpers import one_thread, tiny_wav2vec2, write_corpus  # noqa: F401 (fixture)
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+
+# Loads the export with speechbrain + transformers only: the repo is off sys.path and importing any
+# gendergap package raises, so a hidden dependency would fail here.
+FRESH = r"""
+import json, sys
+OURS = {"gendergap", "corpora", "manifests", "ssl_pretrain", "downstream_asr", "downstream_st", "analysis"}
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in OURS:
+            raise ImportError(name + " imported")
+sys.meta_path.insert(0, Refuse())
+sys.path = [p for p in sys.path if p not in ("", ".") and p.rstrip("/") != sys.argv[3]]
+import soundfile as sf, torch
+from speechbrain.inference.ASR import EncoderASR
+asr = EncoderASR.from_hparams(source=sys.argv[1])
+wavs = json.loads(sys.argv[2])
+sigs = [torch.tensor(sf.read(w, dtype="float32")[0]) for w in wavs.values()]
+n = max(len(s) for s in sigs)
+batch = torch.stack([torch.nn.functional.pad(s, (0, n - len(s))) for s in sigs])
+words, _ = asr.transcribe_batch(batch, torch.tensor([len(s) / n for s in sigs]))
+unk = asr.tokenizer.unk_label
+print(json.dumps({uid: " ".join(w.replace(unk, "").split()) for uid, w in zip(wavs, words)}))
+"""
+
+
+def cli(*args, check=True, **kw) -> subprocess.CompletedProcess:
+    quiet = () if check else ("-q",)   # a refusal: only the error line on stderr
+    p = subprocess.run([sys.executable, "-m", "gendergap.cli", *quiet, *map(str, args)], cwd=REPO, env=ENV,
+                       capture_output=True, text=True, **kw)
+    if check:
+        assert p.returncode == 0, p.stderr[-3000:]
+    return p
+
+
+def tsv(path) -> dict[str, str]:
+    return dict(line.split("\t", 1) for line in Path(path).read_text(encoding="utf-8").splitlines())
+
+
+def scores(db, task) -> dict:
+    with sqlite3.connect(db) as con:
+        rows = con.execute("SELECT checkpoint, gender, metric, value, n_utts FROM scores WHERE task = ?", (task,))
+        return {(c, g): (m, v, n) for c, g, m, v, n in rows}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny `asr finetune` run (2 optimizer steps), decoded and scored on the test split."""
+    from gendergap.cmd_asr import asr_finetune
+    root = tmp_path_factory.mktemp("run")
+    paths = write_corpus(root / "data")
+    tiny_wav2vec2(root / "w2v")
+    asr_finetune(ckpt=str(root / "w2v"), train=str(paths["train"]), valid=str(paths["valid"]), out=str(root / "run"),
+                 overrides=["batch_seconds=3", "valid_batch_seconds=6", "max_steps=2"], test=str(paths["test"]),
+                 db=str(root / "r.db"), no_progress=True, device="cpu", bootstrap=20)
+    return {"root": root, "run": root / "run", "db": root / "r.db", **paths}
+
+
+def test_export_loads_without_gendergap_and_transcribe_equals_decode(trained, tmp_path):
+    from downstream_asr.export import render_yaml
+    decoded = tsv(trained["run"] / "test.hyp.tsv")
+    assert len(decoded) == 4 and any(decoded.values())
+    out = tmp_path / "B-tiny-asr"
+    p = cli("asr", "export", trained["run"], "--out", out)
+    assert "EncoderASR.from_hparams" in p.stdout
+    assert {f.name for f in out.iterdir()} >= {"hyperparams.yaml", "wav2vec2", "head.ckpt", "label_encoder.txt",
+                                             "README.md", "gendergap-export.json"}
+    assert (out / "wav2vec2" / "model.safetensors").is_file()
+    meta = json.loads((out / "gendergap-export.json").read_text())
+    assert (out / "hyperparams.yaml").read_text() == render_yaml(meta["values"])
+    card = (out / "README.md").read_text()
+    wer = json.loads((trained["run"] / "test.wer.json").read_text())
+    assert "## WER per gender" in card and f"| {wer['F']:.2f}" in card and f"{wer['M']:.2f}" in card
+    assert "gendergap asr export" in card
+    # SpeechBrain alone, in a fresh process
+    table = __import__("pandas").read_csv(trained["table"], sep="\t")
+    wavs = dict(zip(table["id"][table["split"] == "test"], table["audio"][table["split"] == "test"]))
+    fresh = subprocess.run([sys.executable, "-I", "-c", FRESH, str(out), json.dumps(wavs), str(REPO)], env=ENV,
+                           capture_output=True, text=True, cwd=tmp_path)
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
+    assert json.loads(fresh.stdout.splitlines()[-1]) == decoded
+    # asr transcribe, on the run directory and on the export (no --trust-checkpoint needed for either)
+    for model, sub in ((trained["run"], "from-run"), (out, "from-export")):
+        cli("asr", "transcribe", "--model", model, "--table", trained["table"], "--out", tmp_path / sub,
+            "--device", "cpu", "--db", tmp_path / "t.db", "--bootstrap", 20, "--name", sub, "--no-progress")
+        assert tsv(tmp_path / sub / f"{sub}.hyp.tsv") == decoded
+        assert tsv(tmp_path / sub / f"{sub}.ref.tsv") == tsv(trained["run"] / "test.ref.tsv")
+        got = json.loads((tmp_path / sub / f"{sub}.wer.json").read_text())
+        assert (got["all"], got["F"], got["M"]) == (wer["all"], wer["F"], wer["M"])
+    assert scores(tmp_path / "t.db", "asr-e2e")[("from-run", "F")][1] == pytest.approx(wer["F"])
+    assert scores(tmp_path / "t.db", "asr-released")[("from-export", "M")][1] == pytest.approx(wer["M"])
+    # an edited export yaml is not evaluated
+    y = out / "hyperparams.yaml"
+    y.write_text(y.read_text() + "\nx: !apply:os.getcwd []\n")
+    p = cli("asr", "transcribe", "--model", out, "--table", trained["table"], "--out", tmp_path / "edited", check=False)
+    assert p.returncode == 2 and "not the one `asr export` wrote" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def _long_table(root: Path, n: int = 10, seconds: float = 6.0) -> Path:
+    """n utterances of a few seconds (slow enough to kill between batches): 16 kHz files, one at 8 kHz
+    (resampled where read) and two segments of one file (offset/duration)."""
+    from corpora.table import new_table, write_table
+    rng = np.random.default_rng(0)
+    (root / "wav").mkdir(parents=True)
+    rows = []
+    for i in range(n):
+        rate = 8000 if i == 1 else 16000
+        dur = seconds * (0.6 + 0.4 * i / n)
+        path = root / "wav" / f"u{i}.wav"
+        sf.write(path, (0.1 * rng.standard_normal(int(dur * rate))).astype(np.float32), rate)
+        g = "FM"[i % 2]
+        rows.append({"id": f"u{i:02d}", "audio": f"wav/u{i}.wav", "offset": 0.0, "duration": dur, "sample_rate": rate,
+                     "speaker": f"{g.lower()}{i % 4}", "gender": g, "corpus": "tiny", "lang": "fr", "split": "test",
+                     "text": "Le chat dort."})
+    rows += [dict(rows[0], id=f"seg{k}", offset=1.0 * k, duration=1.0, speaker=f"f{k}", gender="F") for k in (1, 2)]
+    write_table(new_table(rows), root / "table.tsv")
+    return root / "table.tsv"
+
+
+@pytest.fixture(scope="module")
+def hf_ctc(tmp_path_factory):
+    """Wav2Vec2ForCTC on the shipped tiny-balanced encoder (converted to transformers) + a character
+    vocabulary; the CTC layer is random."""
+    import torch
+    from transformers import Wav2Vec2CTCTokenizer, Wav2Vec2FeatureExtractor, Wav2Vec2ForCTC, Wav2Vec2Processor
+
+    from ssl_pretrain.convert import convert_checkpoint
+    root = tmp_path_factory.mktemp("hfctc")
+    conv = convert_checkpoint(REPO / "ssl_pretrain" / "shipped" / "tiny-balanced.safetensors", root / "conv")
+    vocab = {"<pad>": 0, "<unk>": 1, "|": 2, **{c: i + 3 for i, c in enumerate("abcdefghijklmnopqrstuvwxyzéèàù'-")}}
+    (root / "vocab.json").write_text(json.dumps(vocab))
+    torch.manual_seed(0)
+    model = Wav2Vec2ForCTC.from_pretrained(str(conv), vocab_size=len(vocab), pad_token_id=0)
+    model.save_pretrained(root / "ctc")
+    tok = Wav2Vec2CTCTokenizer(str(root / "vocab.json"), unk_token="<unk>", pad_token="<pad>", word_delimiter_token="|")
+    Wav2Vec2Processor(feature_extractor=Wav2Vec2FeatureExtractor.from_pretrained(str(conv)),
+                      tokenizer=tok).save_pretrained(root / "ctc")
+    return {"model": root / "ctc", "table": _long_table(root / "data")}
+
+
+def test_hf_ctc_batches_resumes_after_a_kill_and_scores(hf_ctc, tmp_path):
+    args = ["asr", "transcribe", "--model", hf_ctc["model"], "--table", hf_ctc["table"], "--device", "cpu",
+            "--bootstrap", 20, "--no-progress"]
+    # uninterrupted, one utterance per batch
+    cli(*args, "--out", tmp_path / "full", "--max-batch-size", 1, "--db", tmp_path / "r.db")
+    full = tsv(tmp_path / "full" / "test.hyp.tsv")
+    assert len(full) == 12 and not (tmp_path / "full" / "test.partial.jsonl").exists()
+    info = json.loads((tmp_path / "full" / "test.json").read_text())
+    assert info["batches_run"] == info["batches"] == 12 and info["kind"] == "hf-ctc"
+    rows = scores(tmp_path / "r.db", "asr-released")
+    assert {g for _, g in rows} == {"F", "M", "all", "delta_rel"} and rows[("ctc", "F")][2] == 7
+    # batched by length: every utterance once. (Not the same text: this base-style encoder group-normalises
+    # over time and takes no attention mask, so zero padding shifts its features, as in any batched use.)
+    cli(*args, "--out", tmp_path / "batched", "--batch-seconds", 30)
+    assert tsv(tmp_path / "batched" / "test.hyp.tsv").keys() == full.keys()
+    assert json.loads((tmp_path / "batched" / "test.json").read_text())["batches"] < 12
+    # killed after some batches, then run again: only the rest is transcribed
+    out = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "gendergap.cli", *map(str, [*args, "--out", out,
+                             "--max-batch-size", 1])], cwd=REPO, env=ENV, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    partial = out / "test.partial.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if partial.is_file() and len(partial.read_text().splitlines()) >= 3:   # header + 2 batches
+            proc.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.01)
+    assert proc.wait() == -signal.SIGKILL, "the run ended before it could be killed"
+    done = len(partial.read_text().splitlines()) - 1
+    assert 2 <= done < 12
+    p = cli(*args, "--out", out, "--max-batch-size", 1)
+    assert f"{12 - done} of 12 batches run now" in p.stdout
+    assert f"resuming: {done} of 12 utterances already transcribed" in p.stderr
+    assert tsv(out / "test.hyp.tsv") == full and not partial.exists()
+
+
+def test_whisper_architecture_end_to_end(tmp_path):
+    """A random WhisperForConditionalGeneration (d_model 16) with a byte-level BPE tokenizer built here."""
+    import torch
+    from transformers import (GenerationConfig, WhisperConfig, WhisperFeatureExtractor,
+                              WhisperForConditionalGeneration, WhisperProcessor, WhisperTokenizer)
+    from transformers.convert_slow_tokenizer import bytes_to_unicode
+    vocab = {c: i for i, c in enumerate(bytes_to_unicode().values())}
+    vocab["<|endoftext|>"] = len(vocab)
+    tok = WhisperTokenizer(vocab=vocab, merges=[])
+    specials = ["<|startoftranscript|>", "<|en|>", "<|fr|>", "<|translate|>", "<|transcribe|>", "<|startoflm|>",
+                "<|startofprev|>", "<|nocaptions|>", "<|notimestamps|>"]
+    tok.add_special_tokens({"additional_special_tokens": specials})
+    ids = {s: tok.convert_tokens_to_ids(s) for s in ["<|endoftext|>", *specials]}
+    eot, sot = ids["<|endoftext|>"], ids["<|startoftranscript|>"]
+    torch.manual_seed(0)
+    cfg = WhisperConfig(vocab_size=len(tok), d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, num_mel_bins=80,
+                        max_target_positions=32, pad_token_id=eot, bos_token_id=eot, eos_token_id=eot,
+                        decoder_start_token_id=sot)
+    model = WhisperForConditionalGeneration(cfg)
+    model.generation_config = GenerationConfig(
+        decoder_start_token_id=sot, eos_token_id=eot, pad_token_id=eot, max_length=12, is_multilingual=True,
+        lang_to_id={"<|en|>": ids["<|en|>"], "<|fr|>": ids["<|fr|>"]},
+        task_to_id={"transcribe": ids["<|transcribe|>"], "translate": ids["<|translate|>"]},
+        no_timestamps_token_id=ids["<|notimestamps|>"], prev_sot_token_id=ids["<|startofprev|>"])
+    model.save_pretrained(tmp_path / "whisper")
+    WhisperProcessor(WhisperFeatureExtractor(feature_size=80), tok).save_pretrained(tmp_path / "whisper")
+    paths = write_corpus(tmp_path / "data", {"test": 6})
+    from gendergap.cmd_asr_models import asr_transcribe
+    r = asr_transcribe(model=str(tmp_path / "whisper"), table=str(paths["table"]), out=str(tmp_path / "out"),
+                       language="fr", batch_seconds=2.0, device="cpu", db=str(tmp_path / "r.db"), bootstrap=20,
+                       no_progress=True)
+    assert r["n_utts"] == {"F": 3, "M": 3, "all": 6} and r["all"] is not None
+    info = json.loads((tmp_path / "out" / "test.json").read_text())
+    assert info["kind"] == "hf-seq2seq" and info["model"]["language"] == "fr" and info["batches"] > 1
+    assert len(tsv(tmp_path / "out" / "test.hyp.tsv")) == 6
+    assert scores(tmp_path / "r.db", "asr-released")[("whisper", "all")][2] == 6
+    # translate writes translations and scores nothing
+    meta = asr_transcribe(model=str(tmp_path / "whisper"), table=str(paths["table"]), out=str(tmp_path / "st"),
+                          language="fr", task="translate", device="cpu", no_progress=True)
+    assert meta["text_norm_name"] == "none" and not (tmp_path / "st" / "test.wer.json").exists()
+
+
+class _Payload:
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_pickle_payload_refused_unless_trusted(hf_ctc, tmp_path):
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file
+    folder = tmp_path / "evil"
+    shutil.copytree(hf_ctc["model"], folder)
+    # a plain pytorch_model.bin (tensors only) loads without any flag
+    state = load_file(folder / "model.safetensors")
+    (folder / "model.safetensors").unlink()
+    torch.save(state, folder / "pytorch_model.bin")
+    args = ["asr", "transcribe", "--model", folder, "--table", hf_ctc["table"], "--device", "cpu", "--bootstrap", 0,
+            "--no-progress"]
+    cli(*args, "--out", tmp_path / "plain")
+    # one that runs a command on unpickling is refused before anything unpickles it
+    marker = tmp_path / "pwned"
+    torch.save({**state, "x": _Payload(marker)}, folder / "pytorch_model.bin")
+    p = cli(*args, "--out", tmp_path / "o", check=False)
+    assert p.returncode == 2 and not marker.exists(), p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "pytorch_model.bin" in p.stderr
+    assert "refusing to unpickle" in p.stderr and "--trust-checkpoint" in p.stderr
+    assert not (tmp_path / "o" / "test.partial.jsonl").exists()
+    # a SpeechBrain folder someone hands you needs the flag too (its yaml builds objects)
+    sb = tmp_path / "sb"
+    sb.mkdir()
+    (sb / "hyperparams.yaml").write_text(f"x: !apply:os.system ['touch {marker}']\n")
+    p = cli("asr", "transcribe", "--model", sb, "--table", hf_ctc["table"], "--out", tmp_path / "o", check=False)
+    assert p.returncode == 2 and not marker.exists() and "--trust-checkpoint" in p.stderr
+
+
+def test_not_a_local_folder_is_one_line(hf_ctc, tmp_path):
+    p = cli("asr", "transcribe", "--model", "openai/whisper-small", "--table", hf_ctc["table"], "--out", tmp_path,
+            check=False)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
+    assert "never downloads" in p.stderr and "huggingface-cli download" in p.stderr
