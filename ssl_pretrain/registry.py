@@ -38,6 +38,13 @@ class Registry:
         self.path = Path(path) if path is not None else Path(os.environ.get("GENDERGAP_CHECKPOINTS", DEFAULT_PATH))
 
     def entries(self) -> list[dict]:
+        """The entries, each ``path`` absolute (a path stored relative to the registry's folder, as
+        for checkpoints inside it, resolves there: a copied study uses its own copies)."""
+        base = self.path.resolve().parent
+        return [dict(e, path=str(base / e["path"])) if e.get("path") and not os.path.isabs(e["path"]) else e
+                for e in self._stored()]
+
+    def _stored(self) -> list[dict]:
         if not self.path.exists():
             return []
         try:
@@ -69,17 +76,19 @@ class Registry:
         path = Path(path).resolve()
         if not path.exists():
             raise UserError("checkpoint path not found", path=path, fix="give a fairseq .pt file or a transformers folder")
-        entries = self.entries()
+        entries = self._stored()
         if any(e["name"] == name for e in entries) and not replace:
             raise UserError(f"a checkpoint named {name!r} is already registered", path=self.path,
                             fix="pick another name or pass --replace")
-        entry = {"name": name, "path": str(path), "kind": kind, "hours": hours, "male_pct": male_pct,
+        base = self.path.resolve().parent
+        stored = os.path.relpath(path, base) if path.is_relative_to(base) else str(path)  # relocatable
+        entry = {"name": name, "path": stored, "kind": kind, "hours": hours, "male_pct": male_pct,
                  "female_pct": female_pct, "unknown_pct": unknown_pct,
                  "updates": updates,
                  "added": time.strftime("%Y-%m-%dT%H:%M:%S"), "note": note}
         entries = [e for e in entries if e["name"] != name] + [entry]
         write_json(self.path, {"checkpoints": entries})
-        return entry
+        return dict(entry, path=str(path))
 
     def table(self) -> str:
         """Table 3 of the reference study: model, # updates, # hours, M %, F %, U %."""
