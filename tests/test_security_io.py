@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -152,8 +153,10 @@ def _in_tiny_tmpfs(tmp_path, script: str, size: str = "1m"):
                            capture_output=True, text=True)
     if probe.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs in a user namespace here ({probe.stderr.strip()})")
+    import os
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}  # this checkout's gendergap
     return subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size={size} tmpfs {fs} && {script}"],
-                          capture_output=True, text=True, cwd=tmp_path)
+                          capture_output=True, text=True, cwd=tmp_path, env=env)
 
 
 def test_report_on_a_full_disk_is_one_line_and_the_old_report_stays(tmp_path):
@@ -285,8 +288,6 @@ def test_a_locked_db_waits_with_a_message_then_says_locked_never_move_it_away(tm
 
 
 # --- item 11: hostile or edited checkpoints: one line, nothing runs --------------------------------------
-from pathlib import Path  # noqa: E402
-
 SHIPPED = Path(__file__).resolve().parent.parent / "ssl_pretrain" / "shipped" / "tiny-female.safetensors"
 
 
