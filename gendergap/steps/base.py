@@ -35,6 +35,9 @@ class Step:
     COST_MIN: ClassVar[float] = 0.1
     # its outputs are its own run folders: when its key changes they are removed and it starts afresh
     OWNS_OUTPUTS: ClassVar[bool] = False
+    # fields added after steps of this kind were run: left out of the fields (and so of the key)
+    # while None, their default, so a study made before them is not redone
+    ADDED_FIELDS: ClassVar[tuple] = ()
     name: str
     deps: list[str] = field(default_factory=list)
     resources: dict = field(default_factory=lambda: dict(LIGHT))
@@ -63,7 +66,8 @@ class Step:
         names = {f.name for f in dataclasses.fields(self)} - set(GRAPH_FIELDS)
         ordered = dict.fromkeys(n for klass in type(self).__mro__ for n in vars(klass).get("__annotations__", {})
                                 if n in names)
-        return {n: _plain(getattr(self, n)) for n in ordered}
+        return {n: _plain(getattr(self, n)) for n in ordered
+                if not (n in self.ADDED_FIELDS and getattr(self, n) is None)}
 
     def make_key(self, dep_keys: list[str]) -> str:
         return config_hash({"kind": self.kind, "fields": self.fields(), "deps": dep_keys})

@@ -39,6 +39,7 @@ class StStep(ModelStep):
 
     OWNS_OUTPUTS = True
     KINDS = ("st", "gender-st")
+    ADDED_FIELDS = ("eval_corpus",)
 
     @property
     def kind(self) -> str:
