@@ -261,9 +261,10 @@ class HFModel(Transcriber):
         tok = getattr(self.processor, "tokenizer", self.processor)
         with self._autocast():
             if self.kind == "hf-ctc":
-                logits = self.model(**inputs).logits
-                ids = logits.argmax(-1)
-                return [clean(t) for t in tok.batch_decode(ids)]
+                ids = self.model(**inputs).logits.argmax(-1)
+                # frames past an utterance's own length come from padding: not part of its hypothesis
+                frames = self.model._get_feat_extract_output_lengths(torch.tensor([len(w) for w in wavs]))
+                return [clean(tok.decode(row[: int(n)])) for row, n in zip(ids, frames)]
             gen = {}
             if self.max_new_tokens:
                 gen["max_new_tokens"] = self.max_new_tokens

@@ -111,6 +111,18 @@ def test_export_loads_without_gendergap_and_transcribe_equals_decode(trained, tm
         assert (got["all"], got["F"], got["M"]) == (wer["all"], wer["F"], wer["M"])
     assert scores(tmp_path / "t.db", "asr-e2e")[("from-run", "F")][1] == pytest.approx(wer["F"])
     assert scores(tmp_path / "t.db", "asr-released")[("from-export", "M")][1] == pytest.approx(wer["M"])
+    # the same folder as any SpeechBrain folder (no export record): loaded by EncoderASR.from_hparams, which
+    # evaluates its yaml, so only with --trust-checkpoint
+    import shutil
+    plain = tmp_path / "plain-sb"
+    shutil.copytree(out, plain)
+    (plain / "gendergap-export.json").unlink()
+    p = cli("asr", "transcribe", "--model", plain, "--table", trained["table"], "--out", tmp_path / "sb", check=False)
+    assert p.returncode == 2 and "--trust-checkpoint" in p.stderr and not (tmp_path / "sb").exists()
+    cli("asr", "transcribe", "--model", plain, "--table", trained["table"], "--out", tmp_path / "sb",
+        "--trust-checkpoint", "--device", "cpu", "--bootstrap", 0, "--no-progress")
+    assert tsv(tmp_path / "sb" / "test.hyp.tsv") == decoded
+    assert json.loads((tmp_path / "sb" / "test.json").read_text())["kind"] == "speechbrain"
     # an edited export yaml is not evaluated
     y = out / "hyperparams.yaml"
     y.write_text(y.read_text() + "\nx: !apply:os.getcwd []\n")
@@ -173,9 +185,10 @@ def test_hf_ctc_batches_resumes_after_a_kill_and_scores(hf_ctc, tmp_path):
     assert {g for _, g in rows} == {"F", "M", "all", "delta_rel"} and rows[("ctc", "F")][2] == 7
     # batched by length: every utterance once. (Not the same text: this base-style encoder group-normalises
     # over time and takes no attention mask, so zero padding shifts its features, as in any batched use.)
-    cli(*args, "--out", tmp_path / "batched", "--batch-seconds", 30)
+    cli(*args, "--out", tmp_path / "batched", "--batch-seconds", 30, "--precision", "bf16")
     assert tsv(tmp_path / "batched" / "test.hyp.tsv").keys() == full.keys()
-    assert json.loads((tmp_path / "batched" / "test.json").read_text())["batches"] < 12
+    info = json.loads((tmp_path / "batched" / "test.json").read_text())
+    assert info["batches"] < 12 and info["runtime"] == {"device": "cpu", "precision": "bf16"}
     # killed after some batches, then run again: only the rest is transcribed
     out = tmp_path / "killed"
     proc = subprocess.Popen([sys.executable, "-m", "gendergap.cli", *map(str, [*args, "--out", out,
@@ -283,3 +296,10 @@ def test_not_a_local_folder_is_one_line(hf_ctc, tmp_path):
             check=False)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
     assert "never downloads" in p.stderr and "huggingface-cli download" in p.stderr
+
+
+def test_help_teaches_with_examples():
+    for leaf, needles in (("transcribe", ("examples:", "--trust-checkpoint", "partial.jsonl", "downloaded")),
+                          ("export", ("examples:", "EncoderASR.from_hparams", "source_dir"))):
+        p = cli("asr", leaf, "--help")
+        assert all(n in p.stdout for n in needles), (leaf, p.stdout)
