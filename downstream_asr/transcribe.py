@@ -71,8 +71,8 @@ def _hf_kind(path: Path) -> str:
     except (ValueError, UnicodeDecodeError) as e:
         raise UserError(f"config.json is not valid JSON ({str(e)[:100]})", path=path / "config.json",
                         fix="copy the model folder again") from None
-    model_type = cfg.get("model_type") if isinstance(cfg, dict) else None
-    archs = cfg.get("architectures") or [] if isinstance(cfg, dict) else []
+    cfg = cfg if isinstance(cfg, dict) else {}
+    model_type, archs = cfg.get("model_type"), cfg.get("architectures") or []
     if model_type in MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES and not any("CTC" in a for a in archs):
         return "hf-seq2seq"
     if model_type in MODEL_FOR_CTC_MAPPING_NAMES:
