@@ -147,7 +147,7 @@ STALE_AFTER_S = 24 * 3600  # a leftover of a process on another host (shared fil
 @contextlib.contextmanager
 def staged_report(out_dir: Path):
     """Yield an empty staging directory; on success it becomes ``out_dir``, else it is removed."""
-    out_dir = Path(out_dir).absolute()
+    out_dir = Path(out_dir).resolve()  # a symlinked report folder: swap at its target, keep the link
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError("the report's output path exists and is not a directory", path=out_dir,
                         fix="pass --out a directory (new or holding an earlier report)")
