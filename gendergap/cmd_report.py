@@ -16,6 +16,10 @@ writes into DIR:
   probes.csv, probes_by_layer.png  gender-probe macro F1 per checkpoint, layer and probe
   delta_rel.png, per_speaker.png   Δrel with 95% CI bars; per-speaker score distributions
 
+DIR is replaced whole: the report is built in a hidden folder beside it (.DIR.<pid>.*.partial) and
+swapped in at the end, so a kill or a full disk leaves the previous report as it was; your own files
+in DIR (notes, ...) are kept, stale tables of an earlier report are not.
+
 examples:
   gendergap report --db runs/results.db --out report/
   gendergap report --db runs/results.db --out report-valid/ --subset valid
