@@ -64,7 +64,8 @@ def write_transcripts(ids: list[str], hyps: dict[str, str], refs: list[str], out
         if "\t" in uid or "\n" in uid:
             raise UserError(f"utterance id {uid!r} contains a tab or newline", fix="use ids without whitespace")
     hyp_path, ref_path = out_dir / f"{name}.hyp.tsv", out_dir / f"{name}.ref.tsv"
-    write_text(hyp_path, "".join(f"{i}\t{hyps[i]}\n" for i in ids))
+    # one line per utterance, two fields: a model's tab or newline becomes a space (scorers refuse a third field)
+    write_text(hyp_path, "".join(f"{i}\t{hyps[i].replace(chr(9), ' ').replace(chr(10), ' ')}\n" for i in ids))
     write_text(ref_path, "".join(f"{i}\t{r}\n" for i, r in zip(ids, refs)))
     meta = {"hyps": str(hyp_path), "refs": str(ref_path), "n_utts": len(ids), **(info or {})}
     write_json(out_dir / f"{name}.json", meta)

@@ -78,7 +78,8 @@ def write_hypotheses(hyps: dict[str, str], out: str | os.PathLike) -> Path:
                             fix="hypotheses are one line each")
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_open(out) as f:
-        f.writelines(f"{uid}\t{text}\n" for uid, text in hyps.items())
+        # two fields a line: a tab or newline in the output becomes a space (scorers refuse a third field)
+        f.writelines(f"{uid}\t{text.replace(chr(9), ' ').replace(chr(10), ' ')}\n" for uid, text in hyps.items())
     return out
 
 
