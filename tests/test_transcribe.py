@@ -303,3 +303,37 @@ def test_help_teaches_with_examples():
                           ("export", ("examples:", "EncoderASR.from_hparams", "source_dir"))):
         p = cli("asr", leaf, "--help")
         assert all(n in p.stdout for n in needles), (leaf, p.stdout)
+
+
+def test_released_models_in_a_sweep_beside_checkpoints(hf_ctc, tmp_path):
+    """Item 3: two released models as rows of a study (task asr-released), one step per model x corpus,
+    run by the sweep, stored in the study's DB and shown in the report's ASR table."""
+    from gendergap.config import load_config
+    from gendergap.plan import plan_jobs
+    from gendergap.sweep import run_sweep
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"""\
+name: released
+corpus: {{synth: tiny}}
+checkpoints:
+  F-tiny: {{shipped: tiny-female}}
+tasks:
+  released:
+    type: asr-released
+    device: cpu
+    models:
+      ctc-a: {{path: {hf_ctc['model']}}}
+      ctc-b: {{path: {hf_ctc['model']}}}
+    corpora: [synth-fr]
+report: {{bootstrap: 10}}
+""")
+    steps = plan_jobs(load_config(cfg), tmp_path / "o")
+    by = {s.name: s for s in steps}
+    assert {"released:ctc-a:synth-fr", "released:ctc-b:synth-fr"} <= set(by)
+    assert by["released:ctc-a:synth-fr"].calls()[0][0] == "asr transcribe"
+    run_sweep(steps, tmp_path / "o")
+    rows = scores(tmp_path / "o" / "results.db", "asr-released")
+    assert {c for c, _ in rows} == {"ctc-a@synth-fr", "ctc-b@synth-fr"}
+    assert rows[("ctc-a@synth-fr", "all")][1] == rows[("ctc-b@synth-fr", "all")][1]
+    report = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in (tmp_path / "o").rglob("*.md"))
+    assert "asr-released" in report and "ctc-a@synth-fr" in report

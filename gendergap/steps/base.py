@@ -109,7 +109,8 @@ class Step:
 # CLI leaf -> the keyword function it calls (names = its option dests; gendergap/options.call)
 LEAF_FUNCTIONS = {"asr finetune": "gendergap.cmd_asr:asr_finetune", "asr frozen": "gendergap.cmd_asr:asr_frozen",
                   "st train": "gendergap.cmd_st:st_train", "st decode": "gendergap.cmd_st:st_decode",
-                  "probe run": "gendergap.cmd_probe:probe_run"}
+                  "probe run": "gendergap.cmd_probe:probe_run",
+                  "asr transcribe": "gendergap.cmd_asr_models:asr_transcribe"}
 
 
 def run_calls(calls: list[tuple[str, dict]]) -> None:

@@ -1,0 +1,90 @@
+"""asr-released: released speech models (local folders) scored per gender beside the study's checkpoints.
+
+    tasks:
+      released:
+        type: asr-released
+        models:
+          whisper-small: {path: models/whisper-small, language: fr}
+          sb-cv-fr: {path: models/asr-wav2vec2-commonvoice-fr}      # a SpeechBrain folder: sweep --trust-checkpoint
+        corpora: [synth-fr]      # one step per model x corpus (default: every corpus of the table at once)
+
+Each step calls `gendergap asr transcribe` (gendergap/cmd_asr_models.py): its rows go to the study's results
+DB under task ``asr-released``, checkpoint = the model's name (``NAME@CORPUS`` with ``corpora``: one row per
+model x corpus), subset = the split, so the report's ASR tables and `score compare` take them like any
+``asr-*`` row.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from gendergap.config_schema import Section, TaskBase
+from gendergap.steps.base import Graph, ModelStep, register_task, task_runtime
+
+TYPE = "asr-released"
+
+
+class ReleasedModel(Section):
+    """One released model: a local folder `asr transcribe --model` takes."""
+    path: str = Field(description="local model folder (transformers, SpeechBrain, `asr export`); relative to the "
+                      "config file")
+    language: str | None = Field(None, description="source language of a sequence-to-sequence model (Whisper)")
+    task: Literal["transcribe", "translate"] = Field("transcribe", description="sequence-to-sequence task")
+    max_new_tokens: int | None = Field(None, description="at most this many generated tokens (default: the model's)")
+
+
+class AsrReleasedTask(TaskBase):
+    """asr-released: released models transcribe the table's split, scored per gender (no checkpoints)."""
+    models: dict[str, ReleasedModel] = Field(description="name -> released model (the name is its row)")
+    corpora: list[str] | None = Field(None, description="one step per corpus of this list (default: one step on "
+                                      "every row of the split)")
+    split: str = Field("test", description="table split transcribed")
+    batch_seconds: float = Field(60.0, description="padded seconds of audio per batch")
+
+
+@dataclass(kw_only=True)
+class ReleasedStep(ModelStep):
+    """One released model on one corpus (or the whole split): `asr transcribe`, rows in the results DB."""
+    model_name: str
+    model: str
+    language: str | None
+    mode: str                      # transcribe | translate
+    max_new_tokens: int | None
+    table: str
+    split: str
+    corpus: str | None
+    out: str
+    db: str
+    batch_seconds: float
+    bootstrap: int
+    seed: int
+
+    KIND = TYPE
+    OWNS_OUTPUTS = True
+    COST_MIN = 1.0
+
+    def calls(self) -> list[tuple[str, dict]]:
+        return [("asr transcribe", dict(
+            model=self.model, table=self.table, split=self.split, corpus=self.corpus, out=self.out,
+            name=self.model_name, language=self.language, task=self.mode, max_new_tokens=self.max_new_tokens,
+            batch_seconds=self.batch_seconds, no_progress=True, device=self.device, precision=self.precision,
+            trust_checkpoint=self.trust, db=self.db, bootstrap=self.bootstrap, seed=self.seed,
+            subset=self.split))]
+
+
+def plan_released(g: Graph, tname: str, t: dict) -> None:
+    for name, m in t["models"].items():
+        for corpus in t["corpora"] or [None]:
+            out = Path(g.out) / tname / name / (corpus or "all")
+            g.add(ReleasedStep(
+                name=f"{tname}:{name}" + (f":{corpus}" if corpus else ""), model_name=f"{name}@{corpus}" if corpus else name, model=g.path(m["path"]),
+                language=m["language"], mode=m["task"], max_new_tokens=m["max_new_tokens"], table=g.table,
+                split=t["split"], corpus=corpus, out=str(out), db=g.db, batch_seconds=t["batch_seconds"],
+                bootstrap=g.bootstrap, seed=g.seed, trust=g.trust, **task_runtime(t), deps=list(g.table_deps),
+                resources=dict(t["resources"]), task=tname, checkpoint=name, outputs=[str(out)]))
+
+
+register_task(TYPE, AsrReleasedTask, plan_released)
