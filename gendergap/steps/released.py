@@ -38,7 +38,9 @@ class ReleasedModel(Section):
 
 class AsrReleasedTask(TaskBase):
     """asr-released: released models transcribe the table's split, scored per gender (no checkpoints)."""
-    models: dict[str, ReleasedModel] = Field(description="name -> released model (the name is its row)")
+    models: dict[str, ReleasedModel] = Field(description="name -> {path: local model folder (relative to the config), language: Whisper's source "
+                                        "language, task: transcribe|translate, max_new_tokens}; the name is its row "
+                                        "(the task's `checkpoints` key is not used)")
     corpora: list[str] | None = Field(None, description="one step per corpus of this list (default: one step on "
                                       "every row of the split)")
     split: str = Field("test", description="table split transcribed")
