@@ -273,7 +273,7 @@ def _schema_block(text: str, header: str) -> str:
 def test_schema_text_lists_every_field_of_every_task_type():
     text = schema_text()
     common = _schema_block(text, "  every task takes:")
-    assert "type: str, default None (asr-e2e|asr-frozen|st|gender-st|probes)" in common
+    assert "type: str, default None (asr-e2e|asr-frozen|st|gender-st|probes|asr-released)" in common
     assert "time_min: int, default 60 -- time limit per job, minutes (SLURM)" in common
     assert set(task_types()) >= {"asr-e2e", "asr-frozen", "st", "gender-st", "probes"}
     for type_ in task_types():
