@@ -326,10 +326,10 @@ def test_a_task_type_registered_from_outside(tmp_path, toy_registered):
     # an unknown type is refused, naming every registered one
     msg, path = refused(tmp_path, GOOD + "  mt: {corpus: synth-fr}\n")
     assert msg.startswith(f"{path}:10: task 'mt' has no known type"), msg
-    assert "asr-e2e, asr-frozen, st, gender-st, probes, toy" in msg
+    assert "asr-e2e, asr-frozen, st, gender-st, probes, asr-released, toy" in msg
     # the schema lists it, in text and in JSON
     text = schema_text()
-    assert "(asr-e2e|asr-frozen|st|gender-st|probes|toy)" in text
+    assert "(asr-e2e|asr-frozen|st|gender-st|probes|asr-released|toy)" in text
     toy = _schema_block(text, "  <name> (type toy) also takes:")
     assert toy.splitlines() == ["corpus: str, required -- toy corpus", "rounds: int, default 3 -- how many toy rounds",
                                 "tag: str, default None -- a free toy tag"]

@@ -13,6 +13,7 @@ import torch
 
 from corpora.base.errors import UserError
 from gendergap.cli import main
+from ssl_pretrain.registry import Registry
 
 
 # --- fairseq ST: a split smaller than required_batch_size_multiple ------------------------------
@@ -166,7 +167,7 @@ def test_ckpt_add_on_a_run_without_valid_split_registers_its_last_checkpoint(tmp
     out = capsys.readouterr().out.splitlines()
     assert out[0] == (f"registering {run / 'checkpoints' / 'checkpoint_last.pt'} (the last: the run has no "
                       "checkpoint_best.pt (no valid split))"), out
-    entry = json.loads(registry.read_text())["checkpoints"][0]
+    entry = Registry(registry).get("F")   # the path as resolved (stored relative to the registry's folder)
     assert entry["path"] == str((run / "checkpoints" / "checkpoint_last.pt").resolve()) and entry["updates"] == 2
 
     # with a best checkpoint, the best; a folder with neither is refused in one line
