@@ -34,7 +34,7 @@ import pandas as pd
 from analysis import plots, tables
 from analysis.probing.run import probe_table
 from analysis.store import ResultsStore
-from corpora.base.atomic import atomic_open, write_text
+from corpora.base.atomic import atomic_open, swap_in_dir, write_text
 from corpora.base.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -164,16 +164,7 @@ def staged_report(out_dir: Path):
             for f in out_dir.iterdir():  # the user's own files stay; the old report's and temp files go
                 if not REPORT_NAMES.fullmatch(f.name) and not f.name.startswith(".") and not (stage / f.name).exists():
                     _carry(f, stage / f.name)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(stage, 0o777 & ~umask)  # mkdtemp makes 0700; the report is an ordinary directory
-        if out_dir.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.{os.getpid()}.", suffix=".old", dir=out_dir.parent))
-            os.replace(out_dir, old / "dir")
-            os.replace(stage, out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(stage, out_dir)
+        swap_in_dir(stage, out_dir, prefix=f".{out_dir.name}.{os.getpid()}.")   # clean_stale knows the pid
     except OSError as e:
         shutil.rmtree(stage, ignore_errors=True)
         if e.filename is None or str(stage) in str(e.filename):  # name the user's directory, not our temp one

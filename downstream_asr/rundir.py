@@ -23,7 +23,6 @@ A run directory is data someone may hand you, so nothing in it is evaluated:
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -38,6 +37,7 @@ from corpora.base.errors import UserError
 from downstream_asr.data import read_csv
 from downstream_asr.decode import merge
 from downstream_asr.text import TextNorm, build_vocab, load_vocab, save_vocab
+from ssl_pretrain.checkpoints import file_sha256  # cached per (path, size, mtime)
 
 log = logging.getLogger(__name__)
 
@@ -130,14 +130,6 @@ def read_hparams_file(path, kind: str) -> dict:
     if not isinstance(raw, dict):
         raise UserError("a hyper-parameter file is a mapping of KEY: VALUE overrides", path=path, line=1, fix=fix)
     return check_overrides(raw, kind, path, marks)
-
-
-def file_sha256(path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def hparams_record(kind: str) -> dict:
@@ -257,7 +249,7 @@ def prepare_run(ssl: dict, train_csv, out_dir, hparams_file=None, overrides: dic
                         fix="use a new --out for the new checkpoint")
     inputs = {"train_csv": str(Path(train_csv).resolve())}
     if hparams_file:
-        inputs["hparams_file"] = {"path": str(Path(hparams_file).resolve()), "sha256": file_sha256(hparams_file)}
+        inputs["hparams_file"] = {"path": str(Path(hparams_file).resolve()), "sha256": file_sha256(Path(hparams_file))}
     if ssl.get("kind") != "fbank":   # found again after a move (ssl.path: where it was; ssl.sha256: what)
         inputs["ssl_relpath"] = relative(out_dir, ssl["path"])
     run = {"kind": kind, "hparams": hparams_record(kind), "ssl": ssl, **inputs,

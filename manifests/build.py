@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from corpora.base.atomic import write_json
+from corpora.base.atomic import swap_in_dir, write_json
 from corpora.base.errors import UserError
 from corpora.base.provenance import engine_versions, git_sha
 from corpora.table import read_table, read_tables, resolve_audio, table_fingerprint, table_source, write_table
@@ -45,16 +45,7 @@ def staged_output(out: str | os.PathLike, overwrite: bool = False) -> Iterator[P
     except BaseException:
         shutil.rmtree(stage, ignore_errors=True)
         raise
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(stage, 0o777 & ~umask)   # mkdtemp makes 0700; the result is an ordinary dir
-    if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".old", dir=out.parent))
-        os.replace(out, old / "dir")
-        os.replace(stage, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(stage, out)
+    swap_in_dir(stage, out)
 
 
 def read_id_list(path: str | os.PathLike, column: str = "speaker") -> list:

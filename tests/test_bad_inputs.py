@@ -17,16 +17,10 @@ import soundfile as sf
 from corpora.base.errors import UserError
 from corpora.table import read_table, resolve_audio
 from fixtures_corpora import make_generic, make_kaldi, make_winost, write_audio
-from gendergap import cli
+from cli_helpers import run_lines as run
 
 MAP = "id=utt_id,audio=path,speaker=spk,gender=sex,text=transcript,offset=start,duration=dur"
 HEADER = "utt_id,path,spk,sex,transcript,start,dur,age\n"
-
-
-def run(capsys, *argv):
-    rc = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, [line for line in err.splitlines() if line.strip()]
 
 
 def user_error(capsys, out_file, argv, *needles):

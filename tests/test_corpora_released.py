@@ -15,15 +15,9 @@ from corpora.readers import AudioCheck, read_lebenchmark, read_mtedx, read_speak
 from corpora.table import read_table
 from fixtures_corpora import (CV_HEADER, MUSTSHE_HEADER, make_kaldi, make_mtedx, make_mustc, make_mustshe,
                               make_winost, write_audio)
-from gendergap import cli
+from cli_helpers import run_lines as run
 
 QUIET = AudioCheck(progress=False)
-
-
-def run(capsys, *argv):
-    rc = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, [line for line in err.splitlines() if line.strip()]
 
 
 def user_error(capsys, out_file, argv, *needles):

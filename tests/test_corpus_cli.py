@@ -8,14 +8,9 @@ from corpora.table import read_table
 from fixtures_corpora import (make_commonvoice, make_generic, make_kaldi, make_lebenchmark, make_mls, make_mtedx,
                               make_mustshe, write_audio)
 from gendergap import cli
+from cli_helpers import run_lines as run
 
 GENERIC_MAP = "id=utt_id,audio=path,speaker=spk,gender=sex,text=transcript,offset=start,duration=dur"
-
-
-def run(capsys, *argv):
-    rc = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, [line for line in err.splitlines() if line.strip()]
 
 
 def assert_user_error(capsys, out_file, argv, *needles):

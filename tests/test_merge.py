@@ -13,19 +13,13 @@ import pytest
 
 from corpora.table import read_table, read_tables
 from fixtures_corpora import make_mtedx_pairs
-from gendergap import cli
 from gendergap.config import load_config
 from gendergap.plan import plan_jobs
+from cli_helpers import run_lines as run
 
 PAIRS = ("fr", "en", "es", "pt")
 # Rows per pair in make_mtedx_pairs: fr-fr 6 (a1 x2, b2, c3, d4 x2), fr-en 4, fr-es 6, fr-pt 5.
 ROWS = {"fr": 6, "en": 4, "es": 6, "pt": 5}
-
-
-def run(capsys, *argv):
-    rc = cli.main(list(argv))
-    out, err = capsys.readouterr()
-    return rc, out, [line for line in err.splitlines() if line.strip()]
 
 
 def index_pairs(tmp_path: Path, capsys, corpus=lambda tgt: f"mtedx-fr-{tgt}", extra=()) -> list[Path]:

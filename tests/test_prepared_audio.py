@@ -30,13 +30,15 @@ from gendergap import cli
 from manifests.export_fairseq import read_wav2vec_manifest
 from manifests.export_kaldi import validate_kaldi_dir
 from ssl_pretrain.manifest_check import check_manifest_dir
+from cli_helpers import run_lines as run
 
 REPO = Path(__file__).resolve().parent.parent
 CV_HEADER = "client_id\tpath\tsentence\tup_votes\tdown_votes\tage\tgender\taccents\tvariant\tlocale\tsegment"
-needs_mp3 = pytest.mark.skipif(
-    "MP3" not in sf.available_formats(),
-    reason="the system libsndfile is older than 1.1 and cannot write or decode mp3 (a library capability, "
-           "not gendergap's; the pinned soundfile wheel has it)")
+# Common Voice ships mp3: these tests write real mp3 clips, which needs libsndfile >= 1.1. The pinned
+# soundfile wheel bundles one (so they run in make test); a system libsndfile may be older.
+MP3_MISSING = ("the system libsndfile is older than 1.1 and cannot write or decode mp3 (a library capability, "
+               "not gendergap's; the pinned soundfile wheel has it)")
+needs_mp3 = pytest.mark.skipif("MP3" not in sf.available_formats(), reason=MP3_MISSING)
 
 
 def sine(seconds: float, rate: int, freq: float, channels: int = 1) -> np.ndarray:
@@ -54,12 +56,6 @@ def sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def run(capsys, *argv):
-    rc = cli.main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, [line for line in err.splitlines() if line.strip()]
-
-
 # clips: (client, gender, seconds, rate, frequency); two 32 kHz clips among the 48 kHz ones,
 # and one stereo clip (Common Voice has a few)
 CLIPS = {"train": [(f"f{i}", "female_feminine", 1.0 + 0.1 * i, 48000, 300 + 50 * i, 1) for i in range(4)]
@@ -73,8 +69,7 @@ CLIPS = {"train": [(f"f{i}", "female_feminine", 1.0 + 0.1 * i, 48000, 300 + 50 *
 def cv(tmp_path_factory):
     """(locale dir, table path, {clip path: frequency}) of a Common Voice release with mp3 clips."""
     if "MP3" not in sf.available_formats():
-        pytest.skip("the system libsndfile is older than 1.1 and cannot write or decode mp3 (a library "
-                    "capability, not gendergap's; the pinned soundfile wheel has it)")
+        pytest.skip(MP3_MISSING)
     root = tmp_path_factory.mktemp("cv")
     d = root / "cv-corpus-17.0-2024-03-15" / "fr"
     (d / "clips").mkdir(parents=True)

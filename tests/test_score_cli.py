@@ -9,25 +9,13 @@ import sacrebleu
 
 from gendergap import cli
 from scoring_data import make_corpus, write_inputs
+from cli_helpers import run_text as run, one_error_line
 
 
 @pytest.fixture()
 def files(tmp_path):
     data = make_corpus(n_utts=120, n_speakers=8, seed=4)
     return data, write_inputs(tmp_path, *data)
-
-
-def run(capsys, *argv):
-    rc = cli.main([str(a) for a in argv])
-    out = capsys.readouterr()
-    return rc, out.out, out.err
-
-
-def one_error_line(err):
-    lines = [x for x in err.strip().splitlines() if x]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("gendergap: error: ")
-    return lines[0]
 
 
 def test_score_asr_writes_the_json_contract(files, tmp_path, capsys):

@@ -7,21 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gendergap import cli
 from scoring_data import make_corpus, write_inputs
-
-
-def run(capsys, *argv):
-    rc = cli.main([str(a) for a in argv])
-    out = capsys.readouterr()
-    return rc, out.out, out.err
-
-
-def one_error_line(err):
-    lines = [x for x in err.strip().splitlines() if x]
-    assert len(lines) == 1, err
-    assert lines[0].startswith("gendergap: error: ") and "Traceback" not in err
-    return lines[0]
+from cli_helpers import run_text as run, one_error_line
 
 
 @pytest.fixture()
@@ -145,6 +132,9 @@ def _in_tiny_tmpfs(tmp_path, script: str, size: str = "1m"):
     """Run ``script`` (sh) with a tmpfs of ``size`` mounted at tmp_path/fs, in a private mount namespace
     (unshare -rm: root in a user namespace, nothing mounted outside it). Skips where that is refused."""
     import shutil
+    # A full or read-only disk can only be shown honestly on a real small file system; faking ENOSPC in
+    # Python would test the fake. util-linux's unshare is on Debian (these tests run in make test); a
+    # machine without it, or whose kernel refuses user namespaces, cannot make one, hence the skips.
     if not shutil.which("unshare"):
         pytest.skip("no unshare(1): cannot make a small file system to fill")
     fs = tmp_path / "fs"

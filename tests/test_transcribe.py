@@ -337,3 +337,25 @@ report: {{bootstrap: 10}}
     assert rows[("ctc-a@synth-fr", "all")][1] == rows[("ctc-b@synth-fr", "all")][1]
     report = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in (tmp_path / "o").rglob("*.md"))
     assert "asr-released" in report and "ctc-a@synth-fr" in report
+
+
+def test_a_missing_released_model_is_found_by_the_dry_run(tmp_path, capsys):
+    """The sweep's input checks name a model folder that is not there before any job runs."""
+    from gendergap.cli import main
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"""\
+name: released
+corpus: {{synth: tiny}}
+checkpoints:
+  F-tiny: {{shipped: tiny-female}}
+tasks:
+  released:
+    type: asr-released
+    models:
+      gone: {{path: {tmp_path / 'no-such-model'}}}
+""")
+    assert main(["sweep", "--config", str(cfg), "--out", str(tmp_path / "o"), "--dry-run"]) == 2
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith(str(cfg))
+             or x.startswith("gendergap: error: " + str(cfg))]
+    assert len(lines) == 1 and "model 'gone'" in lines[0] and "is not a local folder" in lines[0], lines
+    assert not (tmp_path / "o").exists()

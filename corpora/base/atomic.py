@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import IO, Iterator
@@ -41,6 +42,21 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def swap_in_dir(stage: str | os.PathLike, out: str | os.PathLike, prefix: str | None = None) -> None:
+    """Make the finished staging directory ``stage`` (a sibling of ``out``) the directory ``out``:
+    whole, in two renames, the old ``out`` moved aside first and then removed. ``prefix``: the
+    name of the swap directory's prefix (default ``.<out name>.``)."""
+    stage, out = Path(stage), Path(out)
+    os.chmod(stage, 0o777 & ~_umask())  # mkdtemp makes 0700; the result is an ordinary directory
+    if not out.exists():
+        os.replace(stage, out)
+        return
+    old = Path(tempfile.mkdtemp(prefix=prefix or f".{out.name}.", suffix=".old", dir=out.parent))
+    os.replace(out, old / "dir")
+    os.replace(stage, out)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

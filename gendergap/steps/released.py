@@ -22,7 +22,7 @@ from typing import Literal
 from pydantic import Field
 
 from gendergap.config_schema import Section, TaskBase
-from gendergap.steps.base import Graph, ModelStep, register_task, task_runtime
+from gendergap.steps.base import CheckContext, Graph, ModelStep, Problem, problems, register_task, task_runtime
 
 TYPE = "asr-released"
 
@@ -75,6 +75,24 @@ class ReleasedStep(ModelStep):
             batch_seconds=self.batch_seconds, no_progress=True, device=self.device, precision=self.precision,
             trust_checkpoint=self.trust, db=self.db, bootstrap=self.bootstrap, seed=self.seed,
             subset=self.split))]
+
+    def check(self, ctx: CheckContext) -> list[Problem]:
+        """The model is a local folder, and the table has rows of the split (and corpus) to transcribe."""
+        from corpora.checks import load_table
+
+        found = []
+        if not Path(self.model).is_dir():
+            found.append(Problem(f"model {self.model_name!r}: {self.model} is not a local folder",
+                                 "give the folder of a downloaded model (it is never fetched from a hub)"))
+        if not ctx.is_pending(self.table):
+            df, problems_ = load_table(self.table)
+            if df is None:
+                return found + problems(problems_)
+            rows = df[(df["split"] == self.split) & ((df["corpus"] == self.corpus) if self.corpus else True)]
+            if rows.empty:
+                found.append(Problem(f"no rows of split {self.split!r}" + (f" in corpus {self.corpus!r}" if self.corpus
+                                     else "") + f" in {Path(self.table).name}", "check the task's split and corpora"))
+        return found
 
 
 def plan_released(g: Graph, tname: str, t: dict) -> None:
