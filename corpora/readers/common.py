@@ -222,20 +222,7 @@ def finish_table(rows: list[dict], *, source: str | os.PathLike, check: AudioChe
     ``sample_rate`` must already be filled in by the reader.
     """
     tally = tally if tally is not None else Tally()
-    if not rows:
-        raise UserError("no utterances found", path=source,
-                        fix="check --root, --split and --lang against the corpus layout (see --help)")
-    for r in rows:
-        r["id"] = str(r["id"]).strip()
-        if not r["id"]:
-            raise UserError("empty utterance id", path=r["_src"], line=r.get("_line"), fix="give every row an id")
-    _check_duplicates(rows)
-    for r in rows:
-        if not clean_text(r.get("speaker", "")):
-            raise UserError(f"row {r['id']!r} has no speaker id", path=r["_src"], line=r.get("_line"),
-                            fix="give every row a speaker (per-gender CIs resample speakers); with no ids "
-                                "at all, one speaker per recording is the usual stand-in")
-
+    _check_ids_and_speakers(rows, source)
     infos = probe_headers([r["audio"] for r in rows if not r.get("_pipe")], workers=check.workers,
                           progress=check.progress)
     accepted = None if check.sample_rates is None else set(check.sample_rates)
@@ -256,40 +243,74 @@ def finish_table(rows: list[dict], *, source: str | os.PathLike, check: AudioChe
             raise UserError(f"row {r['id']!r}: {info.message()}", fix=fix, **where)
         assert isinstance(info, AudioInfo)
         _check_rate(r, info.sample_rate, accepted, where, what=f"{info.path} is")
-        if info.channels > check.max_channels:
-            raise UserError(
-                f"row {r['id']!r}: {info.path} has {info.channels} channels, accepted: at most {check.max_channels}",
-                fix=f"accept it with --max-channels {info.channels}: `manifest build --resample 16000` writes mono "
-                    "copies for the engines that need them (the corpus is never modified)", **where)
-        offset = float(r.get("offset") or 0.0)
-        duration = r.get("duration")
-        if offset < 0:
-            raise UserError(f"row {r['id']!r}: negative offset {offset}", fix="offsets are seconds >= 0", **where)
-        if duration is None or duration == "":
-            duration = info.duration - offset
-        duration = float(duration)
-        end = offset + duration
-        if offset >= info.duration or (end > info.duration + check.tolerance
-                                       and (not trim_past_end or check.strict)):
-            raise UserError(
-                f"row {r['id']!r}: segment {offset:.2f}-{end:.2f} s runs past the end of {info.path} "
-                f"({info.duration:.2f} s)",
-                fix="fix the offset/duration in the metadata, or remove the segment"
-                    + (" (without --strict it is trimmed to the end of the file)"
-                       if trim_past_end and offset < info.duration else ""), **where)
-        if end > info.duration + check.tolerance:
-            tally.note("segment(s) trimmed at the end of their recording", _where(r))
-        if duration <= 0:
-            raise UserError(f"row {r['id']!r}: segment duration {duration:.3f} s", fix="drop empty segments", **where)
-        r["offset"] = round(offset, 6)
-        r["duration"] = round(min(duration, info.duration - offset), 6)
-        r["sample_rate"] = info.sample_rate
+        _fit_segment(r, info, where, check=check, trim_past_end=trim_past_end, tally=tally)
         kept.append(_finish_row(r))
     if not kept:
         raise UserError("no utterances left: every row was skipped", path=source,
                         fix="; ".join(tally.kinds) or "check the corpus")
-    rows = kept
+    _assign_genders(kept, check)
+    clean = [{k: v for k, v in r.items() if not k.startswith("_")} for r in kept]
+    df = new_table(clean)
+    validate_table(df, source)
+    line = tally.summary(source)
+    if line:
+        log.warning("%s", line)
+    return df
 
+
+def _check_ids_and_speakers(rows: list[dict], source) -> None:
+    """Every row has an id (stripped here), ids are unique, and every row names a speaker."""
+    if not rows:
+        raise UserError("no utterances found", path=source,
+                        fix="check --root, --split and --lang against the corpus layout (see --help)")
+    for r in rows:
+        r["id"] = str(r["id"]).strip()
+        if not r["id"]:
+            raise UserError("empty utterance id", path=r["_src"], line=r.get("_line"), fix="give every row an id")
+    _check_duplicates(rows)
+    for r in rows:
+        if not clean_text(r.get("speaker", "")):
+            raise UserError(f"row {r['id']!r} has no speaker id", path=r["_src"], line=r.get("_line"),
+                            fix="give every row a speaker (per-gender CIs resample speakers); with no ids "
+                                "at all, one speaker per recording is the usual stand-in")
+
+
+def _fit_segment(r: dict, info: AudioInfo, where: dict, *, check: AudioCheck, trim_past_end: bool,
+                 tally: Tally) -> None:
+    """Check the row's channels and segment against its recording's header; fill ``offset``,
+    ``duration`` (trimmed at the end of the file where allowed) and ``sample_rate``."""
+    if info.channels > check.max_channels:
+        raise UserError(
+            f"row {r['id']!r}: {info.path} has {info.channels} channels, accepted: at most {check.max_channels}",
+            fix=f"accept it with --max-channels {info.channels}: `manifest build --resample 16000` writes mono "
+                "copies for the engines that need them (the corpus is never modified)", **where)
+    offset = float(r.get("offset") or 0.0)
+    duration = r.get("duration")
+    if offset < 0:
+        raise UserError(f"row {r['id']!r}: negative offset {offset}", fix="offsets are seconds >= 0", **where)
+    if duration is None or duration == "":
+        duration = info.duration - offset
+    duration = float(duration)
+    end = offset + duration
+    if offset >= info.duration or (end > info.duration + check.tolerance
+                                   and (not trim_past_end or check.strict)):
+        raise UserError(
+            f"row {r['id']!r}: segment {offset:.2f}-{end:.2f} s runs past the end of {info.path} "
+            f"({info.duration:.2f} s)",
+            fix="fix the offset/duration in the metadata, or remove the segment"
+                + (" (without --strict it is trimmed to the end of the file)"
+                   if trim_past_end and offset < info.duration else ""), **where)
+    if end > info.duration + check.tolerance:
+        tally.note("segment(s) trimmed at the end of their recording", _where(r))
+    if duration <= 0:
+        raise UserError(f"row {r['id']!r}: segment duration {duration:.3f} s", fix="drop empty segments", **where)
+    r["offset"] = round(offset, 6)
+    r["duration"] = round(min(duration, info.duration - offset), 6)
+    r["sample_rate"] = info.sample_rate
+
+
+def _assign_genders(rows: list[dict], check: AudioCheck) -> None:
+    """Each row's ``gender`` (F/M/U) from its raw label."""
     raw = pd.Series([r["gender_raw"] for r in rows], dtype=object)
     gsrc = pd.Series([os.fspath(r.get("_gender_src") or r["_src"]) for r in rows], dtype=object)
     # One call for all rows: every unknown label is listed in one warning line, with its file.
@@ -297,13 +318,6 @@ def finish_table(rows: list[dict], *, source: str | os.PathLike, check: AudioChe
     for r, code in zip(rows, codes):
         r["gender"] = code
         assert code in GENDERS
-    clean = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
-    df = new_table(clean)
-    validate_table(df, source)
-    line = tally.summary(source)
-    if line:
-        log.warning("%s", line)
-    return df
 
 
 def _check_rate(r: dict, rate: int, accepted, where: dict, what: str) -> None:
