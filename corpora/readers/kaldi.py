@@ -107,33 +107,7 @@ def read_kaldi(root, *, split: str | None = None, lang: str = "", corpus: str = 
     spk2gender = _kv(spk2gender_f, "speaker") if spk2gender_f.is_file() else None
     assumed_rate: list[str] = []
     ran: list[str] = []
-
-    def audio_of(rec: str, src: Path, line: int) -> str:
-        if rec not in wavs:
-            raise UserError(f"recording {rec!r} is not in wav.scp", path=src, line=line,
-                            fix="add it to wav.scp or remove the segment")
-        path, _wline = wavs[rec]
-        return path if path.endswith("|") else str(resolve_under(cwd, path))
-
-    entries: list[tuple[str, str, float, float | None, Path, int]] = []
-    seg_f = root / "segments"
-    if seg_f.is_file():
-        for i, line in enumerate(read_lines(seg_f), start=1):
-            f = line.split()
-            if not f:
-                continue
-            try:
-                utt, rec, start, end = f[0], f[1], float(f[2]), float(f[3])
-            except (IndexError, ValueError):
-                raise UserError("expected `<utt> <recording> <start> <end>`", path=seg_f, line=i,
-                                fix="times in seconds") from None
-            if end != -1 and end <= start:
-                raise UserError(f"segment ends ({end}) before it starts ({start})", path=seg_f, line=i,
-                                fix="end must be > start")
-            entries.append((utt, rec, start, None if end == -1 else end - start, seg_f, i))
-    else:
-        entries = [(rec, rec, 0.0, None, wav_scp, line) for rec, (_p, line) in wavs.items()]
-
+    entries = _utterance_entries(root / "segments", wav_scp, wavs)
     rows = []
     unlisted: dict[str, tuple[Path, int]] = {}
     for utt, rec, start, dur, src, line in entries:
@@ -146,7 +120,7 @@ def read_kaldi(root, *, split: str | None = None, lang: str = "", corpus: str = 
             raw = spk2gender[spk][0]
         else:
             unlisted.setdefault(spk, (src, line))
-        row = dict(id=utt, audio=audio_of(rec, src, line), offset=start, duration=dur, speaker=spk,
+        row = dict(id=utt, audio=_audio_of(wavs, cwd, rec, src, line), offset=start, duration=dur, speaker=spk,
                    gender_raw=raw, corpus=corpus, lang=lang, split=split or root.name,
                    text=text.get(utt, ("", 0))[0], recording=rec, _src=src, _line=line,
                    _gender_src=spk2gender_f if spk2gender is not None else src)
@@ -159,6 +133,44 @@ def read_kaldi(root, *, split: str | None = None, lang: str = "", corpus: str = 
     # Said once the table stands, so a refused index prints its one error line only.
     if unlisted_note:
         log.warning("%s", unlisted_note)
+    _log_pipes(wav_scp, n_pipes=n_pipes, assumed_rate=assumed_rate, ran=ran, check=check)
+    return df
+
+
+def _audio_of(wavs: dict[str, tuple[str, int]], cwd: Path, rec: str, src: Path, line: int) -> str:
+    """The table's ``audio`` of a recording: its path under ``cwd``, or its piped command as given."""
+    if rec not in wavs:
+        raise UserError(f"recording {rec!r} is not in wav.scp", path=src, line=line,
+                        fix="add it to wav.scp or remove the segment")
+    path, _wline = wavs[rec]
+    return path if path.endswith("|") else str(resolve_under(cwd, path))
+
+
+def _utterance_entries(seg_f: Path, wav_scp: Path, wavs: dict[str, tuple[str, int]]
+                       ) -> list[tuple[str, str, float, float | None, Path, int]]:
+    """(utt, recording, start, duration or None, source file, line) per utterance: from
+    ``segments`` when there is one, else one utterance per wav.scp recording."""
+    if not seg_f.is_file():
+        return [(rec, rec, 0.0, None, wav_scp, line) for rec, (_p, line) in wavs.items()]
+    entries: list[tuple[str, str, float, float | None, Path, int]] = []
+    for i, line in enumerate(read_lines(seg_f), start=1):
+        f = line.split()
+        if not f:
+            continue
+        try:
+            utt, rec, start, end = f[0], f[1], float(f[2]), float(f[3])
+        except (IndexError, ValueError):
+            raise UserError("expected `<utt> <recording> <start> <end>`", path=seg_f, line=i,
+                            fix="times in seconds") from None
+        if end != -1 and end <= start:
+            raise UserError(f"segment ends ({end}) before it starts ({start})", path=seg_f, line=i,
+                            fix="end must be > start")
+        entries.append((utt, rec, start, None if end == -1 else end - start, seg_f, i))
+    return entries
+
+
+def _log_pipes(wav_scp: Path, *, n_pipes: int, assumed_rate: list[str], ran: list[str], check: AudioCheck) -> None:
+    """What was assumed or run for piped wav.scp entries, said once the table stands."""
     if assumed_rate:
         log.warning("%s: %d piped recording(s) name no rate (e.g. %s): assumed %d Hz, the rate --sample-rates "
                     "accepts", wav_scp, len(set(assumed_rate)), assumed_rate[0], check.sample_rates[0])
@@ -166,7 +178,6 @@ def read_kaldi(root, *, split: str | None = None, lang: str = "", corpus: str = 
         log.info("%s: %d row(s) read from piped commands, kept as given in the audio column (%s); commands "
                  "that read audio for a model refuse them: dump them to files first (format_wav_scp.sh)", wav_scp,
                  n_pipes, f"{len(set(ran))} command(s) run (--allow-pipes)" if ran else "none run")
-    return df
 
 
 def _fill_pipe(row, utt2dur, wline, wav_scp, cwd, allow_pipes, check, assumed_rate, ran) -> None:
