@@ -71,58 +71,15 @@ def read_ted_pair(pair_dir: Path, *, corpus: str, src: str, tgt: str, splits: li
     talks_seen: dict[str, tuple[Path, int | None]] = {}   # talk -> where its first segment is
     talks_listed: set[str] = set()                         # talks whose gender the list gave
     for split in splits:
-        txt = data / split / "txt"
-        yml = txt / f"{split}.yaml"
+        yml = data / split / "txt" / f"{split}.yaml"
         if not yml.is_file():
             raise UserError(f"split {split!r} not found", path=yml,
                             fix="check --split against the directories under data/")
         segs, seg_lines = load_segments_yaml(yml)
-        texts = {}
-        for lang in dict.fromkeys([src, tgt]):
-            tf = txt / f"{split}.{lang}"
-            if not tf.is_file():
-                raise UserError("text file missing", path=tf, fix=f"the {split}.{lang} file is distributed next to {yml.name}")
-            lines = read_lines(tf)
-            if len(lines) != len(segs):
-                raise UserError(f"{len(lines)} lines but {yml.name} has {len(segs)} segments", path=tf,
-                                line=min(len(lines), len(segs)) + 1,
-                                fix="the text files are line-aligned with the yaml: restore the original files")
-            texts[lang] = lines
-        wav_dir = data / split / "wav"
-        audio_of: dict[str, Path] = {}
-        per_talk: dict[str, int] = {}
-        yaml_has_gender = False
-        for i, seg in enumerate(segs):
-            wav = str(seg["wav"])
-            if wav not in audio_of:
-                p = wav_dir / wav
-                if not p.exists():
-                    for ext in (".flac", ".wav"):
-                        if p.with_suffix(ext).exists():
-                            p = p.with_suffix(ext)
-                            break
-                audio_of[wav] = p
-            talk = Path(wav).stem
-            k = per_talk.get(talk, 0)
-            per_talk[talk] = k + 1
-            speaker = str(seg.get("speaker_id") or talk)
-            talks_seen.setdefault(talk, (yml, seg_lines[i]))
-            # MuST-Speakers is keyed by the bare talk number: try it after the full ids.
-            raw = lookup_gender(genders, speaker, talk, ted_number(talk) or "", ted_number(speaker) or "")
-            gsrc = speaker_genders
-            if raw is not None:
-                talks_listed.add(talk)
-            else:
-                found = next((seg[key] for key in _YAML_GENDER_KEYS if key in seg), None)
-                yaml_has_gender |= found is not None
-                raw, gsrc = ("" if found is None else str(found)), yml
-            row = dict(id=f"{talk}_{k}", audio=str(audio_of[wav]), offset=float(seg["offset"]),
-                       duration=float(seg["duration"]), speaker=speaker, gender_raw=raw, corpus=corpus,
-                       lang=src, split=split, text=texts[src][i], style=style, talk=talk,
-                       _src=yml, _line=seg_lines[i], _gender_src=gsrc)
-            if tgt != src:
-                row[f"tgt_text_{tgt}"] = texts[tgt][i]
-            rows.append(row)
+        texts = _read_split_texts(yml, split, len(segs), langs=[src, tgt])
+        yaml_has_gender = _add_split_rows(
+            rows, segs, seg_lines, texts, yml=yml, split=split, corpus=corpus, src=src, tgt=tgt, style=style,
+            genders=genders, speaker_genders=speaker_genders, talks_seen=talks_seen, talks_listed=talks_listed)
         if genders is None and not yaml_has_gender:
             log.warning("%s: no gender information (no --speaker-genders file, no gender field): all rows "
                         "get U", yml)
@@ -131,6 +88,69 @@ def read_ted_pair(pair_dir: Path, *, corpus: str, src: str, tgt: str, splits: li
     if note:  # said once the table stands, so a refused index prints its one error line only
         log.log(*note)
     return df
+
+
+def _read_split_texts(yml: Path, split: str, n_segments: int, *, langs: list[str]) -> dict[str, list[str]]:
+    """{lang: lines} of the split's text files, each line-aligned with the yaml's segments."""
+    texts = {}
+    for lang in dict.fromkeys(langs):
+        tf = yml.parent / f"{split}.{lang}"
+        if not tf.is_file():
+            raise UserError("text file missing", path=tf, fix=f"the {split}.{lang} file is distributed next to {yml.name}")
+        lines = read_lines(tf)
+        if len(lines) != n_segments:
+            raise UserError(f"{len(lines)} lines but {yml.name} has {n_segments} segments", path=tf,
+                            line=min(len(lines), n_segments) + 1,
+                            fix="the text files are line-aligned with the yaml: restore the original files")
+        texts[lang] = lines
+    return texts
+
+
+def _talk_audio(wav_dir: Path, wav: str) -> Path:
+    """The recording a yaml ``wav`` names: the yaml says ``<talk>.wav``, the files are ``.flac``."""
+    p = wav_dir / wav
+    if not p.exists():
+        for ext in (".flac", ".wav"):
+            if p.with_suffix(ext).exists():
+                return p.with_suffix(ext)
+    return p
+
+
+def _add_split_rows(rows: list[dict], segs: list[dict], seg_lines: list[int | None], texts: dict[str, list[str]],
+                    *, yml: Path, split: str, corpus: str, src: str, tgt: str, style: str, genders, speaker_genders,
+                    talks_seen: dict, talks_listed: set[str]) -> bool:
+    """Append one row per segment of a split; note each talk's first segment and whether the
+    list gave its gender. Returns whether the yaml carried a gender field anywhere."""
+    wav_dir = yml.parent.parent / "wav"
+    audio_of: dict[str, Path] = {}
+    per_talk: dict[str, int] = {}
+    yaml_has_gender = False
+    for i, seg in enumerate(segs):
+        wav = str(seg["wav"])
+        if wav not in audio_of:
+            audio_of[wav] = _talk_audio(wav_dir, wav)
+        talk = Path(wav).stem
+        k = per_talk.get(talk, 0)
+        per_talk[talk] = k + 1
+        speaker = str(seg.get("speaker_id") or talk)
+        talks_seen.setdefault(talk, (yml, seg_lines[i]))
+        # MuST-Speakers is keyed by the bare talk number: try it after the full ids.
+        raw = lookup_gender(genders, speaker, talk, ted_number(talk) or "", ted_number(speaker) or "")
+        gsrc = speaker_genders
+        if raw is not None:
+            talks_listed.add(talk)
+        else:
+            found = next((seg[key] for key in _YAML_GENDER_KEYS if key in seg), None)
+            yaml_has_gender |= found is not None
+            raw, gsrc = ("" if found is None else str(found)), yml
+        row = dict(id=f"{talk}_{k}", audio=str(audio_of[wav]), offset=float(seg["offset"]),
+                   duration=float(seg["duration"]), speaker=speaker, gender_raw=raw, corpus=corpus,
+                   lang=src, split=split, text=texts[src][i], style=style, talk=talk,
+                   _src=yml, _line=seg_lines[i], _gender_src=gsrc)
+        if tgt != src:
+            row[f"tgt_text_{tgt}"] = texts[tgt][i]
+        rows.append(row)
+    return yaml_has_gender
 
 
 def _report_list_matches(list_path, genders, talks_seen, talks_listed, rows, check) -> tuple[int, str]:
