@@ -223,6 +223,23 @@ def synthesize(out_dir, size: str = "mini", seed: int = 0, workers: int = WORKER
     out_dir.mkdir(parents=True, exist_ok=True)
     facts = _run_speakers(out_dir, jobs, workers)
 
+    table = new_table(_table_rows(utterances, facts))
+    write_table(table, table_path)
+    written = [table_path] + _write_mustshe(out_dir, mustshe)
+    _write_config(out_dir, config, table)
+    written.append(out_dir / "synth_config.json")
+
+    lines = [f"{facts[u.id]['sha256']}  audio/{u.speaker.id}/{u.id}.wav" for u in utterances]
+    lines += [f"{_sha256(p)}  {p.name}" for p in written]
+    with atomic_open(out_dir / "checksums.sha256") as fh:
+        fh.write("\n".join(lines) + "\n")
+    print(f"synthetic corpus: {len(table)} utterances, {table['duration'].sum() / 3600:.2f} h, "
+          f"{table['speaker'].nunique()} speakers, {time.time() - started:.0f} s -> {table_path}")
+    return table_path
+
+
+def _table_rows(utterances: list[Utterance], facts: dict[str, dict]) -> list[dict]:
+    """The utterance table's rows: each utterance with its speaker and its audio's facts."""
     rows = []
     for u in utterances:
         f, spk = facts[u.id], u.speaker
@@ -237,9 +254,12 @@ def synthesize(out_dir, size: str = "mini", seed: int = 0, workers: int = WORKER
             "seen_text": u.extra.get("seen_text", ""), "voice": spk.voice,
             "pitch": f["pitch"], "rate": f["rate"], "pitch_range": f["range"],
         })
-    table = new_table(rows)
-    write_table(table, table_path)
-    written = [table_path]
+    return rows
+
+
+def _write_mustshe(out_dir: Path, mustshe: dict[str, list[dict]]) -> list[Path]:
+    """``mustshe_<split>.tsv`` per split, in MuST-SHE's columns; returns the paths written."""
+    written = []
     for split, mrows in mustshe.items():
         path = out_dir / f"mustshe_{split}.tsv"
         with atomic_open(path) as fh:
@@ -247,18 +267,14 @@ def synthesize(out_dir, size: str = "mini", seed: int = 0, workers: int = WORKER
             for r in mrows:
                 fh.write("\t".join(str(r[c]) for c in gender_set.MUSTSHE_COLUMNS) + "\n")
         written.append(path)
+    return written
+
+
+def _write_config(out_dir: Path, config: dict, table) -> None:
+    """``synth_config.json``: the config, the engine versions and the counts per corpus/split/gender."""
     counts = table.groupby(["corpus", "split", "gender"]).agg(n=("id", "size"), hours=("duration", "sum"))
     write_json(out_dir / "synth_config.json", {
         "config": config, "engines": {k: v for k, v in engine_versions().items()
                                       if k in ("espeakng-loader", "pyrealb", "numpy", "scipy", "soundfile")},
         "counts": [{"corpus": c, "split": s, "gender": g, "utterances": int(r.n), "hours": round(float(r.hours), 4)}
                    for (c, s, g), r in counts.iterrows()]})
-    written.append(out_dir / "synth_config.json")
-
-    lines = [f"{facts[u.id]['sha256']}  audio/{u.speaker.id}/{u.id}.wav" for u in utterances]
-    lines += [f"{_sha256(p)}  {p.name}" for p in written]
-    with atomic_open(out_dir / "checksums.sha256") as fh:
-        fh.write("\n".join(lines) + "\n")
-    print(f"synthetic corpus: {len(table)} utterances, {table['duration'].sum() / 3600:.2f} h, "
-          f"{table['speaker'].nunique()} speakers, {time.time() - started:.0f} s -> {table_path}")
-    return table_path
