@@ -102,6 +102,20 @@ def rows_findings(table: str | os.PathLike, corpus: str | None, splits: dict[str
     if df is None:
         return found
     name = Path(table).name
+    parts = _role_parts(df, name, corpus, splits, corpus_of, found)
+    for role, part in parts.items():
+        found += _language_findings(role, part, name, src=src, tgt=tgt, split_label=splits[role])
+    if gendered_test and "test" in parts:
+        found += _test_gender_findings(parts["test"])
+    if audio and parts:
+        found += audio_findings(table, pd.concat(parts.values()).drop_duplicates("id"))
+    return found
+
+
+def _role_parts(df: pd.DataFrame, name: str, corpus: str | None, splits: dict[str, str],
+                corpus_of: dict[str, str] | None, found: list[Finding]) -> dict[str, pd.DataFrame]:
+    """{role: its rows} for the roles whose corpus and split have rows; a finding appended to
+    ``found`` for each that has none (a missing corpus once)."""
     have = sorted(df["corpus"].unique())
     parts = {}
     for role, label in splits.items():
@@ -122,39 +136,47 @@ def rows_findings(table: str | os.PathLike, corpus: str | None, splits: dict[str
                                  f"set splits.{role} to one of those in the task"))
             continue
         parts[role] = part
-    for role, part in parts.items():
-        if src is not None and "lang" in part and not (part["lang"] == src).any():
-            found.append(Finding(f"the {role} rows of corpus {part['corpus'].iloc[0]!r} are in "
-                                 f"{', '.join(sorted(part['lang'].unique()))}, not {src!r} (the pair's source)",
-                                 "fix the task's pairs, or the table's lang column"))
-        if tgt is not None:
-            col = f"tgt_text_{tgt}"
-            if col not in part.columns:
-                found.append(Finding(f"{name} has no column {col} (translations into {tgt!r}) for the {role} rows",
-                                     f"index the corpus with its {tgt} translations (corpus index --tgt-lang {tgt}), "
-                                     "or fix the task's pairs"))
-            else:
-                empty = part[part[col].astype(str).str.strip() == ""]
-                if len(empty):
-                    found.append(Finding(f"{len(empty)} of {len(part)} {role} row(s) have an empty {col} "
-                                         f"(ids {_ids(empty)})",
-                                         f"fill in their translations, or leave those rows out of split "
-                                         f"{splits[role]!r}"))
-    if gendered_test and "test" in parts:
-        unknown = parts["test"][parts["test"]["gender"] == "U"]
-        if len(unknown):
-            spk = sorted(unknown["speaker"].unique())
-            found.append(Finding(f"{len(spk)} test speaker(s) have no gender (U): {', '.join(spk[:EXAMPLES])}"
-                                 f"{', ...' if len(spk) > EXAMPLES else ''} ({len(unknown)} row(s)); a gender gap "
-                                 "compares F and M, their rows count in neither",
-                                 "give their gender (corpus index --speaker-genders, or a gender map), or move "
-                                 "them out of the test split"))
-        elif parts["test"]["gender"].nunique() < 2:
-            found.append(Finding(f"the test split holds {parts['test']['gender'].iloc[0]} speakers only: no gender gap "
-                                 "can be measured", "test on a split with female and male speakers"))
-    if audio and parts:
-        found += audio_findings(table, pd.concat(parts.values()).drop_duplicates("id"))
+    return parts
+
+
+def _language_findings(role: str, part: pd.DataFrame, name: str, *, src: str | None, tgt: str | None,
+                       split_label: str) -> list[Finding]:
+    """A role's rows are in the source language ``src`` and have a translation into ``tgt``."""
+    found = []
+    if src is not None and "lang" in part and not (part["lang"] == src).any():
+        found.append(Finding(f"the {role} rows of corpus {part['corpus'].iloc[0]!r} are in "
+                             f"{', '.join(sorted(part['lang'].unique()))}, not {src!r} (the pair's source)",
+                             "fix the task's pairs, or the table's lang column"))
+    if tgt is not None:
+        col = f"tgt_text_{tgt}"
+        if col not in part.columns:
+            found.append(Finding(f"{name} has no column {col} (translations into {tgt!r}) for the {role} rows",
+                                 f"index the corpus with its {tgt} translations (corpus index --tgt-lang {tgt}), "
+                                 "or fix the task's pairs"))
+        else:
+            empty = part[part[col].astype(str).str.strip() == ""]
+            if len(empty):
+                found.append(Finding(f"{len(empty)} of {len(part)} {role} row(s) have an empty {col} "
+                                     f"(ids {_ids(empty)})",
+                                     f"fill in their translations, or leave those rows out of split "
+                                     f"{split_label!r}"))
     return found
+
+
+def _test_gender_findings(test: pd.DataFrame) -> list[Finding]:
+    """Every test speaker is F or M, and both occur (a gender gap compares F and M)."""
+    unknown = test[test["gender"] == "U"]
+    if len(unknown):
+        spk = sorted(unknown["speaker"].unique())
+        return [Finding(f"{len(spk)} test speaker(s) have no gender (U): {', '.join(spk[:EXAMPLES])}"
+                        f"{', ...' if len(spk) > EXAMPLES else ''} ({len(unknown)} row(s)); a gender gap "
+                        "compares F and M, their rows count in neither",
+                        "give their gender (corpus index --speaker-genders, or a gender map), or move "
+                        "them out of the test split")]
+    if test["gender"].nunique() < 2:
+        return [Finding(f"the test split holds {test['gender'].iloc[0]} speakers only: no gender gap "
+                        "can be measured", "test on a split with female and male speakers")]
+    return []
 
 
 def gender_findings(table: str | os.PathLike, corpus: str | None) -> list[Finding]:
