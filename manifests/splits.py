@@ -135,17 +135,28 @@ def build_selection(df: pd.DataFrame, gender: str | GenderSpec = "balanced", *,
     splits = {"train": train}
     if len(valid):
         splits["valid"] = valid.sort_index()
-    excluded_spk = sorted("/".join(s) if isinstance(s, tuple) else str(s) for s in exclude_speakers)
-    request = {"gender": spec.label, "female_share": spec.female_share, "hours": hours,
-               "hours_per_gender": hours_per_gender, "valid_hours": valid_hours, "seed": seed,
-               "exclude_ids": len(exclude_ids), "exclude_speakers": excluded_spk,
-               "holdout_splits": list(holdout_splits or ()), "exclude_unknown": exclude_unknown,
-               "train_splits": sorted(train_splits) if train_splits is not None else None,
-               "valid_splits": list(valid_splits),
-               "mixed_speakers": mixed_speakers, "corpora": sorted(corpora) if corpora else None,
-               "corpus_hours": corpus_hours or None,
-               "downsample_corpora": sorted(downsample_corpora) if downsample_corpora else None}
+    request = _request(spec, hours=hours, hours_per_gender=hours_per_gender, valid_hours=valid_hours, seed=seed,
+                       exclude_ids=exclude_ids, exclude_speakers=exclude_speakers, holdout_splits=holdout_splits,
+                       train_splits=train_splits, valid_splits=valid_splits, exclude_unknown=exclude_unknown,
+                       mixed_speakers=mixed_speakers, corpora=corpora, corpus_hours=corpus_hours,
+                       downsample_corpora=downsample_corpora)
     return Selection(splits, _report(request, input_summary, dropped, targets, upsampled, splits))
+
+
+def _request(spec: GenderSpec, *, hours, hours_per_gender, valid_hours, seed, exclude_ids, exclude_speakers,
+             holdout_splits, train_splits, valid_splits, exclude_unknown, mixed_speakers, corpora, corpus_hours,
+             downsample_corpora) -> dict:
+    """The selection's request as the report records it (JSON-ready: lists sorted, ids counted)."""
+    excluded_spk = sorted("/".join(s) if isinstance(s, tuple) else str(s) for s in exclude_speakers)
+    return {"gender": spec.label, "female_share": spec.female_share, "hours": hours,
+            "hours_per_gender": hours_per_gender, "valid_hours": valid_hours, "seed": seed,
+            "exclude_ids": len(exclude_ids), "exclude_speakers": excluded_spk,
+            "holdout_splits": list(holdout_splits or ()), "exclude_unknown": exclude_unknown,
+            "train_splits": sorted(train_splits) if train_splits is not None else None,
+            "valid_splits": list(valid_splits),
+            "mixed_speakers": mixed_speakers, "corpora": sorted(corpora) if corpora else None,
+            "corpus_hours": corpus_hours or None,
+            "downsample_corpora": sorted(downsample_corpora) if downsample_corpora else None}
 
 
 def _usable_pool(pool: pd.DataFrame, dropped: list, train_splits, valid_splits: tuple, corpus_hours: dict | None,
