@@ -193,22 +193,38 @@ def launch(preset: str, manifest_dir, out_dir, plan: BatchPlan | None, slurm: Sl
                             + (["distributed_training.distributed_port=<10000 + job id % 20000>"] if distributed else []),
                             hydra_dir=(out_dir / "hydra" / "rank<global rank>") if distributed else None,
                             cpu_ranks=distributed and plan.cpu)
-        parts = []
-        if plan:
-            parts.append("# " + plan.describe())
-            if plan.bf16:
-                parts.append("# bf16 caveat: " + BF16_CAVEAT)
-        if executor == "slurm":
-            parts += ["# ---- sbatch script (submitit) ----", render_sbatch(plan, slurm or SlurmOptions(), folder, job_name)]
-        parts += ["# ---- fairseq command (each task) ----", shlex.join(cmd)]
-        return "\n".join(parts) + "\n"
+        return _dry_run_text(cmd, plan, slurm, executor=executor, folder=folder, job_name=job_name)
     check_manifest_dir(manifest_dir, check_audio=check_audio)
     job = PretrainJob(str(preset), str(Path(manifest_dir).resolve()), str(out_dir), seed, all_overrides,
                       policy.as_dict() if policy else None, distributed, threads)
+    ex = _executor(executor, plan, slurm, folder=folder, job_name=job_name)
+    submitted = ex.submit(job)
+    write_text(out_dir / "job_id.txt", f"{submitted.job_id}\n")
+    log.info("submitted %s job %s (logs: %s)", executor, submitted.job_id, folder)
+    return submitted
+
+
+def _dry_run_text(cmd: list[str], plan: BatchPlan | None, slurm: SlurmOptions | None, *, executor: str,
+                  folder: Path, job_name: str) -> str:
+    """What a dry run prints: the plan, the sbatch script (SLURM) and the fairseq command."""
+    parts = []
+    if plan:
+        parts.append("# " + plan.describe())
+        if plan.bf16:
+            parts.append("# bf16 caveat: " + BF16_CAVEAT)
+    if executor == "slurm":
+        parts += ["# ---- sbatch script (submitit) ----", render_sbatch(plan, slurm or SlurmOptions(), folder, job_name)]
+    parts += ["# ---- fairseq command (each task) ----", shlex.join(cmd)]
+    return "\n".join(parts) + "\n"
+
+
+def _executor(executor: str, plan: BatchPlan | None, slurm: SlurmOptions | None, *, folder: Path, job_name: str):
+    """The submitit executor a launch submits to: one local process, or SLURM with the plan's resources."""
     if executor == "local":
         ex = submitit.LocalExecutor(folder=folder / "%j")
         ex.update_parameters(timeout_min=(slurm.time_min if slurm else 60), tasks_per_node=1, nodes=1)
-    elif executor == "slurm":
+        return ex
+    if executor == "slurm":
         if plan is None:
             raise UserError("a SLURM launch needs a hardware plan",
                             fix="pass --hardware (a GPU profile with --nodes, --gpus-per-node, or cpu)")
@@ -218,9 +234,5 @@ def launch(preset: str, manifest_dir, out_dir, plan: BatchPlan | None, slurm: Sl
             raise UserError(f"cannot submit to SLURM here: {e}",
                             fix="run on a SLURM login node, or use --dry-run / --executor local") from None
         ex.update_parameters(**(slurm or SlurmOptions()).submitit_parameters(plan, job_name))
-    else:
-        raise UserError(f"unknown executor {executor!r}", fix="use slurm or local")
-    submitted = ex.submit(job)
-    write_text(out_dir / "job_id.txt", f"{submitted.job_id}\n")
-    log.info("submitted %s job %s (logs: %s)", executor, submitted.job_id, folder)
-    return submitted
+        return ex
+    raise UserError(f"unknown executor {executor!r}", fix="use slurm or local")
