@@ -190,10 +190,7 @@ def score_stats(metric, stats: np.ndarray, speakers: Sequence[str], genders: Seq
     if bad:
         raise UserError(f"gender(s) {bad} are not F or M", fix="per-gender scores need F or M on every utterance")
     spk_ids, spk_sums = speaker_sums(stats, speakers)
-    spk_gender = dict(zip(speakers, genders))
-    if len(spk_gender) != len(set(zip(speakers, genders))):
-        spk = next(s for s in spk_gender if len({g for s2, g in zip(speakers, genders) if s2 == s}) > 1)
-        raise UserError(f"speaker {spk!r} has both genders", fix="each speaker must have one gender")
+    spk_gender = _speaker_gender(speakers, genders)
     spk_n = pd.Series(list(speakers), dtype=str).value_counts()
     by_gender = {g: [j for j, s in enumerate(spk_ids) if spk_gender[s] == g] for g in GENDERS}
     spk_stats = {g: spk_sums[by_gender[g]] for g in GENDERS}
@@ -210,19 +207,7 @@ def score_stats(metric, stats: np.ndarray, speakers: Sequence[str], genders: Seq
     for g, word in (("F", "female"), ("M", "male")):
         if n_spk[g] == 0:
             warnings.append(f"no {word} speakers: {g} and delta_rel are undefined (null)")
-    ci: dict[str, list | None] = {k: None for k in ("F", "M", "all", "delta_rel")}
-    if bootstrap:
-        counts = draw_counts(n_spk, bootstrap, seed)
-        res = resample_scores(metric, spk_stats, counts)
-        for k in ci:
-            interval = percentile_ci(res[k], level)
-            ci[k] = list(interval) if interval else None
-        for g, word in (("F", "female"), ("M", "male")):
-            if n_spk[g] == 1:
-                # One speaker resampled is that speaker every time: the interval would be a point.
-                ci[g] = ci["delta_rel"] = ci["all"] = None
-                warnings.append(f"only 1 {word} speaker: the speaker-level CI is undefined for {g}, all and "
-                                f"delta_rel (null); a bootstrap over speakers needs at least 2 per gender")
+    ci = _speaker_ci(metric, spk_stats, n_spk, bootstrap=bootstrap, seed=seed, level=level, warnings=warnings)
     for w in warnings:
         log.warning(w)
 
@@ -246,6 +231,36 @@ def score_stats(metric, stats: np.ndarray, speakers: Sequence[str], genders: Seq
         "warnings": warnings,
         "versions": {p: metadata.version(p) for p in ("jiwer", "sacrebleu", "numpy")},
     }
+
+
+def _speaker_gender(speakers: list[str], genders: list[str]) -> dict[str, str]:
+    """{speaker: gender}; a speaker listed with both genders is a UserError."""
+    spk_gender = dict(zip(speakers, genders))
+    if len(spk_gender) != len(set(zip(speakers, genders))):
+        spk = next(s for s in spk_gender if len({g for s2, g in zip(speakers, genders) if s2 == s}) > 1)
+        raise UserError(f"speaker {spk!r} has both genders", fix="each speaker must have one gender")
+    return spk_gender
+
+
+def _speaker_ci(metric, spk_stats: dict, n_spk: dict[str, int], *, bootstrap: int, seed: int, level: float,
+                warnings: list[str]) -> dict[str, list | None]:
+    """Percentile CIs of F, M, all and delta_rel from a speaker bootstrap stratified by gender
+    (all None without ``bootstrap``); a gender with one speaker gets none, said in ``warnings``."""
+    ci: dict[str, list | None] = {k: None for k in ("F", "M", "all", "delta_rel")}
+    if not bootstrap:
+        return ci
+    counts = draw_counts(n_spk, bootstrap, seed)
+    res = resample_scores(metric, spk_stats, counts)
+    for k in ci:
+        interval = percentile_ci(res[k], level)
+        ci[k] = list(interval) if interval else None
+    for g, word in (("F", "female"), ("M", "male")):
+        if n_spk[g] == 1:
+            # One speaker resampled is that speaker every time: the interval would be a point.
+            ci[g] = ci["delta_rel"] = ci["all"] = None
+            warnings.append(f"only 1 {word} speaker: the speaker-level CI is undefined for {g}, all and "
+                            f"delta_rel (null); a bootstrap over speakers needs at least 2 per gender")
+    return ci
 
 
 def score_files(metric: str, refs: str | os.PathLike, hyps: str | os.PathLike,
