@@ -95,48 +95,10 @@ def kaldi_import(*, text: str | None = None, ctm: str | None = None, out: str | 
     if (text is None) == (ctm is None):
         raise UserError("give exactly one of --text and --ctm", fix="e.g. --text exp/.../scoring_kaldi/penalty_0.0/10.txt")
     ids, order, segs = _data_dir_maps(Path(data_dir) if data_dir else None)
-    hyps: dict[str, str] = {}
     if text is not None:
-        path = Path(text)
-        for n, ln in enumerate(_read_lines(path), start=1):
-            if not ln.strip():
-                continue
-            f = ln.split(maxsplit=1)
-            utt = f[0]
-            if ids is not None and utt not in ids:
-                raise UserError(f"utterance {utt!r} is not in the data dir", path=path, line=n,
-                                fix=f"decode the same data dir ({data_dir})")
-            if utt in hyps:
-                raise UserError(f"utterance {utt!r} appears twice", path=path, line=n, fix="one line per utterance")
-            hyps[utt] = " ".join(f[1].split()) if len(f) > 1 else ""
+        hyps = _text_hyps(Path(text), ids, data_dir=data_dir)
     else:
-        path = Path(ctm)
-        words = defaultdict(list)
-        for n, ln in enumerate(_read_lines(path), start=1):
-            if not ln.strip() or ln.startswith(";;"):
-                continue
-            f = ln.split()
-            try:
-                key, start, dur, word = f[0], float(f[2]), float(f[3]), f[4]
-            except (IndexError, ValueError):
-                raise UserError("not a CTM line (need: utt channel start duration word [confidence])",
-                                path=path, line=n, fix="give the CTM Kaldi's get_ctm writes") from None
-            if word == "<eps>":
-                continue
-            if ids is None or key in ids:
-                utt = key
-            elif key in segs:
-                mid = start + dur / 2  # recording-level CTM: times are in the recording
-                inside = [u for a, b, u in segs[key] if a <= mid < b]
-                if not inside:
-                    log.warning("%s:%d: word %r at %.2f s lies in no segment of %s; dropped", path, n, word, mid, key)
-                    continue
-                utt = inside[0]
-            else:
-                raise UserError(f"{key!r} is neither an utterance nor a recording of the data dir", path=path, line=n,
-                                fix=f"decode the same data dir ({data_dir})")
-            words[utt].append((start, n, word))
-        hyps = {u: " ".join(w for _, _, w in sorted(ws)) for u, ws in words.items()}
+        hyps = _ctm_hyps(Path(ctm), ids, segs, data_dir=data_dir)
     if ids is not None:
         missing = [u for u in order if u not in hyps]
         if missing:
@@ -151,3 +113,51 @@ def kaldi_import(*, text: str | None = None, ctm: str | None = None, out: str | 
         lines.append(f"{tid}\t{hyps.get(u, '')}\n")
     write_text(out, "".join(lines))
     return len(lines)
+
+
+def _text_hyps(path: Path, ids, *, data_dir) -> dict[str, str]:
+    """{Kaldi utterance id: hypothesis} from a Kaldi ``text`` output (``utt word ...`` per line)."""
+    hyps: dict[str, str] = {}
+    for n, ln in enumerate(_read_lines(path), start=1):
+        if not ln.strip():
+            continue
+        f = ln.split(maxsplit=1)
+        utt = f[0]
+        if ids is not None and utt not in ids:
+            raise UserError(f"utterance {utt!r} is not in the data dir", path=path, line=n,
+                            fix=f"decode the same data dir ({data_dir})")
+        if utt in hyps:
+            raise UserError(f"utterance {utt!r} appears twice", path=path, line=n, fix="one line per utterance")
+        hyps[utt] = " ".join(f[1].split()) if len(f) > 1 else ""
+    return hyps
+
+
+def _ctm_hyps(path: Path, ids, segs, *, data_dir) -> dict[str, str]:
+    """{Kaldi utterance id: hypothesis} from a CTM, words in time order; a recording-level CTM's
+    words go to the segment holding their midpoint (a word in no segment is dropped, said)."""
+    words = defaultdict(list)
+    for n, ln in enumerate(_read_lines(path), start=1):
+        if not ln.strip() or ln.startswith(";;"):
+            continue
+        f = ln.split()
+        try:
+            key, start, dur, word = f[0], float(f[2]), float(f[3]), f[4]
+        except (IndexError, ValueError):
+            raise UserError("not a CTM line (need: utt channel start duration word [confidence])",
+                            path=path, line=n, fix="give the CTM Kaldi's get_ctm writes") from None
+        if word == "<eps>":
+            continue
+        if ids is None or key in ids:
+            utt = key
+        elif key in segs:
+            mid = start + dur / 2  # recording-level CTM: times are in the recording
+            inside = [u for a, b, u in segs[key] if a <= mid < b]
+            if not inside:
+                log.warning("%s:%d: word %r at %.2f s lies in no segment of %s; dropped", path, n, word, mid, key)
+                continue
+            utt = inside[0]
+        else:
+            raise UserError(f"{key!r} is neither an utterance nor a recording of the data dir", path=path, line=n,
+                            fix=f"decode the same data dir ({data_dir})")
+        words[utt].append((start, n, word))
+    return {u: " ".join(w for _, _, w in sorted(ws)) for u, ws in words.items()}
