@@ -7,12 +7,10 @@ results DB (task ``asr-e2e`` for fine-tuning, ``asr-frozen`` for frozen features
 from __future__ import annotations
 
 import argparse
-import json
-from collections.abc import Sequence
-from pathlib import Path
 
 from corpora.base.errors import UserError
 from gendergap.options import add_model_options, add_trust_option, call, store_path
+from gendergap.runs.asr import asr_decode, asr_finetune, asr_frozen
 
 
 EPILOG = """\
@@ -171,147 +169,6 @@ def _score_options(q, with_test: bool = True) -> None:
                         "files one training seed's rows as test@seed<N>)")
     q.add_argument("--bootstrap", type=int, default=1000, help="speaker-level bootstrap resamples (0: no CI)")
     q.add_argument("--seed", type=int, default=12345, help="bootstrap seed")
-
-
-# --------------------------------------------------------------------------- leaves
-
-def asr_finetune(*, ckpt: str, train: str, valid: str, out: str, registry: str | None = None,
-                 trust_checkpoint: bool = False, device: str = "auto", precision: str = "fp32",
-                 hparams: str | None = None, data_root: str | None = None, no_progress: bool = False,
-                 grad_accum: int | None = None, ckpt_interval_minutes: float | None = None,
-                 overrides: Sequence[str] = (), test: str | None = None, table: str | list[str] | None = None,
-                 db: str | None = None, subset: str | None = None, bootstrap: int = 1000,
-                 seed: int = 12345) -> dict | None:
-    """Train an end-to-end CTC fine-tuning run in ``out`` (resuming it), then with ``test`` decode, score
-    per gender and store the rows (task asr-e2e). The `asr finetune` CLI leaf and the sweep's step both
-    call it. Returns the WER result; None without ``test``, or on a rank other than 0 under torchrun."""
-    from analysis.score_runs import speakers_of_csv
-    from downstream_asr.decode import parse_overrides
-    from downstream_asr.finetune import train_finetune
-    from ssl_pretrain.checkpoints import CheckpointRef
-    from ssl_pretrain.device import device_and_precision
-
-    parsed = parse_overrides(overrides)
-    device, precision = device_and_precision(device, precision)
-    speakers = speakers_of_csv(test, table) if test else None
-    run_dir = Path(out)
-    ref = CheckpointRef.resolve(ckpt, registry, trust=trust_checkpoint)
-    summary = train_finetune(ref, train, valid, run_dir, hparams, parsed, data_root,
-                             progress=not no_progress, device=device, precision=precision,
-                             grad_accum=grad_accum, ckpt_interval_minutes=ckpt_interval_minutes)
-    summary.pop("brain")
-    if not summary["main_process"]:
-        return None  # under torchrun: rank 0 records, decodes and scores
-    return _decode_and_score("finetune", run_dir, ref, summary, parsed, test=test, speakers=speakers,
-                             data_root=data_root, db=db, bootstrap=bootstrap, seed=seed, subset=subset)
-
-
-def asr_frozen(*, ckpt: str, train: str, valid: str, out: str, registry: str | None = None,
-               layer: str = "all", trust_checkpoint: bool = False, device: str = "auto",
-               precision: str = "fp32", feature_store: str | None = None, hparams: str | None = None,
-               data_root: str | None = None, no_progress: bool = False, grad_accum: int | None = None,
-               ckpt_interval_minutes: float | None = None, overrides: Sequence[str] = (),
-               test: str | None = None, table: str | list[str] | None = None, db: str | None = None,
-               subset: str | None = None, bootstrap: int = 1000, seed: int = 12345) -> dict | None:
-    """Train a frozen-feature CTC model on ``layer`` (features from the feature store) in ``out``
-    (resuming it), then with ``test`` decode, score per gender and store the rows (task asr-frozen).
-    The `asr frozen` CLI leaf and the sweep's step both call it. Returns the WER result, or None
-    without ``test``."""
-    from analysis.score_runs import speakers_of_csv
-    from downstream_asr.decode import parse_overrides
-    from downstream_asr.frozen import train_frozen
-    from ssl_pretrain.checkpoints import CheckpointRef
-    from ssl_pretrain.device import device_and_precision
-
-    parsed = parse_overrides(overrides)
-    device, precision = device_and_precision(device, precision)
-    speakers = speakers_of_csv(test, table) if test else None
-    run_dir = Path(out)
-    ref = CheckpointRef.resolve(ckpt, registry, trust=trust_checkpoint)
-    summary = train_frozen(ref, layer, train, valid, run_dir, feature_store=store_path(feature_store),
-                           device=device, precision=precision, hparams_file=hparams, overrides=parsed,
-                           data_root=data_root, progress=not no_progress,
-                           extra_csvs=[test] if test else [], grad_accum=grad_accum,
-                           ckpt_interval_minutes=ckpt_interval_minutes)
-    summary.pop("brain")
-    return _decode_and_score("frozen", run_dir, ref, summary, parsed, test=test, speakers=speakers,
-                             data_root=data_root, db=db, bootstrap=bootstrap, seed=seed, subset=subset,
-                             layer=layer)
-
-
-def _decode_and_score(recipe: str, run_dir: Path, ref, summary: dict, overrides: dict, *, test: str | None,
-                      speakers, data_root: str | None, db: str | None, bootstrap: int, seed: int,
-                      subset: str | None, layer: str | None = None) -> dict | None:
-    """After training: say how far it got, record the checkpoint's name in run.json, and with
-    ``test`` greedy-decode it and score, store and write WER per gender."""
-    from analysis.score_runs import score_asr_run
-
-    print(f"trained to optimizer step {summary['optimizer_step']} in {summary['train_seconds']:.0f} s"
-          + (" (stopped by the budget: run again to continue)" if summary["stopped_by_budget"] else ""))
-    _record_ckpt_name(run_dir, ref.name)
-    if not test:
-        return None
-    if recipe == "finetune":
-        from downstream_asr.finetune import decode_finetuned as decode
-    else:
-        from downstream_asr.frozen import decode_frozen as decode
-    meta = decode(run_dir, test, Path(test).stem, data_root, trust=ref.trusted)
-    config = {"recipe": recipe, **({"layer": layer} if recipe == "frozen" else {}), "model": str(run_dir.resolve()),
-              "overrides": overrides, "optimizer_step": summary["optimizer_step"], "ssl": ref.describe(),
-              "runtime": meta["runtime"], **_batching(summary)}
-    return score_asr_run(meta, speakers, db=db, bootstrap=bootstrap, seed=seed, checkpoint=ref.name,
-                         task="asr-e2e" if recipe == "finetune" else "asr-frozen", subset=subset or Path(test).stem,
-                         config=config)
-
-
-def _batching(summary: dict) -> dict:
-    """How an optimizer step was made: ranks x accumulated batches (a result row records it)."""
-    return {k: summary[k] for k in ("world_size", "grad_accum", "global_batch_seconds")}
-
-
-def _record_ckpt_name(out: Path, name: str) -> None:
-    from corpora.base.atomic import write_json
-    run = json.loads((out / "run.json").read_text())
-    run["ckpt_name"] = name
-    write_json(out / "run.json", run)
-
-
-def asr_decode(*, model: str, test: str, name: str | None = None, data_root: str | None = None,
-               ckpt_name: str | None = None, device: str | None = None, precision: str | None = None,
-               table: str | list[str] | None = None, db: str | None = None, subset: str | None = None,
-               bootstrap: int = 1000, seed: int = 12345, trust_checkpoint: bool = False) -> dict:
-    """Greedy-decode ``test`` with a trained run directory (`asr finetune` or `asr frozen`), then score
-    per gender and store the rows. The `asr decode` CLI leaf and the sweep's step both call it.
-    ``device``/``precision`` default to the run's. The run directory is data: its model is rebuilt
-    from the package's template and run.json's plain values, its checkpoints load safely
-    (``trust_checkpoint``: fully). Returns the WER result."""
-    from downstream_asr.decode import read_run
-
-    from analysis.score_runs import score_asr_run, speakers_of_csv
-
-    speakers = speakers_of_csv(test, table)
-    run = read_run(model)
-    name = name or Path(test).stem
-    if run["kind"] == "finetune":
-        from downstream_asr.finetune import decode_finetuned as decode
-        task = "asr-e2e"
-    else:
-        from downstream_asr.frozen import decode_frozen as decode
-        task = "asr-frozen"
-    run_opts = None
-    if device or precision:
-        from ssl_pretrain.device import device_and_precision
-        device, precision = device_and_precision(device or run["runtime"]["device"],
-                                                 precision or run["runtime"]["precision"])
-        run_opts = {"device": device, "precision": precision, "eval_precision": precision}
-    meta = decode(model, test, name, data_root, run_opts=run_opts, trust=trust_checkpoint)
-    print(f"wrote {meta['hyps']} and {meta['refs']}")
-    return score_asr_run(meta, speakers, db=db, bootstrap=bootstrap, seed=seed,
-                           checkpoint=ckpt_name or run.get("ckpt_name") or run["ssl"]["name"],
-                           task=task, subset=subset or name,
-                           config={"recipe": run["kind"], "model": str(Path(model).resolve()),
-                                   "overrides": run.get("overrides", {}), "ssl": run["ssl"],
-                                   "runtime": meta["runtime"]})
 
 
 def run_kaldi_export(args) -> int:

@@ -7,9 +7,8 @@ plots from analysis.probing.
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-
-from gendergap.options import add_model_options, call, store_path
+from gendergap.options import add_model_options, call
+from gendergap.runs.probe import probe_run
 
 EPILOG = """\
 what it does (the probing paper, papers/003_*.txt):
@@ -36,74 +35,13 @@ examples:
 """
 
 
-def probe_run(*, ckpt: list[str], table: str | list[str], out: str, name: str | None = None, registry: str | None = None,
-              corpus: str | None = None, layers: str = "all", probes: str = "attention,mean,max,positions",
-              db: str | None = None, seed: int = 0, control: bool = False, random_init: bool = True,
-              max_train: int = 1000, max_valid: int = 200, max_test: int = 400, lr: float = 1e-4,
-              trust_checkpoint: bool = False, device: str = "auto", precision: str = "fp32",
-              feature_store: str | None = None, max_epochs: int = 400, quiet: bool = False) -> dict:
-    """Train and score gender probes on every requested layer of each checkpoint in ``ckpt`` (a list of
-    names or paths, each possibly comma-separated; with ``random_init`` also its random-init twin),
-    store the rows in ``db`` and write results, TSV and plots under ``out``. The `probe run` CLI leaf
-    and the sweep's step both call it. Returns {checkpoint: [probe results]} (probe_results.json)."""
-    from analysis.probing import Recipe, parse_probes
-    from analysis.probing.checkpoints import probe_data, probe_models
-    from corpora.base.errors import UserError
-    from ssl_pretrain.device import device_and_precision, runtime_info
-    from ssl_pretrain.feature_store import FeatureStore, extractor_for
-
-    device, precision = device_and_precision(device, precision)
-    probes = parse_probes(probes)
-    ckpts = [c.strip() for arg in ckpt for c in arg.split(",") if c.strip()]
-    if name and len(ckpts) != 1:
-        raise UserError("--name needs exactly one --ckpt", fix="drop --name to file each under its own name")
-    splits, rows = probe_data(table, corpus=corpus, seed=seed,
-                              max_utts={"train": max_train, "valid": max_valid, "test": max_test})
-    models = _models(ckpts, registry, name=name, trust=trust_checkpoint, random_init=random_init, seed=seed)
-    features = FeatureStore(store_path(feature_store))
-    return probe_models(models, lambda ref: features.view(extractor_for(ref, device, precision), rows, "all",
-                                                          progress=not quiet),
-                        table, splits, out, corpus=corpus, layers=layers, probes=probes, control=control, seed=seed,
-                        recipe=Recipe(lr=lr, max_epochs=max_epochs), runtime=runtime_info(device, precision), db=db,
-                        quiet=quiet)
-
-
-def _models(ckpts: list[str], registry: str | None, *, name: str | None, trust: bool, random_init: bool,
-            seed: int) -> list:
-    """The checkpoints to probe, each followed by its seeded random-init twin when asked."""
-    from ssl_pretrain.checkpoints import CheckpointRef
-
-    models = []
-    for ckpt in ckpts:
-        ref = CheckpointRef.resolve(ckpt, registry, name=name, trust=trust)
-        models.append(ref)
-        if random_init and not ref.is_fbank:  # filterbanks have no weights to randomise
-            models.append(ref.twin(seed))
-    return models
-
-
 def run_correlate(args) -> int:
-    from analysis.probing.figures import correlate, correlation_points, plot_correlation
-    from analysis.store import ResultsStore
-    from corpora.base.atomic import write_json
-    from corpora.base.errors import UserError
-    layer = args.layer.strip().lower()
-    if layer not in ("last", "best"):
-        if not layer.isdigit():
-            raise UserError(f"bad layer {args.layer!r}", path="--layer", fix="use last, best or a layer number")
-        layer = int(layer)
-    with ResultsStore(args.db, readonly=True) as store:
-        scores = store.scores()
-    points = correlation_points(scores, probe=args.probe, layer=layer, subset=args.subset, source=args.db)
-    result = correlate(points, source=args.db)
-    out = Path(args.out) if args.out else Path(args.db).parent / "probe_correlation"
-    write_json(out / "correlation.json", {**result, "probe": args.probe, "layer": args.layer,
-                                           "points": points.to_dict(orient="records")})
-    png = plot_correlation(points, result, out / "correlation.png")
-    print(points.round(2).to_string(index=False))
-    print(f"\nn = {result['n']}  Pearson r = {result['pearson_r']:.3f}  R² = {result['r2']:.3f}  "
-          f"p = {result['p_value']:.3g}")
-    print(f"wrote {out / 'correlation.json'}, {png}")
+    from analysis.probing.figures import correlate_db
+
+    r = correlate_db(db=args.db, probe=args.probe, layer=args.layer, subset=args.subset, out=args.out)
+    print(r["points"].round(2).to_string(index=False))
+    print(f"\nn = {r['n']}  Pearson r = {r['pearson_r']:.3f}  R² = {r['r2']:.3f}  p = {r['p_value']:.3g}")
+    print(f"wrote {r['json']}, {r['png']}")
     return 0
 
 

@@ -6,12 +6,9 @@ Thin wiring: downstream_st does the training and decoding; the scores come from 
 from __future__ import annotations
 
 import argparse
-import time
-from collections.abc import Sequence
-from pathlib import Path
 
-from corpora.base.errors import UserError
-from gendergap.options import add_model_options, call, store_path
+from gendergap.options import add_model_options, call
+from gendergap.runs.st import st_decode, st_train
 
 
 DESCRIPTION = """\
@@ -148,115 +145,3 @@ def _feature_options(p, training: bool) -> None:
                    help="use a ready feature index (id, path, n_frames, dim) instead of --ckpt")
     p.add_argument("--registry", default=None, help="checkpoint registry JSON (default runs/checkpoints.json)")
     p.add_argument("--corpus", default=None, help="keep only rows of this corpus (e.g. synth-fr)")
-
-
-def _source(*, ckpt: str | None, layer: str, features_index: str | None, feature_store: str | None,
-            registry: str | None, trust_checkpoint: bool, device: str, precision: str):
-    from downstream_st.prepare import FeatureSource
-
-    if not ckpt and not features_index:
-        raise UserError("no features: pass --ckpt (and --layer), or --features-index",
-                        fix="e.g. --ckpt F-tiny --layer 1")
-    number = layer
-    if number not in ("last",):
-        try:
-            number = int(number)
-        except ValueError:
-            raise UserError(f"--layer {layer!r} is not a number or 'last'", fix="e.g. --layer 6") from None
-    return FeatureSource(ckpt=ckpt, layer=number, store=store_path(feature_store), registry=registry,
-                         index=features_index, device=device, precision=precision, trust=trust_checkpoint)
-
-
-def _limit_threads(preset: dict) -> None:
-    """Feature extraction runs in this process: give torch the preset's thread count (on a
-    shared CPU, one thread per process avoids oversubscription; see benchmarks/bench_st_threads.py)."""
-    if preset.get("cpu_threads"):
-        import torch
-        torch.set_num_threads(int(preset["cpu_threads"]))
-
-
-def st_train(*, train: str, valid: str, src: str, tgt: str, out: str, ckpt: str | None = None,
-             layer: str = "last", trust_checkpoint: bool = False, device: str = "auto", precision: str = "fp32",
-             feature_store: str | None = None, features_index: str | None = None, registry: str | None = None,
-             corpus: str | None = None, train_split: str | None = None, valid_split: str | None = None,
-             valid_corpus: str | None = None, preset: str = "tiny", seed: int | None = None, gpus: int = 1, overrides: Sequence[str] = ()) -> dict:
-    """Train a speech-translation model on frozen features in ``out``: features from the store, the
-    s2t data, fairseq-train, checkpoint averaging (a rerun resumes). The `st train` CLI leaf and the
-    sweep's step both call it. Returns train_st's summary."""
-    from downstream_st.prepare import prepare_rows
-    from downstream_st.presets import apply_overrides, load_preset, on_device, on_gpus
-    from downstream_st.train import train_st
-    from ssl_pretrain.device import device_and_precision, runtime_info
-
-    device, precision = device_and_precision(device, precision)
-    recipe = load_preset(preset)
-    overrides = list(overrides) + ([f"seed={seed}"] if seed is not None else [])
-    recipe = on_gpus(on_device(apply_overrides(recipe, overrides, trust=trust_checkpoint), device, precision), gpus)
-    _limit_threads(recipe)
-    source = _source(ckpt=ckpt, layer=layer, features_index=features_index, feature_store=feature_store,
-                     registry=registry, trust_checkpoint=trust_checkpoint, device=device, precision=precision)
-    started = time.time()
-    train_rows = prepare_rows(train, source, corpus=corpus, split=train_split, src=src, tgt=tgt)
-    valid_corpus = valid_corpus or corpus
-    valid_rows = prepare_rows(valid, source, corpus=valid_corpus, split=valid_split, src=src, tgt=tgt,
-                              expected_dim=train_rows.attrs["feature_dim"])
-    meta = {**source.describe(), "runtime": runtime_info(device, precision), "preset_name": str(preset),
-            "overrides": overrides,
-            "tables": {"train": str(Path(train).resolve()), "valid": str(Path(valid).resolve())},
-            "selection": {"corpus": corpus, "train_split": train_split, "valid_split": valid_split,
-                          "valid_corpus": valid_corpus}}
-    summary = train_st(train_rows, valid_rows, out, preset=recipe, src_lang=src, tgt_lang=tgt,
-                       feature_dim=train_rows.attrs["feature_dim"], meta=meta, train_source=train,
-                       valid_source=valid, trust=trust_checkpoint)
-    data = summary["data"]
-    print(f"trained {src}->{tgt} on {data['rows']['train']} utterances "
-          f"({data['dropped']['train']} dropped over {recipe['data']['max_frames']} frames), "
-          f"averaged {len(summary['averaged'])} checkpoint(s) -> {Path(out) / summary['checkpoint']} "
-          f"in {time.time() - started:.0f} s")
-    return summary
-
-
-def st_decode(*, model: str, test: str, out: str, test_split: str | None = None, corpus: str | None = None,
-              beam: int | None = None, feature_store: str | None = None, features_index: str | None = None,
-              device: str | None = None, precision: str | None = None, registry: str | None = None,
-              no_score: bool = False, mustshe: str | None = None, bootstrap: int = 1000, seed: int = 12345,
-              db: str | None = None, name: str | None = None, subset: str = "test", task: str = "st",
-              trust_checkpoint: bool = False) -> dict | None:
-    """Decode ``test`` with a trained ST model into ``out`` (id<TAB>text), then score BLEU per gender
-    (and MuST-SHE gender accuracy with ``mustshe``), store the rows in ``db`` and write OUT.json.
-    The `st decode` CLI leaf and the sweep's step both call it. Returns what OUT.json holds (None
-    with ``no_score``). The model dir is untrusted: its decoding flags must be on the allowlist and
-    its averaged checkpoint must load safely, unless ``trust_checkpoint`` (--trust-checkpoint)."""
-    from downstream_st.decode import decode_st
-    from downstream_st.prepare import FeatureSource, prepare_rows
-    from downstream_st.presets import on_device
-    from downstream_st.train import read_model_meta
-    from ssl_pretrain.device import device_and_precision
-
-    meta = read_model_meta(model)
-    device, precision = device_and_precision(device or meta["preset"]["device"],
-                                             precision or meta["preset"]["precision"])
-    meta["preset"] = on_device(meta["preset"], device, precision)
-    _limit_threads(meta["preset"])
-    index = features_index or (meta.get("feature_index") if not meta.get("ssl_checkpoint") else None)
-    source = FeatureSource(ckpt=meta.get("ssl_checkpoint"), layer=meta.get("layer", "last"),
-                           store=feature_store or meta.get("feature_store"),
-                           registry=registry or meta.get("registry"), index=index, device=device,
-                           precision=precision, trust=trust_checkpoint,
-                           expect_sha256=meta.get("ssl_sha256"))
-    score = not no_score
-    rows = prepare_rows(test, source, corpus=corpus, split=test_split, src=meta["src_lang"],
-                        tgt=meta["tgt_lang"] if score else None, expected_dim=int(meta["feature_dim"]))
-    started = time.time()
-    run = decode_st(model, meta, rows, out, beam=beam, trust=trust_checkpoint)
-    print(f"decoded {len(rows)} utterance(s) with beam {run['beam']} in {time.time() - started:.0f} s -> {out}")
-    if not score:
-        return None
-    from analysis.score_runs import score_st_run
-    from downstream_st.decode import write_references
-    from ssl_pretrain.device import runtime_info
-
-    refs = write_references(rows, meta["tgt_lang"], Path(run["work_dir"]) / "refs.tsv")
-    return score_st_run(refs=refs, out=out, model=model, meta=meta, run=run, test=test, corpus=corpus,
-                        test_split=test_split, runtime=runtime_info(device, precision), mustshe=mustshe,
-                        bootstrap=bootstrap, seed=seed, db=db, name=name, subset=subset, task=task)

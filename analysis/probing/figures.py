@@ -134,3 +134,28 @@ def plot_correlation(points: pd.DataFrame, result: dict, path: str | os.PathLike
     ax.set_title(f"R² = {result['r2']:.2f}, r = {result['pearson_r']:.2f}, p = {result['p_value']:.3g}")
     ax.legend(fontsize=7)
     return save_png(fig, path)
+
+
+def correlate_db(*, db: str, probe: str = "attention", layer: str = "last", subset: str = "test",
+                 out: str | None = None) -> dict:
+    """`probe correlate`: probe F1 against MuST-SHE gender accuracy across the checkpoints of a
+    results DB, written to OUT/correlation.json and OUT/correlation.png (default OUT:
+    probe_correlation/ next to the DB). Returns the JSON's content with the points' frame and the
+    plot's path."""
+    from analysis.store import ResultsStore
+    from corpora.base.atomic import write_json
+
+    number = layer.strip().lower()
+    if number not in ("last", "best"):
+        if not number.isdigit():
+            raise UserError(f"bad layer {layer!r}", path="--layer", fix="use last, best or a layer number")
+        number = int(number)
+    with ResultsStore(db, readonly=True) as store:
+        scores = store.scores()
+    points = correlation_points(scores, probe=probe, layer=number, subset=subset, source=db)
+    result = correlate(points, source=db)
+    folder = Path(out) if out else Path(db).parent / "probe_correlation"
+    write_json(folder / "correlation.json", {**result, "probe": probe, "layer": layer,
+                                              "points": points.to_dict(orient="records")})
+    png = plot_correlation(points, result, folder / "correlation.png")
+    return {**result, "points": points, "json": folder / "correlation.json", "png": png}

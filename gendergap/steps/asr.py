@@ -1,7 +1,7 @@
 """ASR steps: asr-e2e (wav2vec 2.0 fine-tuned with CTC) and asr-frozen (frozen features -> CTC head).
 
 Both train with SpeechBrain, decode the test CSV and store per-gender WER: the step calls the
-same function as `gendergap asr finetune` / `gendergap asr frozen` (gendergap/cmd_asr.py).
+same function as `gendergap asr finetune` / `gendergap asr frozen` (gendergap/runs/asr.py).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ class AsrStep(ModelStep):
     out: str
     db: str
     bootstrap: int
-    seed: int                   # the bootstrap's seed
+    bootstrap_seed: int
     subset: str | None = None   # default: the test CSV's stem
     overrides: list = dataclasses.field(default_factory=list)
     hparams: str | None = None
@@ -37,6 +37,7 @@ class AsrStep(ModelStep):
 
     OWNS_OUTPUTS = True
     KINDS = ("asr-e2e", "asr-frozen")
+    KEY_NAMES = {"bootstrap_seed": "seed"}
 
     @property
     def kind(self) -> str:
@@ -49,7 +50,7 @@ class AsrStep(ModelStep):
     def calls(self) -> list[tuple[str, dict]]:
         common = dict(ckpt=self.ckpt, registry=self.registry, train=self.train, valid=self.valid, test=self.test,
                       table=self.table, out=self.out, db=self.db, subset=self.subset, bootstrap=self.bootstrap,
-                      seed=self.seed, hparams=self.hparams, overrides=list(self.overrides), no_progress=True,
+                      seed=self.bootstrap_seed, hparams=self.hparams, overrides=list(self.overrides), no_progress=True,
                       device=self.device, precision=self.precision, trust_checkpoint=self.trust)
         if self.recipe == "finetune":
             return [("asr finetune", common)]
@@ -67,7 +68,7 @@ def plan_asr(g: Graph, tname: str, t: dict) -> None:
         step = AsrStep(
             name=f"{tname}:{ck}", recipe="frozen" if frozen else "finetune", ckpt=ck, registry=g.registry,
             train=f"{data.out}/train.csv", valid=f"{data.out}/valid.csv", test=f"{data.out}/test.csv",
-            table=g.table, out=str(run), db=g.db, bootstrap=g.bootstrap, seed=g.seed, **task_runtime(t),
+            table=g.table, out=str(run), db=g.db, bootstrap=g.bootstrap, bootstrap_seed=g.seed, **task_runtime(t),
             overrides=list(t["overrides"]), hparams=g.path(t["hparams"]), trust=g.trust,
             layer=g.layer(ck, t["layer"]) if frozen else None, feature_store=g.store if frozen else None,
             deps=["checkpoints", data.name] + ([g.features_of(ck, t)] if frozen else []),

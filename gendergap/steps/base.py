@@ -38,6 +38,9 @@ class Step:
     # fields added after steps of this kind were run: left out of the fields (and so of the key)
     # while None, their default, so a study made before them is not redone
     ADDED_FIELDS: ClassVar[tuple] = ()
+    # fields renamed after steps of this kind were run: {new name: the name keys were made with},
+    # so a clearer name does not redo a study
+    KEY_NAMES: ClassVar[dict] = {}
     name: str
     deps: list[str] = field(default_factory=list)
     resources: dict = field(default_factory=lambda: dict(LIGHT))
@@ -70,7 +73,8 @@ class Step:
                 if not (n in self.ADDED_FIELDS and getattr(self, n) is None)}
 
     def make_key(self, dep_keys: list[str]) -> str:
-        return config_hash({"kind": self.kind, "fields": self.fields(), "deps": dep_keys})
+        fields = {self.KEY_NAMES.get(k, k): v for k, v in self.fields().items()}
+        return config_hash({"kind": self.kind, "fields": fields, "deps": dep_keys})
 
     def record(self) -> dict:
         """What the results store keeps of the step that made a run (analysis.store.recording_step)."""
@@ -106,11 +110,11 @@ class Step:
         return []
 
 
-# CLI leaf -> the keyword function it calls (names = its option dests; gendergap/options.call)
-LEAF_FUNCTIONS = {"asr finetune": "gendergap.cmd_asr:asr_finetune", "asr frozen": "gendergap.cmd_asr:asr_frozen",
-                  "st train": "gendergap.cmd_st:st_train", "st decode": "gendergap.cmd_st:st_decode",
-                  "probe run": "gendergap.cmd_probe:probe_run",
-                  "asr transcribe": "gendergap.cmd_asr_models:asr_transcribe"}
+# CLI leaf -> the keyword function it calls (gendergap/runs/: names = its option dests; gendergap/options.call)
+LEAF_FUNCTIONS = {"asr finetune": "gendergap.runs.asr:asr_finetune", "asr frozen": "gendergap.runs.asr:asr_frozen",
+                  "st train": "gendergap.runs.st:st_train", "st decode": "gendergap.runs.st:st_decode",
+                  "probe run": "gendergap.runs.probe:probe_run",
+                  "asr transcribe": "gendergap.runs.transcribe:asr_transcribe"}
 
 
 def run_calls(calls: list[tuple[str, dict]]) -> None:
@@ -182,7 +186,7 @@ def _plain(value):
 
 Planner = Callable[["Graph", str, dict], None]   # (graph, task name, validated task config) -> adds steps
 # (graph, checkpoint, task config) -> what the task reads from the feature store: {corpus, splits,
-# layers, probe_seed} (gendergap/steps/features.py), or a list of them (rows of several corpora)
+# layers, probe_seed} (FeaturesStep, gendergap/steps/models.py), or a list of them (rows of several corpora)
 FeatureRequest = Callable[["Graph", str, dict], "dict | list[dict]"]
 # A task type is registered once, schema + planner + feature request together: gendergap.config.register_task
 # (re-exported here for step modules). Besides its step class and its package function, that is all

@@ -1,7 +1,7 @@
 """ST steps: st and gender-st (frozen features -> fairseq s2t), and MuST-SHE scoring.
 
 A step trains one model, decodes the test split and stores per-gender BLEU: it calls the same
-functions as `gendergap st train` and `gendergap st decode` (gendergap/cmd_st.py).
+functions as `gendergap st train` and `gendergap st decode` (gendergap/runs/st.py).
 """
 from __future__ import annotations
 
@@ -33,13 +33,14 @@ class StStep(ModelStep):
     overrides: list
     db: str
     bootstrap: int
-    seed: int                   # the bootstrap's seed
+    bootstrap_seed: int
     subset: str | None = None
     eval_corpus: str | None = None   # valid and test rows from this corpus (default: corpus)
 
     OWNS_OUTPUTS = True
     KINDS = ("st", "gender-st")
     ADDED_FIELDS = ("eval_corpus",)
+    KEY_NAMES = {"bootstrap_seed": "seed"}
 
     @property
     def kind(self) -> str:
@@ -57,7 +58,7 @@ class StStep(ModelStep):
                      out=self.out, preset=self.preset, seed=self.train_seed, overrides=list(self.overrides))
         decode = dict(model=self.out, test=self.table, test_split=self.splits["test"],
                       corpus=self.eval_corpus or self.corpus, out=str(Path(self.out) / "test.hyp"), db=self.db,
-                      name=self.ckpt, bootstrap=self.bootstrap, seed=self.seed, task=self.task_type,
+                      name=self.ckpt, bootstrap=self.bootstrap, seed=self.bootstrap_seed, task=self.task_type,
                       trust_checkpoint=self.trust,
                       **({"subset": self.subset} if self.subset else {}))
         return [("st train", train), ("st decode", decode)]
@@ -118,7 +119,7 @@ def plan_st(g: Graph, tname: str, t: dict) -> None:
                 name=f"{tname}:{ck}:{pair}", task_type=t["type"], ckpt=ck, layer=g.layer(ck, t["layer"]),
                 registry=g.registry, feature_store=g.store, table=g.table, corpus=t["corpus"],
                 splits=dict(t["splits"]), src=src, tgt=tgt, out=str(model), preset=_preset(g, t["preset"]),
-                train_seed=g.seed + 1, overrides=list(t["overrides"]), db=g.db, bootstrap=g.bootstrap, seed=g.seed,
+                train_seed=g.seed + 1, overrides=list(t["overrides"]), db=g.db, bootstrap=g.bootstrap, bootstrap_seed=g.seed,
                 **task_runtime(t), trust=g.trust, deps=[g.features_of(ck, t)], resources=dict(t["resources"]),
                 eval_corpus=t["eval_corpus"], task=tname, checkpoint=ck, pair=pair, outputs=[str(model)])
             if not t["seeds"]:

@@ -1,0 +1,111 @@
+"""An ST run from a table to hypotheses: features from the store, the s2t data, fairseq-train and
+checkpoint averaging; then beam search on a test table and its reference file.
+
+What `gendergap st train|decode` and the sweep's ST steps run before scoring
+(gendergap/runs/st.py hands the hypothesis and reference files to analysis).
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from corpora.base.errors import UserError
+
+
+def feature_source(*, ckpt: str | None, layer: str, features_index: str | None, store: str, registry: str | None,
+                   trust: bool, device: str, precision: str):
+    """Where the features come from: ``ckpt``'s ``layer`` through the feature store, or a ready index."""
+    from downstream_st.prepare import FeatureSource
+
+    if not ckpt and not features_index:
+        raise UserError("no features: pass --ckpt (and --layer), or --features-index",
+                        fix="e.g. --ckpt F-tiny --layer 1")
+    number = layer
+    if number not in ("last",):
+        try:
+            number = int(number)
+        except ValueError:
+            raise UserError(f"--layer {layer!r} is not a number or 'last'", fix="e.g. --layer 6") from None
+    return FeatureSource(ckpt=ckpt, layer=number, store=store, registry=registry, index=features_index,
+                         device=device, precision=precision, trust=trust)
+
+
+def limit_threads(preset: dict) -> None:
+    """Feature extraction runs in this process: give torch the preset's thread count (on a
+    shared CPU, one thread per process avoids oversubscription; see benchmarks/bench_st_threads.py)."""
+    if preset.get("cpu_threads"):
+        import torch
+        torch.set_num_threads(int(preset["cpu_threads"]))
+
+
+def train_model(*, train: str, valid: str, src: str, tgt: str, out: str, device: str, precision: str,
+                store: str, ckpt: str | None = None, layer: str = "last", features_index: str | None = None,
+                registry: str | None = None, corpus: str | None = None, train_split: str | None = None,
+                valid_split: str | None = None, valid_corpus: str | None = None, preset: str = "tiny", seed: int | None = None, gpus: int = 1,
+                overrides: Sequence[str] = (), trust: bool = False) -> dict:
+    """Train a speech-translation model on the features of ``ckpt``'s ``layer`` (or a ready
+    ``features_index``) in ``out`` (a rerun resumes), then
+    average its last checkpoints. Returns train_st's summary."""
+    from downstream_st.prepare import prepare_rows
+    from downstream_st.presets import apply_overrides, load_preset, on_device, on_gpus
+    from downstream_st.train import train_st
+    from ssl_pretrain.device import runtime_info
+
+    overrides = list(overrides) + ([f"seed={seed}"] if seed is not None else [])
+    recipe = on_gpus(on_device(apply_overrides(load_preset(preset), overrides, trust=trust), device, precision), gpus)
+    limit_threads(recipe)
+    source = feature_source(ckpt=ckpt, layer=layer, features_index=features_index, store=store, registry=registry,
+                            trust=trust, device=device, precision=precision)
+    started = time.time()
+    train_rows = prepare_rows(train, source, corpus=corpus, split=train_split, src=src, tgt=tgt)
+    valid_corpus = valid_corpus or corpus
+    valid_rows = prepare_rows(valid, source, corpus=valid_corpus, split=valid_split, src=src, tgt=tgt,
+                              expected_dim=train_rows.attrs["feature_dim"])
+    meta = {**source.describe(), "runtime": runtime_info(device, precision), "preset_name": str(preset),
+            "overrides": overrides,
+            "tables": {"train": str(Path(train).resolve()), "valid": str(Path(valid).resolve())},
+            "selection": {"corpus": corpus, "train_split": train_split, "valid_split": valid_split,
+                          "valid_corpus": valid_corpus}}
+    summary = train_st(train_rows, valid_rows, out, preset=recipe, src_lang=src, tgt_lang=tgt,
+                       feature_dim=train_rows.attrs["feature_dim"], meta=meta, train_source=train,
+                       valid_source=valid, trust=trust)
+    data = summary["data"]
+    print(f"trained {src}->{tgt} on {data['rows']['train']} utterances "
+          f"({data['dropped']['train']} dropped over {recipe['data']['max_frames']} frames), "
+          f"averaged {len(summary['averaged'])} checkpoint(s) -> {Path(out) / summary['checkpoint']} "
+          f"in {time.time() - started:.0f} s")
+    return summary
+
+
+def decode_model(*, model: str, test: str, out: str, test_split: str | None = None, corpus: str | None = None,
+                 beam: int | None = None, feature_store: str | None = None, features_index: str | None = None,
+                 device: str | None = None, precision: str | None = None, registry: str | None = None,
+                 references: bool = True, trust: bool = False) -> dict:
+    """Beam-search ``test`` with the model dir ``model`` into ``out`` (id<TAB>text) and, with
+    ``references``, write the reference file beside it. The model dir is untrusted: its decoding flags
+    must be on the allowlist and its averaged checkpoint must load safely, unless ``trust``.
+    ``device``/``precision`` default to the training run's. Returns {meta, run, refs, runtime}."""
+    from downstream_st.decode import decode_st, write_references
+    from downstream_st.prepare import FeatureSource, prepare_rows
+    from downstream_st.presets import on_device
+    from downstream_st.train import read_model_meta
+    from ssl_pretrain.device import device_and_precision, runtime_info
+
+    meta = read_model_meta(model)
+    device, precision = device_and_precision(device or meta["preset"]["device"],
+                                             precision or meta["preset"]["precision"])
+    meta["preset"] = on_device(meta["preset"], device, precision)
+    limit_threads(meta["preset"])
+    index = features_index or (meta.get("feature_index") if not meta.get("ssl_checkpoint") else None)
+    source = FeatureSource(ckpt=meta.get("ssl_checkpoint"), layer=meta.get("layer", "last"),
+                           store=feature_store or meta.get("feature_store"),
+                           registry=registry or meta.get("registry"), index=index, device=device,
+                           precision=precision, trust=trust, expect_sha256=meta.get("ssl_sha256"))
+    rows = prepare_rows(test, source, corpus=corpus, split=test_split, src=meta["src_lang"],
+                        tgt=meta["tgt_lang"] if references else None, expected_dim=int(meta["feature_dim"]))
+    started = time.time()
+    run = decode_st(model, meta, rows, out, beam=beam, trust=trust)
+    print(f"decoded {len(rows)} utterance(s) with beam {run['beam']} in {time.time() - started:.0f} s -> {out}")
+    refs = write_references(rows, meta["tgt_lang"], Path(run["work_dir"]) / "refs.tsv") if references else None
+    return {"meta": meta, "run": run, "refs": refs, "runtime": runtime_info(device, precision)}
