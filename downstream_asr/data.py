@@ -126,15 +126,25 @@ def audio_dataset(df: pd.DataFrame, enc, sample_rate: int = 16000):
                             fix="replace the file, or leave its row out of the CSV") from None
         return to_model_rate(sig.mean(-1) if sig.dim() > 1 else sig, rates[wav], sample_rate)
 
+    sb.dataio.dataset.add_dynamic_item([ds], audio_pipeline)
+    add_tokens_pipeline(ds, enc)
+    sb.dataio.dataset.set_output_keys([ds], ["id", "sig", "tokens", "text"])
+    return ds
+
+
+def add_tokens_pipeline(ds, enc) -> None:
+    """Add the ``tokens`` item to a DynamicItemDataset: its ``text`` as the vocabulary's indices
+    (``enc``, a CTCTextEncoder). Shared by the audio datasets here and the frozen-feature
+    datasets (downstream_asr.frozen), so both encode text the same way."""
+    import speechbrain as sb
+    import torch
+
     @sb.utils.data_pipeline.takes("text")
     @sb.utils.data_pipeline.provides("tokens")
     def text_pipeline(text):
         return torch.LongTensor(encode(text, enc))
 
-    sb.dataio.dataset.add_dynamic_item([ds], audio_pipeline)
     sb.dataio.dataset.add_dynamic_item([ds], text_pipeline)
-    sb.dataio.dataset.set_output_keys([ds], ["id", "sig", "tokens", "text"])
-    return ds
 
 
 def length_batch_sampler(ds, max_batch_seconds: float, *, shuffle: bool, seed: int, length_key: str = "duration",

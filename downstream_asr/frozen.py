@@ -28,12 +28,12 @@ from torch import nn
 from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
 from downstream_asr.common import CTCBrain, check_run_options, fit_by_length, launched_by_torchrun
-from downstream_asr.data import length_batch_sampler, read_csv
+from downstream_asr.data import add_tokens_pipeline, length_batch_sampler, read_csv
 from downstream_asr.decode import open_for_decoding, recover_best, write_transcripts
 from downstream_asr.errors import batch_option
 from downstream_asr.perturb import check_factors, speed_perturbed
 from downstream_asr.rundir import build_hparams, locate, outside, prepare_run, relative
-from downstream_asr.text import TextNorm, encode
+from downstream_asr.text import TextNorm
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +181,17 @@ def _layer_arg(layer):
         raise UserError(f"layer {layer!r} is not a number, 'last' or 'all'", fix="e.g. --layer 6 or --layer all") from None
 
 
+def _checked_layer(layer, extractor) -> tuple:
+    """(the layer as an int, "last" or "all"; the index of the extractor's last layer), or a
+    UserError naming the layers it has."""
+    layer = _layer_arg(layer)
+    num_layers = extractor.n_outputs - 1
+    if layer not in ("all", "last") and not 0 <= layer <= num_layers:
+        raise UserError(f"layer {layer} does not exist (the model has layers 0..{num_layers})",
+                        fix=f"pass --layer between 0 and {num_layers}, 'last' or 'all'")
+    return layer, num_layers
+
+
 def csv_segments(df: pd.DataFrame, sample_rate: int) -> pd.DataFrame:
     """A SpeechBrain CSV's rows as the store's rows (id, audio, offset, duration in seconds)."""
     start = df["start"].astype(int) if "start" in df.columns else pd.Series(0, index=df.index)
@@ -208,13 +219,8 @@ def feature_dataset(df: pd.DataFrame, view, enc):
     def feat_pipeline(uid):
         return torch.from_numpy(view.get(uid).astype(np.float32)).transpose(0, 1).contiguous()  # [T, L, D]
 
-    @sb.utils.data_pipeline.takes("text")
-    @sb.utils.data_pipeline.provides("tokens")
-    def text_pipeline(text):
-        return torch.LongTensor(encode(text, enc))
-
     sb.dataio.dataset.add_dynamic_item([ds], feat_pipeline)
-    sb.dataio.dataset.add_dynamic_item([ds], text_pipeline)
+    add_tokens_pipeline(ds, enc)
     sb.dataio.dataset.set_output_keys([ds], ["id", "feats", "tokens", "text"])
     return ds
 
@@ -302,11 +308,7 @@ def train_frozen(ref, layer, train_csv, valid_csv, out_dir, *, feature_store=Non
                         fix="launch it without torchrun (use --grad-accum for a larger batch)")
     from ssl_pretrain.feature_store import extractor_for
     extractor = extractor_for(ref, device, precision)
-    layer = _layer_arg(layer)
-    num_layers = extractor.n_outputs - 1
-    if layer not in ("all", "last") and not 0 <= layer <= num_layers:
-        raise UserError(f"layer {layer} does not exist (the model has layers 0..{num_layers})",
-                        fix=f"pass --layer between 0 and {num_layers}, 'last' or 'all'")
+    layer, num_layers = _checked_layer(layer, extractor)
     out_dir = Path(out_dir)
     store_dir = Path(feature_store or out_dir / "features").resolve()
     extra = {"layer": layer, "n_layers": num_layers + 1 if layer == "all" else 1, "feat_dim": extractor.dim,
@@ -329,6 +331,25 @@ def train_frozen(ref, layer, train_csv, valid_csv, out_dir, *, feature_store=Non
     brain, hparams = _build(out_dir, run, vocab, opts, trust=ref.trusted)
     store = _open_store(out_dir, run, training=True)
     t_feat = time.monotonic()
+    views, train, valid_view = _extract_features(store, extractor, layer, train, valid, train_csv=train_csv,
+                                                 out_dir=out_dir, hparams=hparams, progress=progress)
+    feat_seconds = time.monotonic() - t_feat
+    train_views = _Views(views)
+    combine = brain.modules.model.combine
+    if combine.norm == "global" and not any((out_dir / "save").glob("CKPT*")):
+        # a fresh run: the training set's statistics (a resumed run loads them from its checkpoint)
+        combine.set_stats(*feature_stats(train_views, train["ID"], seed=hparams["seed"]))
+    train_ds, valid_ds = feature_dataset(train, train_views, vocab), feature_dataset(valid, valid_view, vocab)
+    weights = torch.softmax(brain.modules.model.combine.weights.detach(), 0).tolist()
+    return fit_by_length(brain, hparams, train_ds, valid_ds, out_dir, progress, feature_seconds=round(feat_seconds, 2),
+                         train_utterances=len(train), vocab_size=len(vocab), layer_weights=weights,
+                         features=views[0].describe())
+
+
+def _extract_features(store, extractor, layer, train: pd.DataFrame, valid: pd.DataFrame, *, train_csv,
+                      out_dir: Path, hparams, progress: bool):
+    """(views of the training set and its speed-perturbed copies, the training rows with those
+    copies appended, the valid set's view): features read from the store, or extracted into it."""
     with batch_option("extract_batch_seconds", hparams["extract_batch_seconds"], "feature extraction"):
         views = [feature_view(store, extractor, layer, train, hparams["extract_batch_seconds"], progress)]
         # speed-perturbed copies of the TRAINING set only (valid/test stay as recorded): each factor
@@ -341,17 +362,7 @@ def train_frozen(ref, layer, train_csv, valid_csv, out_dir, *, feature_store=Non
                 copies.append(sp)
         train = pd.concat(copies, ignore_index=True)
         valid_view = feature_view(store, extractor, layer, valid, hparams["extract_batch_seconds"], progress)
-    feat_seconds = time.monotonic() - t_feat
-    train_views = _Views(views)
-    combine = brain.modules.model.combine
-    if combine.norm == "global" and not any((out_dir / "save").glob("CKPT*")):
-        # a fresh run: the training set's statistics (a resumed run loads them from its checkpoint)
-        combine.set_stats(*feature_stats(train_views, train["ID"], seed=hparams["seed"]))
-    train_ds, valid_ds = feature_dataset(train, train_views, vocab), feature_dataset(valid, valid_view, vocab)
-    weights = torch.softmax(brain.modules.model.combine.weights.detach(), 0).tolist()
-    return fit_by_length(brain, hparams, train_ds, valid_ds, out_dir, progress, feature_seconds=round(feat_seconds, 2),
-                         train_utterances=len(train), vocab_size=len(vocab), layer_weights=weights,
-                         features=views[0].describe())
+    return views, train, valid_view
 
 
 def decode_frozen(out_dir, test_csv, name: str = "test", data_root: str | None = None,
