@@ -100,7 +100,6 @@ def audio_dataset(df: pd.DataFrame, enc, sample_rate: int = 16000):
     rate (manifests.export_speechbrain writes them so); a file at another rate than the model's is
     resampled after the cut (ssl_pretrain.features.to_model_rate), one at the model's rate is not touched."""
     import speechbrain as sb
-    import torch
 
     from ssl_pretrain.features import to_model_rate
 
