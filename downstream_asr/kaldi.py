@@ -52,6 +52,36 @@ def kaldi_export(view, table: pd.DataFrame, audio_paths: list[str], out_dir: str
             "repeat": repeat, "feats_scp": str(out_dir / "feats.scp")}
 
 
+def export_table(*, ckpt: str, layer: str, table: str | list[str], out: str, split: str | None = None,
+                 repeat_frames: bool = False, batch_seconds: float = 60.0, registry: str | None = None,
+                 feature_store: str, device: str, precision: str, trust_checkpoint: bool = False) -> dict:
+    """`asr kaldi-export`: the rows of ``table`` (of ``split``) as a Kaldi data dir in ``out``, with
+    ``ckpt``'s ``layer`` features from the feature store (extracted there once). Returns kaldi_export's
+    summary."""
+    from corpora.table import read_tables, resolve_audio, table_source
+    from ssl_pretrain.checkpoints import CheckpointRef
+    from ssl_pretrain.feature_store import FeatureStore, extractor_for
+
+    rows = read_tables(table)   # one table, or several merged (corpora.merge)
+    if split:
+        rows = rows[rows["split"] == split]
+        if rows.empty:
+            raise UserError(f"no rows with split {split!r}", path=table_source(table), fix="check --split")
+    rows = rows.reset_index(drop=True)
+    audio = resolve_audio(rows, table).tolist()
+    number = layer if layer == "last" else _int_layer(layer)
+    extractor = extractor_for(CheckpointRef.resolve(ckpt, registry, trust=trust_checkpoint), device, precision)
+    view = FeatureStore(feature_store).view(extractor, rows.assign(audio=audio), number, batch_seconds=batch_seconds)
+    return kaldi_export(view, rows, audio, out, repeat=2 if repeat_frames else 1)
+
+
+def _int_layer(x: str) -> int:
+    try:
+        return int(x)
+    except ValueError:
+        raise UserError(f"--layer {x!r} is not a layer number", fix="give 0..L or 'last'") from None
+
+
 def _read_lines(path: Path) -> list[str]:
     if not path.is_file():
         raise UserError("no such file", path=path, fix="give the Kaldi decoding output")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 
-from corpora.base.errors import UserError
 from gendergap.options import add_model_options, add_trust_option, call, store_path
 from gendergap.runs.asr import asr_decode, asr_finetune, asr_frozen
 
@@ -109,7 +108,7 @@ def register(subparsers, group: str, help: str) -> None:
 def _add_kaldi_leaves(leaf) -> None:
     """`asr kaldi-export` and `asr kaldi-import`: the round trip through a Kaldi recipe."""
     q = leaf("kaldi-export", "Kaldi data dir (wav.scp, text, utt2spk, spk2gender, ...) + SSL features as feats.scp/ark",
-             run_kaldi_export)
+             lambda a: call(asr_kaldi_export, a))
     _ckpt_options(q)
     q.add_argument("--layer", required=True, help="layer to export: 0..L or 'last'")
     q.add_argument("--table", required=True, action="append", help="utterance table TSV of the utterances to "
@@ -171,37 +170,19 @@ def _score_options(q, with_test: bool = True) -> None:
     q.add_argument("--seed", type=int, default=12345, help="bootstrap seed")
 
 
-def run_kaldi_export(args) -> int:
-    from corpora.table import read_tables, resolve_audio, table_source
-    from downstream_asr.kaldi import kaldi_export
-    from ssl_pretrain.checkpoints import CheckpointRef
-    from ssl_pretrain.feature_store import FeatureStore, extractor_for
-
+def asr_kaldi_export(*, ckpt: str, layer: str, table: list[str], out: str, split: str | None = None,
+                     repeat_frames: bool = False, batch_seconds: float = 60.0, registry: str | None = None,
+                     feature_store: str | None = None, device: str = "auto", precision: str = "fp32",
+                     trust_checkpoint: bool = False) -> None:
+    from downstream_asr.kaldi import export_table
     from ssl_pretrain.device import device_and_precision
-    device, precision = device_and_precision(args.device, args.precision)
-    table = read_tables(args.table)   # one table, or several merged (corpora.merge)
-    if args.split:
-        table = table[table["split"] == args.split]
-        if table.empty:
-            raise UserError(f"no rows with split {args.split!r}", path=table_source(args.table), fix="check --split")
-    table = table.reset_index(drop=True)
-    audio = resolve_audio(table, args.table).tolist()
-    layer = args.layer if args.layer == "last" else _int_layer(args.layer)
-    extractor = extractor_for(CheckpointRef.resolve(args.ckpt, args.registry, trust=args.trust_checkpoint), device,
-                             precision)
-    view = FeatureStore(store_path(args.feature_store)).view(extractor, table.assign(audio=audio), layer,
-                                                  batch_seconds=args.batch_seconds)
-    summary = kaldi_export(view, table, audio, args.out, repeat=2 if args.repeat_frames else 1)
-    print(f"wrote {args.out}: {summary['utterances']} utterances, {summary['speakers']} speakers, "
+
+    device, precision = device_and_precision(device, precision)
+    summary = export_table(ckpt=ckpt, layer=layer, table=table, out=out, split=split, repeat_frames=repeat_frames,
+                           batch_seconds=batch_seconds, registry=registry, feature_store=store_path(feature_store),
+                           device=device, precision=precision, trust_checkpoint=trust_checkpoint)
+    print(f"wrote {out}: {summary['utterances']} utterances, {summary['speakers']} speakers, "
           f"features {summary['dim']}-d at {summary['frame_shift_ms']:g} ms")
-    return 0
-
-
-def _int_layer(x: str) -> int:
-    try:
-        return int(x)
-    except ValueError:
-        raise UserError(f"--layer {x!r} is not a layer number", fix="give 0..L or 'last'") from None
 
 
 def run_kaldi_import(args) -> int:
