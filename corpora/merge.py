@@ -45,10 +45,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
 from corpora.base.provenance import file_fingerprint, git_sha
-from corpora.table import (COLUMNS, apply_gender_map, is_pipe, read_table, table_paths, table_source,
-                           validate_table)
+from corpora.table import (COLUMNS, apply_gender_map, is_pipe, parse_gender_map, read_table, table_paths,
+                           table_source, validate_table, write_table)
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +107,20 @@ def merge_tables(paths, *, gender_map: dict[str, str] | None = None) -> tuple[pd
     out = out[COLUMNS + extra].reset_index(drop=True)
     validate_table(out, table_source(paths))
     return out, report
+
+
+def merge_files(*, tables, out, gender_map: str | dict | None = None) -> dict:
+    """`gendergap corpus merge`: merge ``tables`` into table ``out`` and write the report beside it
+    (merge_report_path); ``gender_map`` as --gender-map gives it. Returns the report."""
+    df, report = merge_tables(tables, gender_map=parse_gender_map(gender_map))
+    write_table(df, out)
+    write_json(merge_report_path(out), report)
+    return report
+
+
+def merge_report_path(out) -> Path:
+    """Where `corpus merge` writes the report of table ``out``: OUT.merge.json."""
+    return Path(f"{os.fspath(out)}.merge.json")
 
 
 def summary_line(report: dict) -> str:

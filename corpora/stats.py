@@ -11,6 +11,9 @@ import os
 
 import pandas as pd
 
+from corpora.base.errors import UserError
+from corpora.table import read_tables
+
 GENDER_ORDER = ("M", "F", "U")
 
 
@@ -129,6 +132,15 @@ def _markdown(df: pd.DataFrame) -> str:
     line = lambda row: "| " + " | ".join(c.ljust(w) for c, w in zip(row, widths)) + " |"
     return "\n".join([line(cells[0]), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] +
                      [line(r) for r in cells[1:]]) + "\n"
+
+
+def table_stats(*, tables, format: str = "text", by: str | None = None) -> str:
+    """`gendergap corpus stats`: ``tables`` (several: merged, a segment two tables share counted
+    once) rendered as ``format``, grouped ``by`` a column (default: style, else split)."""
+    df = read_tables(tables)
+    if by and by not in df.columns:
+        raise UserError(f"--by {by!r} is not a column", path=tables[0], fix="one of: " + ", ".join(df.columns))
+    return render(gender_summary(df, by=by), format)
 
 
 def render(summary: pd.DataFrame, fmt: str = "text") -> str:

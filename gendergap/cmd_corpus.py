@@ -1,15 +1,12 @@
 """`gendergap corpus`: index corpora into utterance tables, print their statistics, generate
-the built-in synthetic corpus. Thin wiring: the work is in corpora.readers / corpora.stats."""
+the built-in synthetic corpus. Thin wiring: the work is in corpora.index, .merge, .stats, .synth."""
 from __future__ import annotations
 
 import argparse
-import inspect
 import logging
-import os
 import sys
-from pathlib import Path
 
-from corpora.base.errors import UserError
+from gendergap.options import options_of
 
 log = logging.getLogger(__name__)
 
@@ -145,27 +142,41 @@ examples:
   gendergap corpus synth --out data/synth_small --size small --seed 3
 """
 
-# CLI option -> reader keyword. `--split` is a list for corpora with several split files.
-_OPTION_KWARGS = {
-    "lang": "lang", "tgt_lang": "tgt_lang", "speaker_genders": "speaker_genders", "map": "mapping",
-    "audio_dir": "audio_dir", "winomt_file": "winomt_file", "first_index": "first_index",
-    "speaker_gender": "speaker_gender", "kaldi_root": "kaldi_root", "allow_pipes": "allow_pipes",
-    "path_template": "path_template",
-}
-# The accepted sample rates when --sample-rates is not given: 16 kHz (what the study's models
-# read), except where a release has no 16 kHz audio at all (Common Voice: 48 kHz mp3; WinoST:
-# 48 kHz wav), whose rate is accepted and recorded in sample_rate, so the corpus indexes as
-# released. The rate a model needs is checked where audio is read for it, not here.
-_DEFAULT_RATES = {"commonvoice": "any", "winost": "any"}
-
-
 def register(subparsers, group: str, help_: str) -> None:
-    from corpora.readers import READERS
-
     p = subparsers.add_parser(group, help=help_, description=DESCRIPTION,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="corpus_command", metavar="SUBCOMMAND")
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
+    _add_index(sub)
+
+    st = sub.add_parser("stats", help="per-gender hours, speakers, utterances (Table 1 layout)",
+                        description=STATS_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    st.add_argument("tables", nargs="+", metavar="TABLE.tsv", help="utterance table(s)")
+    st.add_argument("--format", default="text", choices=["text", "csv", "markdown"], help="output format (default text)")
+    st.add_argument("--by", help="group rows by this column (default: style when filled in, else split)")
+    st.add_argument("--out", help="write to this file instead of stdout")
+    st.set_defaults(func=run_stats)
+
+    mg = sub.add_parser("merge", help="merge utterance tables into one (ids made unique, translations joined)",
+                        description=MERGE_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    mg.add_argument("tables", nargs="+", metavar="TABLE.tsv", help="utterance tables, in order (the #<n> of a "
+                    "renamed id is a table's position here)")
+    mg.add_argument("--out", required=True, help="merged table to write (TSV); the report goes to OUT.merge.json")
+    mg.add_argument("--gender-map", metavar="LABEL=F|M|U,...", help="re-map gender from gender_raw for these labels, "
+                    "e.g. 'Multi-Mix=U,Frau=F'")
+    mg.set_defaults(func=run_merge)
+
+    sy = sub.add_parser("synth", help="generate the built-in synthetic gendered corpus", description=SYNTH_DESCRIPTION,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sy.add_argument("--out", required=True, help="output directory")
+    sy.add_argument("--size", default="mini", choices=["tiny", "mini", "small"],
+                    help="corpus size: mini (default, about a minute on 2 cores), small; tiny is for tests")
+    sy.add_argument("--seed", type=int, default=0, help="seed: same seed, same corpus (default: 0)")
+    sy.set_defaults(func=run_synth)
+
+
+def _add_index(sub) -> None:
+    from corpora.readers import READERS
 
     ix = sub.add_parser("index", help="index a corpus into an utterance table", description=INDEX_DESCRIPTION,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -205,134 +216,28 @@ def register(subparsers, group: str, help_: str) -> None:
     ix.add_argument("--no-progress", action="store_true", help="no progress bar")
     ix.set_defaults(func=run_index)
 
-    st = sub.add_parser("stats", help="per-gender hours, speakers, utterances (Table 1 layout)",
-                        description=STATS_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    st.add_argument("tables", nargs="+", metavar="TABLE.tsv", help="utterance table(s)")
-    st.add_argument("--format", default="text", choices=["text", "csv", "markdown"], help="output format (default text)")
-    st.add_argument("--by", help="group rows by this column (default: style when filled in, else split)")
-    st.add_argument("--out", help="write to this file instead of stdout")
-    st.set_defaults(func=run_stats)
-
-    mg = sub.add_parser("merge", help="merge utterance tables into one (ids made unique, translations joined)",
-                        description=MERGE_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    mg.add_argument("tables", nargs="+", metavar="TABLE.tsv", help="utterance tables, in order (the #<n> of a "
-                    "renamed id is a table's position here)")
-    mg.add_argument("--out", required=True, help="merged table to write (TSV); the report goes to OUT.merge.json")
-    mg.add_argument("--gender-map", metavar="LABEL=F|M|U,...", help="re-map gender from gender_raw for these labels, "
-                    "e.g. 'Multi-Mix=U,Frau=F'")
-    mg.set_defaults(func=run_merge)
-
-    sy = sub.add_parser("synth", help="generate the built-in synthetic gendered corpus", description=SYNTH_DESCRIPTION,
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    sy.add_argument("--out", required=True, help="output directory")
-    sy.add_argument("--size", default="mini", choices=["tiny", "mini", "small"],
-                    help="corpus size: mini (default, about a minute on 2 cores), small; tiny is for tests")
-    sy.add_argument("--seed", type=int, default=0, help="seed: same seed, same corpus (default: 0)")
-    sy.set_defaults(func=run_synth)
-
-
-def parse_sample_rates(spec: str) -> tuple[int, ...] | None:
-    if spec.strip().lower() == "any":
-        return None
-    try:
-        rates = tuple(int(x) for x in spec.split(",") if x.strip())
-    except ValueError:
-        rates = ()
-    if not rates or min(rates) <= 0:
-        raise UserError(f"bad --sample-rates {spec!r}", fix="comma-separated rates in Hz (e.g. 16000,48000) or `any`")
-    return rates
-
-
-def reader_kwargs(kind: str, args) -> dict:
-    """The reader's keyword arguments from the CLI options; an option the kind does not use is an error."""
-    from corpora.readers import READERS
-    params = inspect.signature(READERS[kind]).parameters
-    kwargs = {}
-    for opt, kw in _OPTION_KWARGS.items():
-        value = getattr(args, opt)
-        if value is None:
-            continue
-        if kw not in params:
-            if opt == "lang":  # every table has a lang column: set it after reading
-                continue
-            raise UserError(f"--{opt.replace('_', '-')} does not apply to --kind {kind}",
-                            fix=f"see `gendergap corpus index --help` for the options of {kind}")
-        kwargs[kw] = value
-    if args.split is not None:
-        splits = [s.strip() for s in args.split.split(",") if s.strip()]
-        if "splits" in params:
-            kwargs["splits"] = splits
-        elif len(splits) != 1:
-            raise UserError(f"--kind {kind} reads one split: --split names it", fix="give one name, e.g. --split train")
-        elif "split" in params:
-            kwargs["split"] = splits[0]
-        # else: a corpus without split files; run_index writes the name into the split column
-    if args.corpus and "corpus" in params:
-        kwargs["corpus"] = args.corpus
-    return kwargs
-
 
 def run_index(args) -> int:
-    from corpora.readers import READERS, AudioCheck
-    from corpora.table import is_pipe, write_table
+    from corpora.index import index_corpus, index_summary
 
-    out = Path(args.out)
-    rates = args.sample_rates if args.sample_rates is not None else _DEFAULT_RATES.get(args.kind, "16000")
-    from corpora.table import parse_gender_map
-    check = AudioCheck(sample_rates=parse_sample_rates(rates), max_channels=args.max_channels,
-                       workers=args.workers, progress=not args.no_progress and sys.stderr.isatty(),
-                       strict=args.strict, gender_map=tuple(parse_gender_map(args.gender_map).items()))
-    kwargs = reader_kwargs(args.kind, args)
-    df = READERS[args.kind](args.root, check=check, **kwargs)
-    if args.corpus:
-        df["corpus"] = args.corpus
-    if args.lang and "lang" not in kwargs:
-        df["lang"] = args.lang
-    if args.style:
-        df["style"] = args.style
-    if args.split and not ({"split", "splits"} & set(inspect.signature(READERS[args.kind]).parameters)):
-        df["split"] = args.split.strip()
-    # A Kaldi `cmd |` entry is a command, not a path: it stays as given (see audio_cwd).
-    pipe = df["audio"].map(is_pipe)
-    if args.relative:
-        base = out.resolve().parent
-        df.loc[~pipe, "audio"] = df.loc[~pipe, "audio"].map(lambda a: os.path.relpath(os.path.abspath(a), base))
-    else:
-        df.loc[~pipe, "audio"] = df.loc[~pipe, "audio"].map(os.path.abspath)
-    write_table(df, out)
-    counts = df["gender"].value_counts()
-    speakers = len(df[["corpus", "speaker"]].drop_duplicates())   # equal ids in two corpora: two speakers
-    log.info("wrote %s: %d utterances, %.2f h, %d speakers (F %d / M %d / U %d utterances)", out, len(df),
-             df["duration"].sum() / 3600, speakers, counts.get("F", 0), counts.get("M", 0), counts.get("U", 0))
+    df = index_corpus(**options_of(index_corpus, args))
+    log.info("%s", index_summary(df, args.out))
     return 0
 
 
-def merge_report_path(out) -> Path:
-    return Path(f"{os.fspath(out)}.merge.json")
-
-
 def run_merge(args) -> int:
-    from corpora.base.atomic import write_json
-    from corpora.merge import merge_tables
-    from corpora.table import parse_gender_map, write_table
+    from corpora.merge import merge_files, merge_report_path
 
-    df, report = merge_tables(args.tables, gender_map=parse_gender_map(args.gender_map))
-    write_table(df, args.out)
-    write_json(merge_report_path(args.out), report)
+    report = merge_files(**options_of(merge_files, args))
     print(f"wrote {args.out}: {report['summary']} (report: {merge_report_path(args.out)})")
     return 0
 
 
 def run_stats(args) -> int:
     from corpora.base.atomic import write_text
-    from corpora.stats import gender_summary, render
-    from corpora.table import read_tables
+    from corpora.stats import table_stats
 
-    df = read_tables(args.tables)   # several: merged (a segment two tables share is counted once)
-    if args.by and args.by not in df.columns:
-        raise UserError(f"--by {args.by!r} is not a column", path=args.tables[0],
-                        fix="one of: " + ", ".join(df.columns))
-    text = render(gender_summary(df, by=args.by), args.format)
+    text = table_stats(**options_of(table_stats, args))
     if args.out:
         write_text(args.out, text)
     else:

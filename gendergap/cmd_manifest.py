@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from corpora.base.errors import UserError
+from gendergap.options import options_of
 
 log = logging.getLogger(__name__)
 
@@ -37,54 +37,17 @@ examples:
 """
 
 
-def _corpus_caps(items: list[str] | None) -> dict | None:
-    if not items:
-        return None
-    caps = {}
-    for item in items:
-        name, sep, hours = item.partition("=")
-        try:
-            caps[name] = float(hours)
-        except ValueError:
-            raise UserError(f"bad --corpus-hours {item!r}", fix="write CORPUS=HOURS, e.g. --corpus-hours MLS=100") from None
-        if not sep or not name:
-            raise UserError(f"bad --corpus-hours {item!r}", fix="write CORPUS=HOURS, e.g. --corpus-hours MLS=100")
-    return caps
-
-
 def run_build(args) -> int:
-    from manifests.build import build_manifests
-    from manifests.select import hhmm
+    from manifests.build import build_from_options, dropped_lines, prepared_audio_line, split_lines
 
-    if args.resample and args.format not in ("fairseq", "kaldi"):
-        raise UserError(f"--resample is for --format fairseq or kaldi, not {args.format}",
-                        fix="leave it out: s2t features and the SpeechBrain pipeline resample where they read audio")
-    report = build_manifests(
-        args.table, args.out, gender=args.gender, fmt=args.format, hours=args.hours,
-        hours_per_gender=args.hours_per_gender, valid_hours=args.valid_hours, seed=args.seed,
-        exclude_speakers_file=args.exclude_speakers, exclude_ids_file=args.exclude_ids, overwrite=args.overwrite,
-        selection_options={"mixed_speakers": "drop" if args.drop_mixed_speakers else "error",
-                           "corpora": args.corpus or None, "corpus_hours": _corpus_caps(args.corpus_hours),
-                           "downsample_corpora": args.downsample_corpus or None,
-                           "holdout_splits": tuple(args.holdout_split),
-                           "train_splits": tuple(args.train_split) if args.train_split else None,
-                           "exclude_unknown": None if not args.keep_unknown else False},
-        export_options={"root": args.root, "materialise": args.materialise, "text_column": args.text_column,
-                        "resample": args.resample, "audio_cache": args.audio_cache, "jobs": args.jobs,
-                        "audio_format": args.audio_format,
-                        "tgt_lang": args.tgt_lang, "vocab_size": args.vocab_size,
-                        "feature_template": args.feature_template, "n_frames": args.n_frames_column,
-                        "audio_root": args.audio_root, "data_root": args.data_root})
-    for split, s in report["splits"].items():
-        parts = ", ".join(f"{g} {hhmm(v['seconds'], True)} ({v['speakers']} spk)" for g, v in s.items() if g != "all")
-        print(f"{split}: {s['all']['rows']} utterances, {hhmm(s['all']['seconds'], True)} h:mm:ss -- {parts}")
-    for d in report["dropped"]:
-        log.info("dropped %d rows (%s): %s", d["rows"], d["hours"], d["reason"])
-    if report["export"].get("audio_cache") or args.resample:
-        n = report["export"].get("prepared")
-        if n is None:   # kaldi: a summary per split
-            n = sum(v.get("prepared", 0) for v in report["export"].values() if isinstance(v, dict))
-        print(f"audio: {n} file(s) read from {args.resample} Hz copies in the prepared-audio cache")
+    report = build_from_options(**options_of(build_from_options, args))
+    for line in split_lines(report):
+        print(line)
+    for line in dropped_lines(report):
+        log.info("%s", line)
+    audio = prepared_audio_line(report, args.resample)
+    if audio:
+        print(audio)
     print(f"wrote {args.out} ({args.format}); see selection_report.json")
     return 0
 
@@ -101,6 +64,19 @@ def register(subparsers, group: str, help: str) -> None:
     sub = p.add_subparsers(dest="manifest_cmd", metavar="SUBCOMMAND")
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
+    _add_build(sub)
+
+    s = sub.add_parser("stats", help="hours:minutes and speakers per gender, per split and corpus (the study's Tables 1-2)",
+                       description="Print duration (hours:minutes) and speaker counts per gender, per split "
+                                   "and per corpus, in the layout of the reference study's Tables 1 and 2.",
+                       epilog=STATS_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("path", help="a manifest dir (from `manifest build`) or an utterance table TSV")
+    s.add_argument("--format", choices=["text", "csv", "markdown"], default="text")
+    s.add_argument("--seconds", action="store_true", help="durations as h:mm:ss (for small sets)")
+    s.set_defaults(func=run_stats)
+
+
+def _add_build(sub) -> None:
     b = sub.add_parser("build", help="select utterances by gender and duration, export for an engine",
                        description="Select a gender-filtered, duration-targeted, speaker-disjoint train "
                                    "(+ valid) set from an utterance table and export it.",
@@ -150,24 +126,4 @@ def register(subparsers, group: str, help: str) -> None:
     e.add_argument("--n-frames-column", help="s2t: table column holding n_frames (default: 25/10 ms frames of the duration)")
     e.add_argument("--audio-root", help="s2t: config.yaml audio_root")
     e.add_argument("--data-root", help="speechbrain: write wav paths as $data_root/... under this dir")
-    b.set_defaults(func=_with_holdout_default(run_build))
-
-    s = sub.add_parser("stats", help="hours:minutes and speakers per gender, per split and corpus (the study's Tables 1-2)",
-                       description="Print duration (hours:minutes) and speaker counts per gender, per split "
-                                   "and per corpus, in the layout of the reference study's Tables 1 and 2.",
-                       epilog=STATS_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    s.add_argument("path", help="a manifest dir (from `manifest build`) or an utterance table TSV")
-    s.add_argument("--format", choices=["text", "csv", "markdown"], default="text")
-    s.add_argument("--seconds", action="store_true", help="durations as h:mm:ss (for small sets)")
-    s.set_defaults(func=run_stats)
-
-
-def _with_holdout_default(fn):
-    def run(args):
-        if args.holdout_split is None:
-            args.holdout_split = ["test"]
-        return fn(args)
-    return run
-
-
-
+    b.set_defaults(func=run_build)

@@ -37,6 +37,11 @@ def call(fn, args) -> int:
 
     Only the options named in fn's signature are passed (the top-level -q/--quiet included when it
     asks for ``quiet``); the exit status is fn's int, else 0 (a returned result dict or None is success)."""
-    params = inspect.signature(fn).parameters
-    result = fn(**{k: v for k, v in vars(args).items() if k in params})
+    result = fn(**options_of(fn, args))
     return result if isinstance(result, int) and not isinstance(result, bool) else 0
+
+
+def options_of(fn, args) -> dict:
+    """The parsed options that fn's signature names: its keyword arguments, for a handler that prints fn's result."""
+    params = inspect.signature(fn).parameters
+    return {k: v for k, v in vars(args).items() if k in params}

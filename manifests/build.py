@@ -24,6 +24,7 @@ from manifests.export_fairseq import export_wav2vec
 from manifests.export_kaldi import export_kaldi
 from manifests.export_s2t import export_s2t
 from manifests.export_speechbrain import export_speechbrain
+from manifests.select import hhmm
 from manifests.splits import build_selection
 
 FORMATS = ("fairseq", "s2t", "speechbrain", "kaldi")
@@ -119,12 +120,76 @@ def build_manifests(table: str | os.PathLike, out: str | os.PathLike, *, gender:
 
 def _one_line(report: dict) -> str:
     """'train F 0:10:00 (4 spk) M 0:10:00 (4 spk); valid ...' for logs and the study's progress lines."""
-    from manifests.select import hhmm
-    parts = []
-    for split, s in report["splits"].items():
-        genders = " ".join(f"{g} {hhmm(v['seconds'], True)} ({v['speakers']} spk)" for g, v in s.items() if g != "all")
-        parts.append(f"{split} {genders}")
-    return "; ".join(parts)
+    return "; ".join(f"{split} {_genders(s, ' ')}" for split, s in report["splits"].items())
+
+
+def _genders(split: dict, sep: str) -> str:
+    """'F 0:10:00 (4 spk)<sep>M 0:10:00 (4 spk)': one split's hours and speakers per gender."""
+    return sep.join(f"{g} {hhmm(v['seconds'], True)} ({v['speakers']} spk)" for g, v in split.items() if g != "all")
+
+
+def split_lines(report: dict) -> list[str]:
+    """'train: N utterances, H:MM:SS h:mm:ss -- F ... (S spk), M ...': one line per selected split."""
+    return [f"{split}: {s['all']['rows']} utterances, {hhmm(s['all']['seconds'], True)} h:mm:ss -- "
+            f"{_genders(s, ', ')}" for split, s in report["splits"].items()]
+
+
+def dropped_lines(report: dict) -> list[str]:
+    """'dropped N rows (H:MM): REASON': one line per reason the selection left rows out."""
+    return [f"dropped {d['rows']} rows ({d['hours']}): {d['reason']}" for d in report["dropped"]]
+
+
+def prepared_audio_line(report: dict, resample: int | None) -> str | None:
+    """How many files the export read from resampled copies in the prepared-audio cache (None: no cache used)."""
+    if not (report["export"].get("audio_cache") or resample):
+        return None
+    n = report["export"].get("prepared")
+    if n is None:   # kaldi: a summary per split
+        n = sum(v.get("prepared", 0) for v in report["export"].values() if isinstance(v, dict))
+    return f"audio: {n} file(s) read from {resample} Hz copies in the prepared-audio cache"
+
+
+def parse_corpus_hours(items: list[str] | None) -> dict | None:
+    """``['MLS=100', 'EPAC=20.5']`` (--corpus-hours, repeated) -> {'MLS': 100.0, 'EPAC': 20.5}."""
+    if not items:
+        return None
+    caps = {}
+    for item in items:
+        name, sep, hours = item.partition("=")
+        try:
+            caps[name] = float(hours)
+        except ValueError:
+            caps[name] = None
+        if not sep or not name or caps[name] is None:
+            raise UserError(f"bad --corpus-hours {item!r}", fix="write CORPUS=HOURS, e.g. --corpus-hours MLS=100")
+    return caps
+
+
+def build_from_options(*, table, out, gender, format, hours=None, hours_per_gender=None, valid_hours=None, seed=0,
+                       exclude_speakers=None, exclude_ids=None, holdout_split=None, train_split=None, corpus=None,
+                       corpus_hours=None, downsample_corpus=None, drop_mixed_speakers=False, keep_unknown=False,
+                       overwrite=False, root=None, materialise="auto", resample=None, audio_cache=None,
+                       audio_format="flac", jobs=None, text_column=None, tgt_lang=None, vocab_size=None,
+                       feature_template=None, n_frames_column=None, audio_root=None, data_root=None) -> dict:
+    """`gendergap manifest build`: build_manifests with the command's options, by their names (see
+    its --help; None = not given, ``holdout_split`` None = ['test']). Returns the report."""
+    if resample and format not in ("fairseq", "kaldi"):
+        raise UserError(f"--resample is for --format fairseq or kaldi, not {format}",
+                        fix="leave it out: s2t features and the SpeechBrain pipeline resample where they read audio")
+    return build_manifests(
+        table, out, gender=gender, fmt=format, hours=hours, hours_per_gender=hours_per_gender,
+        valid_hours=valid_hours, seed=seed, exclude_speakers_file=exclude_speakers, exclude_ids_file=exclude_ids,
+        overwrite=overwrite,
+        selection_options={"mixed_speakers": "drop" if drop_mixed_speakers else "error",
+                           "corpora": corpus or None, "corpus_hours": parse_corpus_hours(corpus_hours),
+                           "downsample_corpora": downsample_corpus or None,
+                           "holdout_splits": tuple(holdout_split) if holdout_split is not None else ("test",),
+                           "train_splits": tuple(train_split) if train_split else None,
+                           "exclude_unknown": None if not keep_unknown else False},
+        export_options={"root": root, "materialise": materialise, "text_column": text_column,
+                        "resample": resample, "audio_cache": audio_cache, "jobs": jobs, "audio_format": audio_format,
+                        "tgt_lang": tgt_lang, "vocab_size": vocab_size, "feature_template": feature_template,
+                        "n_frames": n_frames_column, "audio_root": audio_root, "data_root": data_root})
 
 
 def build_manifest(table, out, *, gender="balanced", fmt="fairseq", splits=None, seed=0, **kwargs) -> dict:
