@@ -262,3 +262,74 @@ def result_from_db(db: str, run_id: int) -> dict:
                                 f"{r['value']:.4f} stored, {result[r['gender']]} now)", path=cfg["hyps"],
                                 fix="re-score the run, or compare the result JSONs (--a/--b)")
     return result
+
+
+# --- `score compare`: the two runs, the test, the sacrebleu cross-check, the lines printed ---------
+
+def compare_runs(*, a: str | None = None, b: str | None = None, db: str | None = None, run_a: int | None = None,
+                 run_b: int | None = None, method: str = "bootstrap", resamples: int | None = None,
+                 seed: int = 12345) -> dict:
+    """compare_results of two result JSONs (``a``, ``b``) or two scoring runs of ``db``; for BLEU
+    with the scored files unchanged, sacrebleu's utterance-level tests too (``sacrebleu_paired``)."""
+    if db:
+        if run_a is None or run_b is None:
+            raise UserError("--db needs --run-a and --run-b", fix="pass the two scoring runs' ids")
+        ra, rb = result_from_db(db, run_a), result_from_db(db, run_b)
+        name_a, name_b = f"{db} run {run_a}", f"{db} run {run_b}"
+    elif a and b:
+        ra, rb, name_a, name_b = load_result_json(a), load_result_json(b), a, b
+    else:
+        raise UserError("compare needs --a and --b (result JSONs) or --db with --run-a and --run-b",
+                        fix="e.g. gendergap score compare --a F.json --b M.json")
+    n = resamples or (1000 if method == "bootstrap" else 10000)
+    res = compare_results(ra, rb, n_resamples=n, seed=seed, method=method, name_a=name_a, name_b=name_b)
+    texts = _unchanged_texts(ra, rb) if ra["metric"] == "bleu" else None
+    if texts:
+        opts = ra.get("options") or {}
+        sp = sacrebleu_utterance_tests(*texts, seed=seed, tokenize=opts.get("tokenize", "13a"),
+                                       lowercase=opts.get("lowercase", False))
+        if sp["a"] == ra["all"] and sp["b"] == rb["all"]:  # the files still give the scored numbers
+            res["sacrebleu_paired"] = sp
+    return res
+
+
+def _unchanged_texts(a: dict, b: dict):
+    """(refs, hyps_a, hyps_b) when both runs' input files are still as they were scored, else None."""
+    from analysis.scoring import align_texts, read_texts
+    from corpora.base.provenance import file_fingerprint
+
+    ia, ib = a.get("inputs") or {}, b.get("inputs") or {}
+    try:
+        for fp in (ia["refs"], ia["hyps"], ib["refs"], ib["hyps"]):
+            now = file_fingerprint(fp["path"])
+            if (now["size"], now["mtime"]) != (fp["size"], fp["mtime"]):
+                return None
+        if ia["refs"]["path"] != ib["refs"]["path"]:
+            return None
+        refs = read_texts(ia["refs"]["path"], "references")
+        col_a, col_b = ((r.get("options") or {}).get("hyp_column") for r in (a, b))
+        _, ref_list, hyp_a = align_texts(refs, read_texts(ia["hyps"]["path"], "hypotheses", col_a),
+                                           ia["refs"]["path"], ia["hyps"]["path"])
+        _, _, hyp_b = align_texts(refs, read_texts(ib["hyps"]["path"], "hypotheses", col_b), ib["refs"]["path"],
+                                  ib["hyps"]["path"])
+    except (KeyError, OSError, UserError):
+        return None
+    return ref_list, hyp_a, hyp_b
+
+
+def comparison_text(res: dict) -> str:
+    """What `score compare` prints: one line per score (A, B, A - B with its CI, p) and the signature."""
+    from analysis.score_runs import fmt_score
+
+    out = [f"{res['metric'].upper()} paired {res['method']} over speakers ({res['n_resamples']} resamples, "
+           f"seed {res['seed']}): A - B"]
+    for k in ("all", "F", "M", "delta_rel"):
+        d, p = res["difference"][k], res["p_value"][k]
+        out.append(f"  {k:9s} A {fmt_score(res['a'][k])}  B {fmt_score(res['b'][k])}  "
+                   f"diff {fmt_score(d, res['ci_difference'][k])}  p {'undefined' if p is None else f'{p:.4f}'}")
+    if "sacrebleu_paired" in res:
+        sp = res["sacrebleu_paired"]
+        out.append(f"  sacrebleu utterance-level: bootstrap p {sp['bootstrap']['p_value']:.4f}, "
+                   f"ar p {sp['ar']['p_value']:.4f}")
+    out.append(f"signature: {res['signature']}")
+    return "\n".join(out)

@@ -50,3 +50,17 @@ def delta_rel_rounding_interval(female: float, male: float, half_width: float = 
     lo = delta_rel(female - half_width, male + half_width)
     hi = delta_rel(female + half_width, male - half_width)
     return (lo, hi)
+
+
+def checked_delta_rel(*, female: float, male: float) -> float:
+    """Δrel of two scores as printed (`score delta`); a negative or an all-zero pair is a UserError."""
+    from corpora.base.errors import UserError
+
+    negative = [f"--{k} {v:g}" for k, v in (("female", female), ("male", male)) if v < 0]
+    if negative:  # WER and BLEU are never negative: a sign slip, not a score
+        raise UserError(f"{', '.join(negative)}: a WER or BLEU score cannot be negative",
+                        fix="pass the two scores as printed, e.g. --female 22.3 --male 25.7")
+    d = delta_rel(female, male)
+    if d is None:
+        raise UserError("delta_rel is undefined when female + male = 0", fix="pass the two scores, e.g. 22.3 25.7")
+    return d

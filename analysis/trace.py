@@ -99,3 +99,53 @@ def trace_scores(db: str | os.PathLike, score_ids: list[int] | None = None, run_
             run["step"] = store.step_of(rid)
             runs.append(run)
     return {"scores": scores.to_dict("records"), "runs": runs}
+
+
+def trace_target(*, report: str | None = None, cell: list[str] | None = None, db: str | None = None,
+                 score: list[int] | None = None, run: int | None = None) -> tuple[list[int] | None, str]:
+    """(score ids, results DB) that `gendergap trace` follows: a report's cell (the DB beside the
+    report unless ``db``), or score ids / a run id of ``db``."""
+    if report:
+        if len(cell or []) != 3:
+            raise UserError("--report needs a cell: TABLE ROW COLUMN", fix='e.g. table4 asr-frozen:B-tiny "WER All"')
+        return cell_score_ids(report, *cell), db or str(Path(report).resolve().parent / "results.db")
+    if score or run is not None:
+        if not db:
+            raise UserError("--score/--run need --db", fix="e.g. --db study/results.db")
+        return score, db
+    raise UserError("nothing to trace", fix="give --report DIR TABLE ROW COLUMN, --score ID or --run ID")
+
+
+def render_chain(chain: dict, db: str) -> str:
+    """The chain for people: score rows, then each run with its inputs, its step and the commands
+    that redo it (``run["commands"]``, set by the caller)."""
+    out = [f"results DB: {db}", "", "score rows:"]
+    for s in chain["scores"]:
+        ci = "" if s.get("ci_low") is None else f" ({s['ci_low']:.2f}, {s['ci_high']:.2f})"
+        what = " ".join(str(s[k]) for k in ("checkpoint", "task", "lang_pair", "subset", "gender", "metric") if s[k])
+        out.append(f"  #{s['id']} run {s['run_id']}: {what} = {s['value']:.4f}{ci}, {s['n_utts']} utterances, "
+                   f"{s['n_speakers']} speakers")
+        if s.get("signature"):
+            out.append(f"      signature: {s['signature']}")
+    for r in chain["runs"]:
+        out += ["", *_run_lines(r)]
+    return "\n".join(out)
+
+
+def _run_lines(r: dict) -> list[str]:
+    out = [f"run {r['id']}: {r['kind']} {r['name']} ({r['status']}), config {r['config_hash'][:12]}, "
+           f"git {r['git_sha']}, seed {r['seed']}",
+           f"  log: {r['log_path'] or '-'}",
+           "  versions: " + ", ".join(f"{k} {v}" for k, v in (r["versions"] or {}).items()),
+           "  inputs:"]
+    for i in r["inputs"] or []:
+        out.append("    " + (f"{i.get('path')} ({i.get('size')} bytes, mtime {i.get('mtime')})"
+                              if isinstance(i, dict) else str(i)))
+    step = r["step"]
+    if step is None:
+        return out + ["  step: none (a command run by hand)"]
+    out += [f"  step {step['name']} ({step['kind']}), key {step['key']}",
+            "    fields: " + json.dumps(step["fields"], default=str)]
+    if r["commands"]:
+        return out + ["  redo exactly this step (outputs under the --into dir):", *(f"    {c}" for c in r["commands"])]
+    return out + ["  redo: `gendergap sweep --config CONFIG --out OUT --only <task>` (no single CLI leaf)"]

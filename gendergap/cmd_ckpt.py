@@ -1,10 +1,11 @@
-"""`gendergap ckpt add|list|convert|eval|pack|features`: wiring over ssl_pretrain.registry / convert / features."""
+"""`gendergap ckpt add|list|convert|eval|pack|features`: wiring over ssl_pretrain.checkpoint_tools / registry /
+convert / evaluate / feature_store."""
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from gendergap.options import add_model_options, add_trust_option, store_path
+from gendergap.options import add_model_options, add_trust_option, options_of, store_path
 
 EPILOG = """\
 The registry is a JSON file (default runs/checkpoints.json; --registry or $GENDERGAP_CHECKPOINTS).
@@ -28,30 +29,20 @@ read by frozen ASR, ST, the probes and the exports.
 """
 
 
-def _registry(args):
-    from ssl_pretrain.registry import Registry
-    return Registry(args.registry)
-
-
 def run_add(args) -> int:
-    from ssl_pretrain.checkpoints import register_checkpoint
+    from ssl_pretrain.checkpoint_tools import add_checkpoint
     from ssl_pretrain.registry import run_checkpoint
     path, which = run_checkpoint(args.path)
     if path != Path(args.path):
         print(f"registering {which}")
-    shares = {k: getattr(args, k) for k in ("hours", "male_pct", "female_pct", "unknown_pct")}
-    if args.manifest:   # Table 3's facts measured on the manifest it was pretrained on (given ones win)
-        from manifests.build import make_up
-        shares = {k: v if v is not None else make_up(Path(args.manifest) / "selection_report.json")[k]
-                  for k, v in shares.items()}
-    e = register_checkpoint(_registry(args), args.name, path, **shares, updates=args.updates,
-                            replace_entry=args.replace, note=args.note, trust=args.trust_checkpoint)
-    print(f"registered {e['name']} ({e['kind']}, {e['updates']} updates) in {_registry(args).path}")
+    e, registry = add_checkpoint(**dict(options_of(add_checkpoint, args), path=path))
+    print(f"registered {e['name']} ({e['kind']}, {e['updates']} updates) in {registry}")
     return 0
 
 
 def run_list(args) -> int:
-    print(_registry(args).table(), end="")
+    from ssl_pretrain.registry import Registry
+    print(Registry(args.registry).table(), end="")
     return 0
 
 
@@ -69,32 +60,13 @@ def run_convert(args) -> int:
 
 
 def run_eval(args) -> int:
-    from ssl_pretrain.evaluate import contrastive_accuracy
-    from ssl_pretrain.device import device_and_precision
-    device, precision = device_and_precision(args.device, args.precision)
-    ref = _ref(args)
-    rows = [contrastive_accuracy(r, args.manifest, args.split, seed=args.seed, device=device)
-            for r in (ref, ref.twin(args.seed))]
-    print(f"contrastive accuracy on {args.manifest}/{args.split}.tsv ({rows[0]['n_masked']} masked frames, "
-          f"chance {rows[0]['chance']:.3f}, seed {args.seed}, {device}, fp32: fairseq's forward does not run "
-          "under autocast)")
-    for name, r in zip((ref.name, "random-init twin"), rows):
-        print(f"  {name:30s} accuracy {r['accuracy']:.3f}  code perplexity {r['code_perplexity']:.1f}"
-              f" / {r['codebook_size']}")
+    from ssl_pretrain.checkpoint_tools import contrastive_text, resolve_for_eval, retrieval_lines
+    ref, device, precision = resolve_for_eval(**options_of(resolve_for_eval, args))
+    print(contrastive_text(ref, manifest=args.manifest, split=args.split, seed=args.seed, device=device))
     if args.table:
-        from corpora.table import read_tables, resolve_audio
-        from ssl_pretrain.evaluate import retrieval_by_layer
-        from ssl_pretrain.feature_store import FeatureStore, extractor_for
-        table = read_tables(args.table)   # one table, or several merged (corpora.merge)
-        if args.split_rows:
-            table = table[table["split"] == args.split_rows].reset_index(drop=True)
-        rows = table.assign(audio=resolve_audio(table, args.table).to_numpy())
-        store = FeatureStore(store_path(args.feature_store))
-        print(f"cross-speaker sentence retrieval by layer ({len(table)} utterances, "
-              f"{table['speaker'].nunique()} speakers; chance ~1/{table.groupby('speaker').size().min()})")
-        for name, r in ((ref.name, ref), ("random-init twin", ref.twin(args.seed))):
-            scores = retrieval_by_layer(store.view(extractor_for(r, device, precision), rows, "all"), table)
-            print(f"  {name:30s} " + "  ".join(f"L{i} {s:.2f}" for i, s in enumerate(scores)))
+        for line in retrieval_lines(ref, table=args.table, split_rows=args.split_rows, seed=args.seed,
+                                    feature_store=store_path(args.feature_store), device=device, precision=precision):
+            print(line)
     return 0
 
 
@@ -107,31 +79,14 @@ def run_pack(args) -> int:
 
 
 def run_features(args) -> int:
-    from corpora.table import read_tables, resolve_audio
-    from ssl_pretrain.feature_store import FeatureStore, export_view, extractor_for
-    from ssl_pretrain.device import device_and_precision
-    device, precision = device_and_precision(args.device, args.precision)
-    table = read_tables(args.table)   # one table, or several merged (corpora.merge)
-    if args.split:
-        table = table[table["split"] == args.split].reset_index(drop=True)
-    rows = table.assign(audio=resolve_audio(table, args.table).to_numpy())
-    layer = args.layer if args.layer in ("last", "all") else _int(args.layer)
-    view = FeatureStore(store_path(args.feature_store)).view(extractor_for(_ref(args), device, precision), rows, layer,
-                                                  batch_seconds=args.batch_seconds,
-                                                  shard_bytes=int(args.shard_mb * 1e6))
-    print(f"features of {len(rows)} utterances, layers {view.layers}, in {view.dir}")
+    from ssl_pretrain.checkpoint_tools import extract_features
+    from ssl_pretrain.feature_store import export_view
+    view = extract_features(**dict(options_of(extract_features, args), feature_store=store_path(args.feature_store)))
+    print(f"features of {len(view.ids)} utterances, layers {view.layers}, in {view.dir}")
     if args.out:
         index = export_view(view, args.out, fmt=args.format, repeat=args.repeat)
         print(f"exported them as {args.format}: {index}")
     return 0
-
-
-def _int(text: str) -> int:
-    from corpora.base.errors import UserError
-    try:
-        return int(text)
-    except ValueError:
-        raise UserError(f"--layer {text!r} is not a layer number", fix="give 0..L, 'last' or 'all'") from None
 
 
 def register(subparsers, group: str, help: str) -> None:

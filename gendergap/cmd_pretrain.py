@@ -1,11 +1,10 @@
-"""`gendergap pretrain run|launch|plan`: thin wiring over ssl_pretrain.run / launch / hardware."""
+"""`gendergap pretrain run|launch|plan`: thin wiring over ssl_pretrain.pretrain_jobs / hardware."""
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 
-log = logging.getLogger(__name__)
+from gendergap.options import add_trust_option, options_of
 
 RUN_EPILOG = """\
 Runs fairseq-hydra-train here (CPU, or the local GPUs with common.cpu=false) under the
@@ -82,56 +81,17 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("overrides", nargs="*", metavar="key=value", help="fairseq hydra overrides")
 
 
-def _policy(args):
-    from ssl_pretrain.watchdog import Policy
-    if args.no_watchdog:
-        return None
-    return Policy(lr_factor=args.lr_factor, max_restarts=args.max_restarts, stuck_window=args.stuck_window)
-
-
 def run_local(args) -> int:
-    from ssl_pretrain.run import check_overrides, run_pretraining, warm_start
-    # before init.pt is written: an override naming code or a checkpoint needs --trust-checkpoint
-    overrides = check_overrides(args.overrides, trust=args.trust_checkpoint)
-    if args.init_from:
-        from ssl_pretrain.checkpoints import CheckpointRef
-        ref = CheckpointRef.resolve(args.init_from, args.registry, trust=args.trust_checkpoint)
-        overrides += warm_start(ref.fairseq_state(), args.out, source=args.init_from)
-    summary = run_pretraining(args.preset, args.manifest, args.out, seed=args.seed, overrides=overrides,
-                              policy=_policy(args), check_audio=args.check_audio, threads=args.threads,
-                              trust=args.trust_checkpoint)
-    from corpora.base.errors import UserError
-    from ssl_pretrain.registry import run_checkpoint
-    try:
-        wrote = f"the checkpoint to register: {run_checkpoint(args.out)[1]} (`gendergap ckpt add NAME {args.out}` picks it)"
-    except UserError:
-        wrote = "no checkpoint written (fairseq saves at checkpoint.save_interval_updates and at the end of an epoch)"
+    from ssl_pretrain.pretrain_jobs import pretrain_here
+    summary, wrote = pretrain_here(**options_of(pretrain_here, args))
     print(f"done: {summary['final_updates']} updates, checkpoints in {args.out}/checkpoints "
           f"(lr {summary['lr']:g}, {summary['restarts']} watchdog restarts); {wrote}")
     return 0
 
 
 def run_launch(args) -> int:
-    from ssl_pretrain.hardware import plan_batch
-    from ssl_pretrain.launch import SlurmOptions, launch, parse_time_minutes
-    from corpora.base.errors import UserError
-    plan = None
-    if args.executor == "slurm" and not args.hardware:
-        # the profile sets max_tokens, precision and update_freq: guessing a GPU type would
-        # silently change the batch (and a cluster without that GPU would refuse the job)
-        raise UserError("--executor slurm needs --hardware",
-                        fix=f"pass --hardware {' / '.join(PROFILE_NAMES)} (cpu: one CPU task, no GPU)")
-    if args.hardware:
-        plan = plan_batch(args.preset, args.hardware, args.nodes, args.gpus_per_node, args.tasks_per_node,
-                          bf16=args.bf16)
-    elif args.bf16 or args.tasks_per_node:
-        raise UserError("--bf16 / --tasks-per-node need --hardware", fix="pass --hardware a100-80g (or cpu)")
-    slurm = SlurmOptions(partition=args.partition, time_min=parse_time_minutes(args.time), account=args.account,
-                         qos=args.qos, constraint=args.constraint, cpus_per_task=args.cpus_per_task,
-                         mem_gb=args.mem_gb)
-    result = launch(args.preset, args.manifest, args.out, plan, slurm, seed=args.seed, overrides=args.overrides,
-                    policy=_policy(args), executor=args.executor, dry_run=args.dry_run,
-                    check_audio=args.check_audio, threads=args.threads)
+    from ssl_pretrain.pretrain_jobs import submit
+    result = submit(**options_of(submit, args))
     if args.dry_run:
         print(result, end="")
         return 0
@@ -183,7 +143,6 @@ def register(subparsers, group: str, help: str) -> None:
                         "release) with a fresh optimizer, schedule and data order: continue a shipped checkpoint "
                         "with optimization.max_update=N more updates. A rerun resumes from checkpoint_last.pt")
     r.add_argument("--registry", default=None, help="checkpoint registry JSON for --init-from NAME")
-    from gendergap.options import add_trust_option
     add_trust_option(r)
     r.set_defaults(func=run_local)
 

@@ -1,17 +1,14 @@
 """`gendergap score`: per-gender WER/BLEU with speaker-level CIs, Δrel, paired comparisons.
 
-Thin wiring over analysis.scoring / analysis.delta / analysis.compare; MuST-SHE and WinoMT
+Thin wiring over analysis.score_file / analysis.delta / analysis.compare; MuST-SHE and WinoMT
 leaves come from gendergap/cmd_score_gender.py when it is there.
 """
 from __future__ import annotations
 
 import argparse
-import errno
 import logging
-import os
-from pathlib import Path
 
-from corpora.base.errors import UserError
+from gendergap.options import options_of
 
 log = logging.getLogger("gendergap.score")
 
@@ -125,112 +122,32 @@ def _add_bootstrap_options(q) -> None:
 
 
 def run_score(args) -> int:
+    from analysis.score_file import score_hypotheses, store_score, write_result
     from analysis.score_runs import print_result
-    from analysis.scoring import score_files, store_result
-    from corpora.base.atomic import write_json
 
-    if args.db and not args.checkpoint:
-        raise UserError("--db needs --checkpoint", fix="name the model the hypotheses come from")
-    metric = "wer" if args.score_kind == "asr" else args.metric
-    opts = ({"normalization": args.normalize} if args.score_kind == "asr"
-            else {"tokenize": args.tokenize, "lowercase": args.lowercase})
-    if not 0 < args.level < 1:
-        raise UserError(f"--level {args.level} is not between 0 and 1", fix="e.g. --level 0.95")
-    result = score_files(metric, args.refs, args.hyps, args.speakers, bootstrap=args.bootstrap, seed=args.seed,
-                         level=args.level, hyp_column=args.hyp_column, **opts)
+    result = score_hypotheses(**options_of(score_hypotheses, args))
     print_result(result)
     if args.db:  # the DB first: a failing --db step leaves no JSON behind
-        config = {"refs": str(Path(args.refs).resolve()), "hyps": str(Path(args.hyps).resolve()),
-                  "table": str(Path(args.speakers).resolve()), "bootstrap": args.bootstrap, "seed": args.seed,
-                  "level": args.level, **opts, **({"hyp_column": args.hyp_column} if args.hyp_column else {})}
-        run_id = store_result(args.db, result, checkpoint=args.checkpoint, task=args.task or args.score_kind,
-                              lang_pair=args.lang_pair, subset=args.subset, config=config)
-        log.info("stored run %d in %s", run_id, args.db)
+        log.info("stored run %d in %s", store_score(result, **options_of(store_score, args)), args.db)
     if args.json:
-        try:
-            write_json(args.json, result)
-        except OSError as e:  # a full or read-only disk: name the file asked for, not the temp name
-            if isinstance(e, FileExistsError) and not Path(args.json).parent.is_dir():  # mkdir met a file
-                raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), args.json) from e
-            raise OSError(e.errno, e.strerror, args.json) from e
+        write_result(args.json, result)
         log.info("wrote %s", args.json)
     return 0
 
 
 def run_delta(args) -> int:
-    from analysis.delta import delta_rel
+    from analysis.delta import checked_delta_rel
 
-    negative = [f"--{k} {v:g}" for k, v in (("female", args.female), ("male", args.male)) if v < 0]
-    if negative:  # WER and BLEU are never negative: a sign slip, not a score
-        raise UserError(f"{', '.join(negative)}: a WER or BLEU score cannot be negative",
-                        fix="pass the two scores as printed, e.g. --female 22.3 --male 25.7")
-    d = delta_rel(args.female, args.male)
-    if d is None:
-        raise UserError("delta_rel is undefined when female + male = 0", fix="pass the two scores, e.g. 22.3 25.7")
-    print(f"{d:.2f}")
+    print(f"{checked_delta_rel(female=args.female, male=args.male):.2f}")
     return 0
 
 
 def run_compare(args) -> int:
-    from analysis.score_runs import fmt_score
-    from analysis.compare import compare_results, load_result_json, result_from_db, sacrebleu_utterance_tests
+    from analysis.compare import compare_runs, comparison_text
     from corpora.base.atomic import write_json
 
-    if args.db:
-        if args.run_a is None or args.run_b is None:
-            raise UserError("--db needs --run-a and --run-b", fix="pass the two scoring runs' ids")
-        a, b = result_from_db(args.db, args.run_a), result_from_db(args.db, args.run_b)
-        name_a, name_b = f"{args.db} run {args.run_a}", f"{args.db} run {args.run_b}"
-    elif args.a and args.b:
-        a, b, name_a, name_b = load_result_json(args.a), load_result_json(args.b), args.a, args.b
-    else:
-        raise UserError("compare needs --a and --b (result JSONs) or --db with --run-a and --run-b",
-                        fix="e.g. gendergap score compare --a F.json --b M.json")
-    n = args.resamples or (1000 if args.method == "bootstrap" else 10000)
-    res = compare_results(a, b, n_resamples=n, seed=args.seed, method=args.method, name_a=name_a, name_b=name_b)
-    if a["metric"] == "bleu":
-        texts = _unchanged_texts(a, b)
-        if texts:
-            opts = a.get("options") or {}
-            sp = sacrebleu_utterance_tests(*texts, seed=args.seed, tokenize=opts.get("tokenize", "13a"),
-                                           lowercase=opts.get("lowercase", False))
-            if sp["a"] == a["all"] and sp["b"] == b["all"]:  # the files still give the scored numbers
-                res["sacrebleu_paired"] = sp
-    print(f"{res['metric'].upper()} paired {res['method']} over speakers ({n} resamples, seed {args.seed}): A - B")
-    for k in ("all", "F", "M", "delta_rel"):
-        d, p = res["difference"][k], res["p_value"][k]
-        ci = res["ci_difference"][k]
-        print(f"  {k:9s} A {fmt_score(res['a'][k])}  B {fmt_score(res['b'][k])}  diff {fmt_score(d, ci)}  "
-              f"p {'undefined' if p is None else f'{p:.4f}'}")
-    if "sacrebleu_paired" in res:
-        sp = res["sacrebleu_paired"]
-        print(f"  sacrebleu utterance-level: bootstrap p {sp['bootstrap']['p_value']:.4f}, "
-              f"ar p {sp['ar']['p_value']:.4f}")
-    print(f"signature: {res['signature']}")
+    res = compare_runs(**options_of(compare_runs, args))
+    print(comparison_text(res))
     if args.json:
         write_json(args.json, res)
     return 0
-
-
-def _unchanged_texts(a: dict, b: dict):
-    """(refs, hyps_a, hyps_b) when both runs' input files are still as they were scored, else None."""
-    from analysis.scoring import align_texts, read_texts
-    from corpora.base.provenance import file_fingerprint
-
-    ia, ib = a.get("inputs") or {}, b.get("inputs") or {}
-    try:
-        for fp in (ia["refs"], ia["hyps"], ib["refs"], ib["hyps"]):
-            now = file_fingerprint(fp["path"])
-            if (now["size"], now["mtime"]) != (fp["size"], fp["mtime"]):
-                return None
-        if ia["refs"]["path"] != ib["refs"]["path"]:
-            return None
-        refs = read_texts(ia["refs"]["path"], "references")
-        col_a, col_b = ((r.get("options") or {}).get("hyp_column") for r in (a, b))
-        ids, ref_list, hyp_a = align_texts(refs, read_texts(ia["hyps"]["path"], "hypotheses", col_a),
-                                           ia["refs"]["path"], ia["hyps"]["path"])
-        _, _, hyp_b = align_texts(refs, read_texts(ib["hyps"]["path"], "hypotheses", col_b), ib["refs"]["path"],
-                                  ib["hyps"]["path"])
-    except (KeyError, OSError, UserError):
-        return None
-    return ref_list, hyp_a, hyp_b

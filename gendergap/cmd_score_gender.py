@@ -1,13 +1,13 @@
 """`gendergap score mustshe` and `gendergap score winomt`: gender-translation scores.
 
-Thin wiring over analysis.mustshe and analysis.winomt; the `score` group itself is created by
-gendergap/cmd_score.py, which calls add_gender_commands().
+Thin wiring over analysis.gender_translation (analysis.mustshe, analysis.winomt); the `score`
+group itself is created by gendergap/cmd_score.py, which calls add_gender_commands().
 """
 from __future__ import annotations
 
 import argparse
 
-from corpora.base.atomic import write_json
+from gendergap.options import options_of
 
 MUSTSHE_EPILOG = """\
 protocol (the official MuST-SHE script's counting):
@@ -139,56 +139,18 @@ def _add_store_options(p) -> None:
     p.add_argument("--subset", default="test", help="subset name recorded with --db (default: test)")
 
 
-def _store(args, kind: str, rows: list[dict], inputs: list[str]) -> None:
-    if not args.db:
-        return
-    from analysis.store import ResultsStore
-    from corpora.base.errors import UserError
-    from corpora.base.provenance import file_fingerprint
-    if not args.checkpoint:
-        raise UserError("--db needs --checkpoint", fix="name the model the translations come from")
-    config = {k: v for k, v in vars(args).items() if k not in ("func", "db", "debug", "quiet", "version")}
-    with ResultsStore(args.db) as store:
-        store.store_run(kind, config, rows, inputs=[file_fingerprint(p) for p in inputs])
+def _config(args) -> dict:
+    """The run's config in the results DB: every option given (the same options again add no run)."""
+    return {k: v for k, v in vars(args).items() if k not in ("func", "db", "debug", "quiet", "version")}
 
 
 def run_mustshe(args) -> int:
-    from analysis.mustshe import score_mustshe, score_rows_for_store
-    result = score_mustshe(args.tsv, args.hyps, tokenize=args.tokenize, lang=args.lang)
-    if args.db:  # the DB first: a failing --db step leaves no JSON behind
-        _store(args, "score-mustshe", score_rows_for_store(result, args.checkpoint or "", args.lang_pair,
-                                                           args.subset), [args.tsv, args.hyps])
-    write_json(args.json, result)
-    o, b = result["overall"], result["bleu"]
-    print(f"coverage {o['coverage']:.2f}  accuracy {o['accuracy']:.2f}  "
-          f"BLEU correct {b['correct']:.2f} wrong {b['wrong']:.2f} diff {b['diff']:+.2f}  ({b['signature']})")
-    for cat, s in result["by_category"].items():
-        print(f"  {cat}: coverage {s['coverage']:.2f}  accuracy {s['accuracy']:.2f}  ({s['found']}/{s['terms']} found)")
+    from analysis.gender_translation import mustshe_summary, score_mustshe_files
+    print(mustshe_summary(score_mustshe_files(**options_of(score_mustshe_files, args), config=_config(args))))
     return 0
 
 
 def run_winomt(args) -> int:
-    from analysis.winomt import score_winomt, signature, winomt_rows_for_store
-    if args.method == "lexicon" and (args.alignments or args.save_alignments):
-        from corpora.base.errors import UserError
-        raise UserError("--alignments/--save-alignments belong to --method aligned",
-                        fix="drop them, or use --method aligned")
-    result = score_winomt(args.gold, args.translations, args.lang, pro_path=args.pro, anti_path=args.anti,
-                          lexicon_path=args.lexicon, method=args.method, alignments_path=args.alignments,
-                          save_alignments=args.save_alignments, predictions_path=args.predictions,
-                          official_rounding=args.official_rounding, reference=args.reference,
-                          translations_format=args.translations_format)
-    if args.db:  # the DB first: a failing --db step leaves no JSON behind
-        inputs = [p for p in (args.gold, args.translations, args.pro, args.anti, args.lexicon, args.alignments)
-                  if p]
-        _store(args, "score-winomt", winomt_rows_for_store(result, args.checkpoint or "", args.lang_pair or
-                                                           f"en-{args.lang}", args.subset), inputs)
-    write_json(args.json, result)
-    ds = "n/a" if result["delta_s"] is None else f"{result['delta_s']:+.1f}"
-    print(f"acc {result['acc']:.1f}  F1 male {result['f1']['male']:.1f} female {result['f1']['female']:.1f}  "
-          f"ΔG {result['delta_g']:+.1f}  ΔS {ds}  unknown {result['n_unknown']}/{result['n']}"
-          + (f"  neutral {result['n_neutral']}" if result["reference"] == "acl2019" else "")
-          + (f" (unaligned {result['n_unaligned']})" if result.get("n_unaligned") is not None else ""))
-    print(f"  {signature(result)}")
+    from analysis.gender_translation import score_winomt_files, winomt_summary
+    print(winomt_summary(score_winomt_files(**options_of(score_winomt_files, args), config=_config(args))))
     return 0
-

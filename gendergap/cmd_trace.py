@@ -1,5 +1,6 @@
 """`gendergap trace`: a report cell, a score or a run -> its run, its study step, and the
-command lines that redo exactly that step (analysis.trace reads the chain; this module renders it)."""
+command lines that redo exactly that step (analysis.trace reads and renders the chain; this
+module renders the command lines, through the CLI's own parsers)."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +9,7 @@ import shlex
 from pathlib import Path
 
 from corpora.base.errors import UserError
+from gendergap.options import options_of
 
 DESCRIPTION = """\
 Trace a number back to what made it: the score row(s), the run that stored them (config, git sha,
@@ -44,26 +46,13 @@ def register(subparsers, group: str, help_: str) -> None:
 
 
 def run(args) -> int:
-    from analysis.trace import cell_score_ids, trace_scores
+    from analysis.trace import render_chain, trace_scores, trace_target
 
-    if args.report:
-        if len(args.cell) != 3:
-            raise UserError("--report needs a cell: TABLE ROW COLUMN", fix='e.g. table4 asr-frozen:B-tiny "WER All"')
-        ids = cell_score_ids(args.report, *args.cell)
-        db = args.db or str(Path(args.report).resolve().parent / "results.db")
-    elif args.score or args.run is not None:
-        if not args.db:
-            raise UserError("--score/--run need --db", fix="e.g. --db study/results.db")
-        ids, db = args.score, args.db
-    else:
-        raise UserError("nothing to trace", fix="give --report DIR TABLE ROW COLUMN, --score ID or --run ID")
+    ids, db = trace_target(**options_of(trace_target, args))
     chain = trace_scores(db, ids, run_id=args.run)
     for run_ in chain["runs"]:
         run_["commands"] = rerun_commands(run_["step"], args.into) if run_["step"] else []
-    if args.json:
-        print(json.dumps(chain, indent=2, default=str))
-    else:
-        print(render(chain, db))
+    print(json.dumps(chain, indent=2, default=str) if args.json else render_chain(chain, db))
     return 0
 
 
@@ -144,37 +133,3 @@ def argv_of(leaf: str, kwargs: dict) -> list[str]:
         else:
             target += [action.option_strings[-1], str(value)]
     return ["gendergap", *before, *leaf.split(), *opts, *positional]
-
-
-# --- printing ---------------------------------------------------------------------------------
-
-def render(chain: dict, db: str) -> str:
-    out = [f"results DB: {db}", "", "score rows:"]
-    for s in chain["scores"]:
-        ci = "" if s.get("ci_low") is None else f" ({s['ci_low']:.2f}, {s['ci_high']:.2f})"
-        what = " ".join(str(s[k]) for k in ("checkpoint", "task", "lang_pair", "subset", "gender", "metric") if s[k])
-        out.append(f"  #{s['id']} run {s['run_id']}: {what} = {s['value']:.4f}{ci}, {s['n_utts']} utterances, "
-                   f"{s['n_speakers']} speakers")
-        if s.get("signature"):
-            out.append(f"      signature: {s['signature']}")
-    for r in chain["runs"]:
-        out += ["", f"run {r['id']}: {r['kind']} {r['name']} ({r['status']}), config {r['config_hash'][:12]}, "
-                    f"git {r['git_sha']}, seed {r['seed']}",
-                f"  log: {r['log_path'] or '-'}",
-                "  versions: " + ", ".join(f"{k} {v}" for k, v in (r["versions"] or {}).items())]
-        out.append("  inputs:")
-        for i in r["inputs"] or []:
-            out.append("    " + (f"{i.get('path')} ({i.get('size')} bytes, mtime {i.get('mtime')})"
-                                  if isinstance(i, dict) else str(i)))
-        step = r["step"]
-        if step is None:
-            out.append("  step: none (a command run by hand)")
-            continue
-        out += [f"  step {step['name']} ({step['kind']}), key {step['key']}",
-                "    fields: " + json.dumps(step["fields"], default=str)]
-        if r["commands"]:
-            out.append("  redo exactly this step (outputs under the --into dir):")
-            out += [f"    {c}" for c in r["commands"]]
-        else:
-            out.append("  redo: `gendergap sweep --config CONFIG --out OUT --only <task>` (no single CLI leaf)")
-    return "\n".join(out)

@@ -1,0 +1,100 @@
+"""What `gendergap ckpt add|eval|features` do with a checkpoint: register it with its pretraining
+make-up, score it next to its random-init twin, extract its frozen features into the store."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterator
+
+from corpora.base.errors import UserError
+from ssl_pretrain.checkpoints import CheckpointRef, register_checkpoint
+from ssl_pretrain.device import device_and_precision
+from ssl_pretrain.registry import Registry
+
+TWIN = "random-init twin"
+
+
+def add_checkpoint(*, registry: str | None, name: str, path: str | os.PathLike, hours: float | None = None,
+                   male_pct: float | None = None, female_pct: float | None = None, unknown_pct: float | None = None,
+                   manifest: str | None = None, updates: int | None = None, replace: bool = False, note: str = "",
+                   trust_checkpoint: bool = False) -> tuple[dict, Path]:
+    """Check and register the checkpoint at ``path`` (ssl_pretrain.registry.run_checkpoint's answer);
+    the (entry, registry file). Shares not given are measured on ``manifest`` (a `manifest build`
+    dir: its selection_report.json) when one is named."""
+    shares = {"hours": hours, "male_pct": male_pct, "female_pct": female_pct, "unknown_pct": unknown_pct}
+    if manifest:   # Table 3's facts measured on the manifest it was pretrained on (given ones win)
+        from manifests.build import make_up
+        shares = {k: v if v is not None else make_up(Path(manifest) / "selection_report.json")[k]
+                  for k, v in shares.items()}
+    entry = register_checkpoint(Registry(registry), name, path, **shares, updates=updates, replace_entry=replace,
+                                note=note, trust=trust_checkpoint)
+    return entry, Registry(registry).path
+
+
+def resolve_for_eval(*, checkpoint: str, registry: str | None, device: str, precision: str,
+                     trust_checkpoint: bool = False) -> tuple[CheckpointRef, str, str]:
+    """The checkpoint, and the device and precision it runs with (both checked first)."""
+    device, precision = device_and_precision(device, precision)
+    return CheckpointRef.resolve(checkpoint, registry, trust=trust_checkpoint), device, precision
+
+
+def contrastive_text(ref: CheckpointRef, *, manifest: str, split: str, seed: int, device: str) -> str:
+    """The wav2vec 2.0 objective's accuracy of ``ref`` and of its random-init twin, as `ckpt eval` prints it."""
+    from ssl_pretrain.evaluate import contrastive_accuracy
+
+    rows = [contrastive_accuracy(r, manifest, split, seed=seed, device=device) for r in (ref, ref.twin(seed))]
+    lines = [f"contrastive accuracy on {manifest}/{split}.tsv ({rows[0]['n_masked']} masked frames, "
+             f"chance {rows[0]['chance']:.3f}, seed {seed}, {device}, fp32: fairseq's forward does not run "
+             "under autocast)"]
+    lines += [f"  {name:30s} accuracy {r['accuracy']:.3f}  code perplexity {r['code_perplexity']:.1f}"
+              f" / {r['codebook_size']}" for name, r in zip((ref.name, TWIN), rows)]
+    return "\n".join(lines)
+
+
+def table_rows(table: list[str], split: str | None):
+    """The utterance table(s) (several are merged as corpora.merge does), only ``split``'s rows when
+    given, and those rows with their audio paths resolved: (table, rows)."""
+    from corpora.table import read_tables, resolve_audio
+
+    df = read_tables(table)
+    if split:
+        df = df[df["split"] == split].reset_index(drop=True)
+    return df, df.assign(audio=resolve_audio(df, table).to_numpy())
+
+
+def retrieval_lines(ref: CheckpointRef, *, table: list[str], split_rows: str | None, seed: int, feature_store: str,
+                    device: str, precision: str) -> Iterator[str]:
+    """Cross-speaker sentence retrieval per layer of ``ref`` and its twin: a heading, then one line
+    per model as soon as it is scored."""
+    from ssl_pretrain.evaluate import retrieval_by_layer
+    from ssl_pretrain.feature_store import FeatureStore, extractor_for
+
+    df, rows = table_rows(table, split_rows)
+    store = FeatureStore(feature_store)
+    yield (f"cross-speaker sentence retrieval by layer ({len(df)} utterances, "
+           f"{df['speaker'].nunique()} speakers; chance ~1/{df.groupby('speaker').size().min()})")
+    for name, r in ((ref.name, ref), (TWIN, ref.twin(seed))):
+        scores = retrieval_by_layer(store.view(extractor_for(r, device, precision), rows, "all"), df)
+        yield f"  {name:30s} " + "  ".join(f"L{i} {s:.2f}" for i, s in enumerate(scores))
+
+
+def extract_features(*, checkpoint: str, registry: str | None, table: list[str], split: str | None, layer: str,
+                     feature_store: str, batch_seconds: float = 60.0, shard_mb: float = 1000.0, device: str,
+                     precision: str, trust_checkpoint: bool = False):
+    """The checkpoint's hidden states of the table's rows at ``layer`` (a number, 'last' or 'all'),
+    extracted into the feature store where it holds none: the FeatureView."""
+    from ssl_pretrain.feature_store import FeatureStore, extractor_for
+
+    device, precision = device_and_precision(device, precision)
+    _, rows = table_rows(table, split)
+    layers = layer if layer in ("last", "all") else layer_number(layer)
+    ref = CheckpointRef.resolve(checkpoint, registry, trust=trust_checkpoint)
+    return FeatureStore(feature_store).view(extractor_for(ref, device, precision), rows, layers,
+                                            batch_seconds=batch_seconds, shard_bytes=int(shard_mb * 1e6))
+
+
+def layer_number(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise UserError(f"--layer {text!r} is not a layer number", fix="give 0..L, 'last' or 'all'") from None
