@@ -22,13 +22,15 @@ class PoolSeedsStep(Step):
     lang_pair: str
     subset: str
     bootstrap: int
-    seed: int
+    bootstrap_seed: int
+
+    KEY_NAMES = {"bootstrap_seed": "seed"}
 
     def run(self) -> None:
         from analysis.seeds import pool_and_store
 
         pool_and_store(self.results, self.seeds, self.result_key, self.db, self.ckpt, self.task_type, self.lang_pair,
-                       self.subset, self.bootstrap, self.seed)
+                       self.subset, self.bootstrap, self.bootstrap_seed)
 
 
 def add_seeded(g: Graph, base: Step, per_seed: list[tuple[int, Step, str]]) -> None:
@@ -40,5 +42,5 @@ def add_seeded(g: Graph, base: Step, per_seed: list[tuple[int, Step, str]]) -> N
     g.add(PoolSeedsStep(
         name=base.name, results=[r for _, _, r in per_seed], seeds=[s for s, _, _ in per_seed],
         result_key="bleu" if base.kind in ("st", "gender-st") else None, db=g.db, ckpt=base.checkpoint,
-        task_type=base.kind, lang_pair=base.pair or "", subset=SUBSET, bootstrap=g.bootstrap, seed=g.seed,
+        task_type=base.kind, lang_pair=base.pair or "", subset=SUBSET, bootstrap=g.bootstrap, bootstrap_seed=g.seed,
         deps=[s.name for _, s, _ in per_seed], task=base.task, checkpoint=base.checkpoint, pair=base.pair))
