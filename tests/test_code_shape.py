@@ -25,9 +25,9 @@ FORBIDDEN = {
 }
 
 
-def _modules():
-    """(path relative to the checkout, dotted module name, parsed tree) of every module in PACKAGES."""
-    for package in PACKAGES:
+def _modules(packages=PACKAGES):
+    """(path relative to the checkout, dotted module name, parsed tree) of every module in ``packages``."""
+    for package in packages:
         for path in sorted((ROOT / package).rglob("*.py")):
             rel = path.relative_to(ROOT)
             parts = list(rel.with_suffix("").parts)
@@ -37,9 +37,10 @@ def _modules():
 
 
 def test_no_function_is_longer_than_60_lines():
-    """Every function and method, nested ones included, from ``def`` to its last line."""
+    """Every function and method, nested ones included, from ``def`` to its last line; the wiring
+    (gendergap/) too."""
     too_long = []
-    for rel, _module, tree in _modules():
+    for rel, _module, tree in _modules(PACKAGES + ("gendergap",)):
         for node in ast.walk(tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name not in LONG_BY_NATURE:
                 length = node.end_lineno - node.lineno + 1
@@ -92,3 +93,20 @@ def test_no_package_imports_a_higher_layer():
                     breaches.append(f"{rel}:{node.lineno}: {package} imports {name}")
                     break
     assert not breaches, "imports against the layering (docs/architecture.md):\n" + "\n".join(breaches)
+
+
+def test_the_steps_reach_package_functions_not_the_cli():
+    """The CLI only wires: no module of gendergap/steps/ imports a command-line module, and every
+    CLI leaf a step runs (LEAF_FUNCTIONS) is a keyword function outside gendergap/cmd_*.py."""
+    from gendergap.steps.base import LEAF_FUNCTIONS
+
+    breaches = []
+    for rel, module, tree in _modules(("gendergap",)):
+        if not module.startswith("gendergap.steps"):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = _imported(node, module, rel.name == "__init__.py")
+                breaches += [f"{rel}:{node.lineno}: {n}" for n in names if n.startswith("gendergap.cmd_")]
+    assert not breaches, "steps importing the CLI: " + ", ".join(breaches)
+    assert LEAF_FUNCTIONS and not [f for f in LEAF_FUNCTIONS.values() if f.startswith("gendergap.cmd_")]
