@@ -230,8 +230,29 @@ def load_result_json(path: str) -> dict:
                         fix="pass a file written by `score asr|st --json`") from None
 
 
+def _written_result(inputs: list[dict]) -> dict | None:
+    """The result JSON a model's command wrote beside the hypotheses it scored (`asr finetune|frozen|decode|
+    transcribe`: NAME.wer.json; `st decode`: HYPS.json; `asr transcribe --task translate`: NAME.bleu.json),
+    when it scored the same files as the run (``inputs``: the run's recorded files); else None."""
+    scored = sorted(str(f.get("path")) for f in inputs)
+    for f in inputs:
+        hyps = Path(str(f.get("path")))
+        for path in {hyps.with_name(hyps.name.replace(".hyp.tsv", ".wer.json")), Path(f"{hyps}.json"),
+                     hyps.with_name(hyps.name.replace(".hyp.tsv", ".bleu.json"))} - {hyps}:
+            try:
+                written = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            result = written.get("bleu", written) if isinstance(written, dict) else None
+            if isinstance(result, dict) and "speaker_stats" in result and \
+                    sorted(str(x.get("path")) for x in (result.get("inputs") or {}).values()) == scored:
+                return result
+    return None
+
+
 def result_from_db(db: str, run_id: int) -> dict:
-    """Re-derive a stored scoring run's per-speaker statistics from its recorded inputs."""
+    """Re-derive a stored scoring run's per-speaker statistics from its recorded inputs (a run stored by a
+    model's command, which records no utterance table: from the result JSON it wrote, _written_result)."""
     from analysis.scoring import score_files
     from analysis.store import ResultsStore
 
@@ -247,9 +268,11 @@ def result_from_db(db: str, run_id: int) -> dict:
     try:
         result = score_files(cfg["metric"], cfg["refs"], cfg["hyps"], cfg["table"], bootstrap=0,
                              seed=cfg.get("seed", 0), **opts)
-    except KeyError:
-        raise UserError(f"run {run_id} does not record its input files", path=db,
-                        fix="re-score it with `gendergap score asr|st --db`, or compare JSONs (--a/--b)") from None
+    except KeyError:   # a run scored by a model's command: the result JSON it wrote holds the statistics
+        result = _written_result(json.loads(row["inputs"].iloc[0] or "[]"))
+        if result is None:
+            raise UserError(f"run {run_id} does not record its input files", path=db,
+                            fix="re-score it with `gendergap score asr|st --db`, or compare JSONs (--a/--b)") from None
     except UserError as e:
         raise UserError(f"cannot re-read run {run_id}'s inputs ({e})", path=db,
                         fix="compare the result JSONs instead (--a/--b)") from None
@@ -259,7 +282,7 @@ def result_from_db(db: str, run_id: int) -> dict:
         if r["gender"] in ("F", "M", "all") and r["metric"] == result["metric"]:
             if result[r["gender"]] is None or abs(result[r["gender"]] - r["value"]) > 1e-9:
                 raise UserError(f"run {run_id}'s input files changed since it was scored ({r['gender']} "
-                                f"{r['value']:.4f} stored, {result[r['gender']]} now)", path=cfg["hyps"],
+                                f"{r['value']:.4f} stored, {result[r['gender']]} now)", path=cfg.get("hyps", db),
                                 fix="re-score the run, or compare the result JSONs (--a/--b)")
     return result
 

@@ -94,31 +94,42 @@ def score_st_run(*, refs: str, out: str, model: str, meta: dict, run: dict, test
     """Score an ST model's decoded test set (``out``, against ``refs``): BLEU per gender (and
     MuST-SHE gender accuracy with ``mustshe``), printed, stored in ``db`` (if any), written to OUT.json;
     returns what OUT.json holds."""
-    from corpora.base.atomic import write_json
-
-    result = score_files("bleu", refs, out, test, bootstrap=bootstrap, seed=seed)
     name = name or Path(str(meta.get("ssl_checkpoint") or meta.get("feature_index") or model)).stem
-    lang_pair = f"{meta['src_lang']}-{meta['tgt_lang']}"
-    ci = result["ci"]
-    print(f"BLEU {lang_pair}: all {_num(result['all'])}  F {_num(result['F'])}  M {_num(result['M'])}  "
-          f"delta_rel {_num(result['delta_rel'])}%  (CI all {ci['all']}; {result['signature']})")
-    written = {"bleu": result, "model": str(Path(model).resolve()), "decode": run}
     config = {"st_model": str(Path(model).resolve()), "layer": meta.get("layer"),
               "runtime": runtime,
               "preset": meta.get("preset_name"), "beam": run["beam"], "test": str(Path(test).resolve()),
               "corpus": corpus, "test_split": test_split, "bootstrap": bootstrap, "seed": seed}
+    return score_translation(refs=refs, hyps=out, speakers=test, lang_pair=f"{meta['src_lang']}-{meta['tgt_lang']}",
+                             mustshe=mustshe, bootstrap=bootstrap, seed=seed, db=db, checkpoint=name, subset=subset,
+                             task=task, config=config, written={"model": str(Path(model).resolve()), "decode": run},
+                             out_json=str(out) + ".json")
+
+
+def score_translation(*, refs: str, hyps: str, speakers, lang_pair: str, mustshe: str | None, bootstrap: int,
+                      seed: int, db: str | None, checkpoint: str, subset: str, task: str, config: dict,
+                      written: dict, out_json: str) -> dict:
+    """BLEU per gender of ``hyps`` against ``refs`` (``speakers``: the utterance table, or its id/speaker/
+    gender rows), and MuST-SHE gender accuracy with ``mustshe``: printed, stored in ``db`` (if any) under
+    ``task``, written to ``out_json`` ({"bleu", then ``written``'s keys, then "mustshe"}); returns that."""
+    from corpora.base.atomic import write_json
+
+    result = score_files("bleu", refs, hyps, speakers, bootstrap=bootstrap, seed=seed)
+    ci = result["ci"]
+    print(f"BLEU {lang_pair}: all {_num(result['all'])}  F {_num(result['F'])}  M {_num(result['M'])}  "
+          f"delta_rel {_num(result['delta_rel'])}%  (CI all {ci['all']}; {result['signature']})")
+    written = {"bleu": result, **written}
     if mustshe:
-        ms = score_mustshe(mustshe, out)
+        ms = score_mustshe(mustshe, hyps)
         written["mustshe"] = ms
         o = ms["overall"]
         print(f"MuST-SHE: coverage {o['coverage']:.1f}%  accuracy {o['accuracy']:.1f}%  "
               f"(terms {o['terms']}, found {o['found']}, correct {o['correct']}, wrong {o['wrong']})")
     if db:  # the DB first: a failing --db step leaves no result JSON behind
-        run_id = store_result(db, result, checkpoint=name, task=task, lang_pair=lang_pair, subset=subset,
+        run_id = store_result(db, result, checkpoint=checkpoint, task=task, lang_pair=lang_pair, subset=subset,
                               config=config)
         log.info("stored BLEU run %d in %s", run_id, db)
         if mustshe:
-            store_mustshe(db, written["mustshe"], name, lang_pair, subset,
-                          {**config, "mustshe": str(Path(mustshe).resolve())}, [mustshe, out])
-    write_json(str(out) + ".json", written)
+            store_mustshe(db, written["mustshe"], checkpoint, lang_pair, subset,
+                          {**config, "mustshe": str(Path(mustshe).resolve())}, [mustshe, hyps])
+    write_json(out_json, written)
     return written

@@ -37,6 +37,7 @@ ASR_TASK_TITLES = {
     "asr-hybrid": "Hybrid ASR (SSL model as feature extractor, Kaldi)",
     "asr-frozen": "Frozen-feature ASR (SSL model as feature extractor)",
     "asr-e2e": "End-to-end ASR (SSL model fine-tuned as speech encoder)",
+    "asr-released": "Released speech models (local folders, as distributed)",
 }
 KEY = ["checkpoint", "task", "lang_pair", "subset", "gender", "metric"]
 CATEGORIES = ("1F", "1M", "2F", "2M")

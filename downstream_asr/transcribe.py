@@ -333,12 +333,14 @@ def _read_partial(path: Path, header: dict) -> dict[str, str]:
 
 def transcribe_table(model: Transcriber, rows, out_dir: str | os.PathLike, *, name: str = "test",
                      batch_seconds: float = 60.0, max_batch_size: int = 32, progress: bool = True,
-                     text_norm: dict | None = None, normalise: bool = True, source: dict | None = None) -> dict:
+                     text_norm: dict | None = None, normalise: bool = True, source: dict | None = None,
+                     references: str = "text") -> dict:
     """Transcribe ``rows`` (select_rows) in batches of similar length, resumably, then write
     ``NAME.hyp.tsv`` / ``NAME.ref.tsv`` / ``NAME.json`` (downstream_asr.decode.write_transcripts) and the
     model's own output as ``NAME.raw.tsv``. Hypotheses and references are normalised the way `asr decode`
     writes them (``text_norm``: a run's own, else downstream_asr.text's default), so WER is scored with
-    norm:none; ``normalise=False`` (translation) keeps both as they are. Each finished batch is appended
+    norm:none; ``normalise=False`` (translation) keeps both as they are. The references are the rows'
+    ``references`` column (a translation's: ``tgt_text_<lang>``). Each finished batch is appended
     to ``NAME.partial.jsonl`` and fsync'ed: a killed run, started again, transcribes only the rest."""
     import time
 
@@ -384,7 +386,70 @@ def transcribe_table(model: Transcriber, rows, out_dir: str | os.PathLike, *, na
             "text_norm_name": norm.name if normalise else "none", "batches_run": ran, "batches": len(batches),
             "batch_seconds": batch_seconds, "transcribe_seconds": round(time.monotonic() - t0, 2),
             "runtime": {"device": model.device, "precision": model.precision}}
-    meta = write_transcripts(ids, {i: fix(done[i]) for i in ids}, [fix(t) for t in rows["text"].astype(str)],
+    meta = write_transcripts(ids, {i: fix(done[i]) for i in ids}, [fix(t) for t in rows[references].astype(str)],
                              out_dir, name, info)
     partial.unlink()
     return meta
+
+
+# --------------------------------------------------------------------------- `asr transcribe`, in steps
+
+def check_options(*, task: str = "transcribe", tgt: str | None = None, mustshe: str | None = None,
+                  batch_seconds: float = 60.0, max_batch_size: int = 32) -> None:
+    """The option values `asr transcribe` refuses before it reads a table or a model."""
+    if batch_seconds <= 0 or max_batch_size < 1:
+        raise UserError("--batch-seconds must be > 0 and --max-batch-size >= 1", fix="e.g. --batch-seconds 60")
+    if task == "translate" and not tgt:
+        raise UserError("--task translate scores BLEU against the table's translations, and no --tgt says "
+                        "which", fix="add --tgt LANG: the table's tgt_text_LANG column (e.g. --tgt en)")
+    if task != "translate" and (tgt or mustshe):
+        raise UserError("--tgt and --mustshe score translations, and --task is transcribe",
+                        fix="add --task translate (a sequence-to-sequence model), or leave them out")
+
+
+def transcribe_rows(rows, *, model: str, out: str, name: str, language: str | None = None,
+                    task: str = "transcribe", max_new_tokens: int | None = None, batch_seconds: float = 60.0,
+                    max_batch_size: int = 32, progress: bool = True, device: str = "auto", precision: str = "fp32",
+                    trust: bool = False, references: str = "text") -> tuple[dict, Transcriber]:
+    """Load the model folder ``model`` and transcribe (or, ``task`` translate, translate) ``rows``
+    (select_rows) into OUT/NAME.* (transcribe_table), the references from the rows' ``references``
+    column. Returns the transcript files' record and the model."""
+    from ssl_pretrain.device import device_and_precision
+
+    device, precision = device_and_precision(device, precision)
+    m = load_model(model, device=device, precision=precision, trust=trust, language=language, task=task,
+                   max_new_tokens=max_new_tokens)
+    source = {"folder": str(Path(model).resolve()), "kind": m.kind, "language": language, "task": task,
+              "max_new_tokens": max_new_tokens, "precision": precision}
+    meta = transcribe_table(m, rows, out, name=name, batch_seconds=batch_seconds, max_batch_size=max_batch_size,
+                            progress=progress, text_norm=m.info.get("text_norm"), normalise=task == "transcribe",
+                            source=source, references=references)
+    return meta, m
+
+
+def result_task(kind: str, task: str = "transcribe") -> str:
+    """The results DB's task of a transcribed table: a run directory's rows are `asr finetune`'s own
+    (asr-e2e); any other model's are asr-released, or st-released for translations."""
+    if task == "translate":
+        return "st-released"
+    return "asr-e2e" if kind == "run" else "asr-released"
+
+
+def result_config(m: Transcriber, meta: dict, *, model: str, batch_seconds: float, table, split: str | None,
+                  corpus: str | None) -> dict:
+    """What a result row of a transcribed table keeps: the model, how it ran, which rows."""
+    from corpora.table import table_source
+    return {"recipe": f"transcribe:{m.kind}", "model": str(Path(model).resolve()), "released": m.describe(),
+            "runtime": meta["runtime"], "batch_seconds": batch_seconds, "table": table_source(table), "split": split,
+            "corpus": corpus}
+
+
+def source_language(rows, language: str | None) -> str:
+    """The speech's language for a translation's language pair: --language, else the rows' one ``lang``."""
+    if language:
+        return language
+    langs = sorted(set(rows["lang"].astype(str))) if "lang" in rows.columns else []
+    if len(langs) != 1 or not langs[0]:
+        raise UserError(f"the rows speak {', '.join(langs) or 'no lang'}, so the language pair is unknown",
+                        fix="give --language (the speech's language) or select one language's rows (--corpus)")
+    return langs[0]

@@ -1,19 +1,15 @@
 """`gendergap asr transcribe` and `asr export`: released models scored per gender, our runs released.
 
-Thin wiring: downstream_asr.transcribe loads a model folder and writes hypotheses + references,
-analysis.score_runs.score_asr_run scores them exactly as `asr decode` does (WER per gender, speaker-level
-bootstrap CIs, Δrel, norm:none on transcripts normalised the same way, rows in --db); downstream_asr.export
-writes an EncoderASR folder.
+Argument parsing and help only: gendergap/runs/transcribe.py runs them (downstream_asr.transcribe loads a
+model folder and writes hypotheses + references, analysis.score_runs scores them exactly as `asr decode`
+does: WER per gender, speaker-level bootstrap CIs, Δrel, norm:none on transcripts normalised the same way;
+translations as `st decode` does: BLEU per gender, MuST-SHE; rows in --db); downstream_asr.export writes
+an EncoderASR folder.
 """
 from __future__ import annotations
 
-import argparse
-import shlex
-import sys
-from pathlib import Path
-
-from corpora.base.errors import UserError
 from gendergap.options import add_model_options, call
+from gendergap.runs.transcribe import asr_export, asr_transcribe
 
 TRANSCRIBE_EPILOG = """\
 --model is a LOCAL folder (nothing is ever downloaded; fetch hub models first, e.g.
@@ -34,12 +30,19 @@ after a kill and only the rest is transcribed. Then OUT/NAME.hyp.tsv and NAME.re
 normalised as `asr decode` writes them: lower-case, punctuation removed, ' and - kept; a run directory's
 own normalisation for a run), NAME.raw.tsv (the model's own output) and NAME.wer.json: WER for F, M and
 all with speaker-level CIs and Δrel, stored in --db like `asr decode`'s rows (task asr-e2e for a run
-directory, asr-released otherwise; checkpoint --name). --task translate writes the translations
-(NAME.hyp.tsv, not normalised) and scores nothing: score them with `gendergap score st`.
+directory, asr-released otherwise; checkpoint --name).
+
+--task translate (a sequence-to-sequence model that translates: Whisper into English) writes the
+translations as they are (NAME.hyp.tsv) and the table's tgt_text_LANG column (--tgt LANG, required)
+as NAME.ref.tsv, then scores them as `st decode` does: BLEU for F, M and all with speaker-level CIs
+and Δrel, sacreBLEU's signature, in NAME.bleu.json and --db (task st-released, language pair
+--language-LANG, or the rows' lang-LANG); --mustshe TSV adds MuST-SHE gender accuracy (task mustshe).
 
 examples:
   gendergap asr transcribe --model models/whisper-small --language fr --table cv/table.tsv \\
       --split test --out runs/released/whisper-small --db runs/results.db
+  gendergap asr transcribe --model models/whisper-small --language fr --task translate --tgt en \\
+      --table mtedx/table.tsv --corpus mtedx-fr-en --out runs/released/whisper-small-st --db runs/results.db
   gendergap asr transcribe --model models/asr-wav2vec2-commonvoice-fr --trust-checkpoint \\
       --table cv/table.tsv --corpus commonvoice --out runs/released/sb-cv-fr --db runs/results.db
   gendergap asr transcribe --model runs/asr/B-tiny --table study/table.tsv --out runs/asr/B-tiny/table
@@ -79,7 +82,9 @@ def add_leaves(leaf) -> None:
                    "(default: the model folder's name for files: the split)")
     q.add_argument("--language", default=None, help="source language of a sequence-to-sequence model (Whisper: fr)")
     q.add_argument("--task", default="transcribe", choices=("transcribe", "translate"),
-                   help="sequence-to-sequence models: transcribe (default) or translate")
+                   help="sequence-to-sequence models: transcribe (default) or translate (needs --tgt)")
+    q.add_argument("--tgt", default=None, metavar="LANG",
+                   help="--task translate: score BLEU against the table's tgt_text_LANG column (required there)")
     q.add_argument("--max-new-tokens", type=int, default=None,
                    help="sequence-to-sequence models: at most this many generated tokens (default: the model's)")
     q.add_argument("--batch-seconds", type=float, default=60.0,
@@ -89,6 +94,8 @@ def add_leaves(leaf) -> None:
     add_model_options(q, store=False)
     q.add_argument("--db", default=None, help="store the per-gender WER rows in this results DB")
     q.add_argument("--subset", default=None, help="subset label of the stored rows (default: the split)")
+    q.add_argument("--mustshe", default=None, metavar="TSV",
+                   help="--task translate: also score MuST-SHE gender accuracy on this TSV (rows: task mustshe)")
     q.add_argument("--bootstrap", type=int, default=1000, help="speaker-level bootstrap resamples (0: no CI)")
     q.add_argument("--seed", type=int, default=12345, help="bootstrap seed")
 
@@ -101,58 +108,3 @@ def add_leaves(leaf) -> None:
                    "(default: runs/checkpoints.json)")
     q.add_argument("--trust-checkpoint", action="store_true",
                    help="unpickle the run's SpeechBrain checkpoint files fully (only for runs you trust)")
-
-
-def asr_transcribe(*, model: str, table: str | list[str], out: str, split: str | None = "test",
-                   corpus: str | None = None, name: str | None = None, language: str | None = None,
-                   task: str = "transcribe", max_new_tokens: int | None = None, batch_seconds: float = 60.0,
-                   max_batch_size: int = 32, no_progress: bool = False, device: str = "auto",
-                   precision: str = "fp32", trust_checkpoint: bool = False, db: str | None = None,
-                   subset: str | None = None, bootstrap: int = 1000, seed: int = 12345) -> dict:
-    """Transcribe ``table``'s rows with the model folder ``model``, then (task transcribe) score WER per
-    gender as `asr decode` does. The `asr transcribe` CLI leaf calls it. Returns the WER result, or the
-    transcript files' record for --task translate."""
-    from analysis.score_runs import score_asr_run
-    from analysis.scoring import read_speakers
-    from corpora.table import table_source
-    from downstream_asr.transcribe import load_model, select_rows, transcribe_table
-    from ssl_pretrain.device import device_and_precision
-
-    if batch_seconds <= 0 or max_batch_size < 1:
-        raise UserError("--batch-seconds must be > 0 and --max-batch-size >= 1", fix="e.g. --batch-seconds 60")
-    device, precision = device_and_precision(device, precision)
-    rows = select_rows(table, split or None, corpus)
-    speakers = None
-    if task == "transcribe":   # checked before the model runs: an unknown gender is found in a second
-        speakers = read_speakers(rows[["id", "speaker", "gender"]], rows["id"].tolist(), source=table_source(table))
-    m = load_model(model, device=device, precision=precision, trust=trust_checkpoint, language=language, task=task,
-                   max_new_tokens=max_new_tokens)
-    stem = (split or "all") if name is None else name
-    source = {"folder": str(Path(model).resolve()), "kind": m.kind, "language": language, "task": task,
-              "max_new_tokens": max_new_tokens, "precision": precision}
-    meta = transcribe_table(m, rows, out, name=stem, batch_seconds=batch_seconds, max_batch_size=max_batch_size,
-                            progress=not no_progress, text_norm=m.info.get("text_norm"),
-                            normalise=task == "transcribe", source=source)
-    print(f"wrote {meta['hyps']} and {meta['refs']} ({meta['n_utts']} utterances, {meta['batches_run']} of "
-          f"{meta['batches']} batches run now)")
-    if task == "translate":
-        print(f"translations are not scored here: gendergap score st --ref REFS --hyp {meta['hyps']} --table ...")
-        return meta
-    ckpt = name or m.name
-    return score_asr_run(meta, speakers, db=db, bootstrap=bootstrap, seed=seed, checkpoint=ckpt,
-                         task="asr-e2e" if m.kind == "run" else "asr-released", subset=subset or split or "all",
-                         config={"recipe": f"transcribe:{m.kind}", "model": str(Path(model).resolve()),
-                                 "released": m.describe(), "runtime": meta["runtime"],
-                                 "batch_seconds": batch_seconds, "table": table_source(table), "split": split,
-                                 "corpus": corpus})
-
-
-def asr_export(*, run: str, out: str, registry: str | None = None, trust_checkpoint: bool = False) -> dict:
-    """Export the `asr finetune` run ``run`` as an EncoderASR folder ``out`` (the `asr export` leaf)."""
-    from downstream_asr.export import export_run
-
-    cmd = "gendergap " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["asr"] else None
-    commands = [f"gendergap asr finetune ... --out {run}  (hyper-parameters: {run}/run.json)"] + ([cmd] if cmd else [])
-    meta = export_run(run, out, trust=trust_checkpoint, registry=registry, commands=commands)
-    print(f"wrote {meta['out']}: EncoderASR.from_hparams(source={meta['out']!r}) loads it; model card README.md")
-    return meta

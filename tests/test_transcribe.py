@@ -210,7 +210,7 @@ def test_hf_ctc_batches_resumes_after_a_kill_and_scores(hf_ctc, tmp_path):
     assert tsv(out / "test.hyp.tsv") == full and not partial.exists()
 
 
-def test_whisper_architecture_end_to_end(tmp_path):
+def build_tiny_whisper(folder: Path) -> Path:
     """A random WhisperForConditionalGeneration (d_model 16) with a byte-level BPE tokenizer built here."""
     import torch
     from transformers import (GenerationConfig, WhisperConfig, WhisperFeatureExtractor,
@@ -235,11 +235,27 @@ def test_whisper_architecture_end_to_end(tmp_path):
         lang_to_id={"<|en|>": ids["<|en|>"], "<|fr|>": ids["<|fr|>"]},
         task_to_id={"transcribe": ids["<|transcribe|>"], "translate": ids["<|translate|>"]},
         no_timestamps_token_id=ids["<|notimestamps|>"], prev_sot_token_id=ids["<|startofprev|>"])
-    model.save_pretrained(tmp_path / "whisper")
-    WhisperProcessor(WhisperFeatureExtractor(feature_size=80), tok).save_pretrained(tmp_path / "whisper")
-    paths = write_corpus(tmp_path / "data", {"test": 6})
-    from gendergap.cmd_asr_models import asr_transcribe
-    r = asr_transcribe(model=str(tmp_path / "whisper"), table=str(paths["table"]), out=str(tmp_path / "out"),
+    model.save_pretrained(folder)
+    WhisperProcessor(WhisperFeatureExtractor(feature_size=80), tok).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def whisper(tmp_path_factory):
+    """The tiny Whisper-architecture model and a 6-utterance test table with English translations."""
+    from corpora.table import read_table, write_table
+    root = tmp_path_factory.mktemp("whisper")
+    paths = write_corpus(root / "data", {"test": 6})
+    df = read_table(paths["table"])
+    df["tgt_text_en"] = [f"the cat number {i} sleeps." for i in range(len(df))]
+    write_table(df, paths["table"])
+    return {"model": build_tiny_whisper(root / "whisper"), "table": paths["table"], "ids": df["id"].tolist(),
+            "genders": df["gender"].tolist()}
+
+
+def test_whisper_architecture_end_to_end(whisper, tmp_path):
+    from gendergap.runs.transcribe import asr_transcribe
+    r = asr_transcribe(model=str(whisper["model"]), table=str(whisper["table"]), out=str(tmp_path / "out"),
                        language="fr", batch_seconds=2.0, device="cpu", db=str(tmp_path / "r.db"), bootstrap=20,
                        no_progress=True)
     assert r["n_utts"] == {"F": 3, "M": 3, "all": 6} and r["all"] is not None
@@ -247,10 +263,51 @@ def test_whisper_architecture_end_to_end(tmp_path):
     assert info["kind"] == "hf-seq2seq" and info["model"]["language"] == "fr" and info["batches"] > 1
     assert len(tsv(tmp_path / "out" / "test.hyp.tsv")) == 6
     assert scores(tmp_path / "r.db", "asr-released")[("whisper", "all")][2] == 6
-    # translate writes translations and scores nothing
-    meta = asr_transcribe(model=str(tmp_path / "whisper"), table=str(paths["table"]), out=str(tmp_path / "st"),
-                          language="fr", task="translate", device="cpu", no_progress=True)
-    assert meta["text_norm_name"] == "none" and not (tmp_path / "st" / "test.wer.json").exists()
+
+
+def _mustshe_tsv(path: Path, ids: list[str], genders: list[str]) -> Path:
+    """A MuST-SHE-format TSV over the table's test ids (one gendered term pair per row)."""
+    head = "ID\tLANG\tTALK\tSRC\tREF\tWRONG-REF\tSPEAKER\tGENDER\tCATEGORY\tTEXT-CATEGORY\tGENDERTERMS\n"
+    rows = [f"{i}\tfr-en\tt\tle chat\tthe cat\tthe cat\t{'She' if g == 'F' else 'He'}\t{g}\t1{g}\t-\t"
+            f"{'actress actor' if g == 'F' else 'actor actress'}\n" for i, g in zip(ids, genders)]
+    path.write_text(head + "".join(rows), encoding="utf-8")
+    return path
+
+
+def test_released_translation_scored_per_gender_like_st_decode(whisper, tmp_path):
+    """--task translate --tgt en: BLEU per gender against tgt_text_en (sacreBLEU's signature), rows under
+    st-released, and MuST-SHE gender accuracy with --mustshe. The model is random: only the rows are checked."""
+    mustshe = _mustshe_tsv(tmp_path / "mustshe.tsv", whisper["ids"], whisper["genders"])
+    p = cli("asr", "transcribe", "--model", whisper["model"], "--table", whisper["table"], "--out", tmp_path / "st",
+            "--language", "fr", "--task", "translate", "--tgt", "en", "--mustshe", mustshe, "--device", "cpu",
+            "--db", tmp_path / "r.db", "--bootstrap", 20, "--no-progress")
+    assert "BLEU fr-en: all" in p.stdout and "MuST-SHE: coverage" in p.stdout
+    refs = {i: f"the cat number {k} sleeps." for k, i in enumerate(whisper["ids"])}
+    assert tsv(tmp_path / "st" / "test.ref.tsv") == refs
+    written = json.loads((tmp_path / "st" / "test.bleu.json").read_text())
+    assert written["bleu"]["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
+    assert written["mustshe"]["overall"]["terms"] == 6 and written["transcripts"]["text_norm_name"] == "none"
+    with sqlite3.connect(tmp_path / "r.db") as con:
+        rows = con.execute("SELECT checkpoint, task, lang_pair, gender, metric, n_utts, signature "
+                           "FROM scores").fetchall()
+    bleu = {r[3]: r for r in rows if r[1] == "st-released"}
+    assert {"F", "M", "all"} <= set(bleu) and all(r[0] == "whisper" and r[2] == "fr-en" and r[4] == "bleu"
+                                                  for r in bleu.values())
+    assert (bleu["F"][5], bleu["M"][5], bleu["all"][5]) == (3, 3, 6) and bleu["all"][6].startswith("nrefs:1|")
+    assert {r[1] for r in rows} == {"st-released", "mustshe"}
+    assert {r[0] for r in rows if r[1] == "mustshe"} == {"whisper"}
+
+
+def test_translate_without_a_target_is_one_line(whisper, tmp_path):
+    args = ["asr", "transcribe", "--model", whisper["model"], "--table", whisper["table"], "--out", tmp_path / "o",
+            "--language", "fr", "--task", "translate"]
+    p = cli(*args, check=False)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "--tgt" in p.stderr and "tgt_text_" in p.stderr and not (tmp_path / "o").exists()
+    p = cli(*args, "--tgt", "de", check=False)
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "no target text column 'tgt_text_de' for --tgt de" in p.stderr and "tgt_text_en" in p.stderr
+    assert str(whisper["table"]) in p.stderr and not (tmp_path / "o").exists()
 
 
 class _Payload:
@@ -305,9 +362,12 @@ def test_help_teaches_with_examples():
         assert all(n in p.stdout for n in needles), (leaf, p.stdout)
 
 
-def test_released_models_in_a_sweep_beside_checkpoints(hf_ctc, tmp_path):
-    """Item 3: two released models as rows of a study (task asr-released), one step per model x corpus,
-    run by the sweep, stored in the study's DB and shown in the report's ASR table."""
+def test_two_external_models_and_three_shipped_checkpoints_in_one_sweep(hf_ctc, whisper, tmp_path):
+    """Issue #32's acceptance: two released models (a transformers CTC folder, a Whisper folder; task
+    asr-released, one step per model x corpus) and the three shipped checkpoints (asr-frozen, 2 steps)
+    run as one sweep; the report's Table 4 shows all five rows, and `score compare` pairs a released
+    model's row (the baseline) with a checkpoint's."""
+    from gendergap.cli import main
     from gendergap.config import load_config
     from gendergap.plan import plan_jobs
     from gendergap.sweep import run_sweep
@@ -317,26 +377,44 @@ name: released
 corpus: {{synth: tiny}}
 checkpoints:
   F-tiny: {{shipped: tiny-female}}
+  M-tiny: {{shipped: tiny-male}}
+  B-tiny: {{shipped: tiny-balanced}}
 tasks:
+  asr-frozen: {{corpus: synth-fr, layer: last, overrides: [max_steps=2, number_of_epochs=1]}}
   released:
     type: asr-released
     device: cpu
     models:
-      ctc-a: {{path: {hf_ctc['model']}}}
-      ctc-b: {{path: {hf_ctc['model']}}}
+      ctc: {{path: {hf_ctc['model']}}}
+      whisper: {{path: {whisper['model']}, language: fr}}
     corpora: [synth-fr]
 report: {{bootstrap: 10}}
 """)
-    steps = plan_jobs(load_config(cfg), tmp_path / "o")
+    out = tmp_path / "o"
+    steps = plan_jobs(load_config(cfg), out)
     by = {s.name: s for s in steps}
-    assert {"released:ctc-a:synth-fr", "released:ctc-b:synth-fr"} <= set(by)
-    assert by["released:ctc-a:synth-fr"].calls()[0][0] == "asr transcribe"
-    run_sweep(steps, tmp_path / "o")
-    rows = scores(tmp_path / "o" / "results.db", "asr-released")
-    assert {c for c, _ in rows} == {"ctc-a@synth-fr", "ctc-b@synth-fr"}
-    assert rows[("ctc-a@synth-fr", "all")][1] == rows[("ctc-b@synth-fr", "all")][1]
-    report = "\n".join(p.read_text(encoding="utf-8", errors="replace") for p in (tmp_path / "o").rglob("*.md"))
-    assert "asr-released" in report and "ctc-a@synth-fr" in report
+    assert {"released:ctc:synth-fr", "released:whisper:synth-fr"} <= set(by)
+    assert by["released:ctc:synth-fr"].calls()[0][0] == "asr transcribe"
+    run_sweep(steps, out)
+    rows = {**scores(out / "results.db", "asr-released"), **scores(out / "results.db", "asr-frozen")}
+    five = ["F-tiny", "M-tiny", "B-tiny", "ctc@synth-fr", "whisper@synth-fr"]
+    assert {c for c, _ in rows} == set(five)
+    assert len({rows[(c, "all")][2] for c in five}) == 1   # the same test rows for all five
+    table4 = (out / "report" / "table4_asr.md").read_text(encoding="utf-8")
+    assert "Released speech models" in table4 and all(f"| {c} |" in table4 for c in five), table4
+    csv = (out / "report" / "table4_asr.csv").read_text(encoding="utf-8")
+    assert all(c in csv for c in five) and "asr-released" in csv and "asr-frozen" in csv
+    report = (out / "report" / "report.md").read_text(encoding="utf-8")
+    table4_section = report[report.index("## Table 4"):]
+    assert all(f"| {c} |" in table4_section.split("\n## ")[0] for c in five)
+    with sqlite3.connect(out / "results.db") as con:
+        run_of = dict(con.execute("SELECT checkpoint, run_id FROM scores WHERE gender = 'all' AND metric = 'wer'"))
+    res = tmp_path / "compare.json"
+    assert main(["score", "compare", "--db", str(out / "results.db"), "--run-a", str(run_of["ctc@synth-fr"]),
+                 "--run-b", str(run_of["F-tiny"]), "--resamples", "50", "--json", str(res)]) == 0
+    test = json.loads(res.read_text())   # A: the released model (the baseline), B: a shipped checkpoint
+    assert test["metric"] == "wer" and test["a"]["all"] == rows[("ctc@synth-fr", "all")][1]
+    assert test["b"]["all"] == rows[("F-tiny", "all")][1] and set(test["p_value"]) == {"F", "M", "all", "delta_rel"}
 
 
 def test_a_missing_released_model_is_found_by_the_dry_run(tmp_path, capsys):
@@ -359,3 +437,23 @@ tasks:
              or x.startswith("gendergap: error: " + str(cfg))]
     assert len(lines) == 1 and "model 'gone'" in lines[0] and "is not a local folder" in lines[0], lines
     assert not (tmp_path / "o").exists()
+
+
+def test_a_translating_released_model_is_refused_by_the_dry_run(whisper, tmp_path, capsys):
+    """A sweep step does not carry the target language a translation is scored against: said before any job."""
+    from gendergap.cli import main
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"""\
+name: released
+corpus: {{synth: tiny}}
+checkpoints:
+  F-tiny: {{shipped: tiny-female}}
+tasks:
+  released:
+    type: asr-released
+    models:
+      st: {{path: {whisper['model']}, language: fr, task: translate}}
+""")
+    assert main(["sweep", "--config", str(cfg), "--out", str(tmp_path / "o"), "--dry-run"]) == 2
+    lines = [x for x in capsys.readouterr().err.splitlines() if str(cfg) in x]
+    assert len(lines) == 1 and "model 'st': task translate" in lines[0] and "--tgt LANG" in lines[0], lines

@@ -8,10 +8,12 @@
           sb-cv-fr: {path: models/asr-wav2vec2-commonvoice-fr}      # a SpeechBrain folder: sweep --trust-checkpoint
         corpora: [synth-fr]      # one step per model x corpus (default: every corpus of the table at once)
 
-Each step calls `gendergap asr transcribe` (gendergap/cmd_asr_models.py): its rows go to the study's results
-DB under task ``asr-released``, checkpoint = the model's name (``NAME@CORPUS`` with ``corpora``: one row per
-model x corpus), subset = the split, so the report's ASR tables and `score compare` take them like any
-``asr-*`` row.
+Each step calls `gendergap asr transcribe` (gendergap.runs.transcribe.asr_transcribe): its rows go to the
+study's results DB under task ``asr-released``, checkpoint = the model's name (``NAME@CORPUS`` with
+``corpora``: one row per model x corpus), subset = the split, so the report's ASR table (Table 4) and
+`score compare` take them like any ``asr-*`` row. A model with ``task: translate`` is refused by the
+sweep's input checks: its BLEU needs a target language (`asr transcribe --task translate --tgt LANG`),
+which a step does not carry yet.
 """
 from __future__ import annotations
 
@@ -81,6 +83,10 @@ class ReleasedStep(ModelStep):
         from corpora.checks import load_table
 
         found = []
+        if self.mode == "translate":
+            found.append(Problem(f"model {self.model_name!r}: task translate is scored against a target language "
+                                 "the sweep cannot give it yet", "run `gendergap asr transcribe --task translate "
+                                 "--tgt LANG` on its own (BLEU per gender), or use task transcribe"))
         if not Path(self.model).is_dir():
             found.append(Problem(f"model {self.model_name!r}: {self.model} is not a local folder",
                                  "give the folder of a downloaded model (it is never fetched from a hub)"))
