@@ -439,11 +439,12 @@ tasks:
     assert not (tmp_path / "o").exists()
 
 
-def test_a_translating_released_model_is_refused_by_the_dry_run(whisper, tmp_path, capsys):
-    """A sweep step does not carry the target language a translation is scored against: said before any job."""
+def test_a_translating_released_model_in_a_sweep(whisper, tmp_path, capsys):
+    """task translate with `tgt`: BLEU per gender rows (st-released) in the study's DB and its Table 5;
+    without `tgt`, or with a target the table has no column for, the dry run refuses it in one line."""
     from gendergap.cli import main
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(f"""\
+    text = f"""\
 name: released
 corpus: {{synth: tiny}}
 checkpoints:
@@ -451,9 +452,23 @@ checkpoints:
 tasks:
   released:
     type: asr-released
+    device: cpu
+    corpora: [synth-fr]
     models:
-      st: {{path: {whisper['model']}, language: fr, task: translate}}
-""")
-    assert main(["sweep", "--config", str(cfg), "--out", str(tmp_path / "o"), "--dry-run"]) == 2
-    lines = [x for x in capsys.readouterr().err.splitlines() if str(cfg) in x]
-    assert len(lines) == 1 and "model 'st': task translate" in lines[0] and "--tgt LANG" in lines[0], lines
+      st: {{path: {whisper['model']}, language: fr, task: translate TGT}}
+report: {{bootstrap: 10}}
+"""
+    def refused(tgt: str, needle: str) -> None:
+        cfg.write_text(text.replace(" TGT", tgt))
+        assert main(["sweep", "--config", str(cfg), "--out", str(tmp_path / "o"), "--dry-run"]) == 2
+        lines = [x for x in capsys.readouterr().err.splitlines() if str(cfg) in x]
+        assert len(lines) == 1 and "model 'st@synth-fr'" in lines[0] and needle in lines[0], lines
+
+    refused("", "add `tgt: LANG`")
+    cfg.write_text(text.replace(" TGT", ", tgt: en"))
+    assert main(["sweep", "--config", str(cfg), "--out", str(tmp_path / "o")]) == 0
+    rows = scores(tmp_path / "o" / "results.db", "st-released")
+    assert {g for _, g in rows} >= {"F", "M", "all"} and rows[("st@synth-fr", "all")][0] == "bleu"
+    table5 = (tmp_path / "o" / "report" / "table5_st.md").read_text(encoding="utf-8")
+    assert "st@synth-fr" in table5
+    refused(", tgt: de", "no tgt_text_de column")   # the corpus is written now: its columns are checked

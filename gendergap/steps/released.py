@@ -6,14 +6,15 @@
         models:
           whisper-small: {path: models/whisper-small, language: fr}
           sb-cv-fr: {path: models/asr-wav2vec2-commonvoice-fr}      # a SpeechBrain folder: sweep --trust-checkpoint
+          whisper-st: {path: models/whisper-small, language: fr, task: translate, tgt: en}
         corpora: [synth-fr]      # one step per model x corpus (default: every corpus of the table at once)
 
 Each step calls `gendergap asr transcribe` (gendergap.runs.transcribe.asr_transcribe): its rows go to the
 study's results DB under task ``asr-released``, checkpoint = the model's name (``NAME@CORPUS`` with
 ``corpora``: one row per model x corpus), subset = the split, so the report's ASR table (Table 4) and
-`score compare` take them like any ``asr-*`` row. A model with ``task: translate`` is refused by the
-sweep's input checks: its BLEU needs a target language (`asr transcribe --task translate --tgt LANG`),
-which a step does not carry yet.
+`score compare` take them like any ``asr-*`` row. A model with ``task: translate`` and ``tgt: LANG`` is
+scored in BLEU per gender against the table's ``tgt_text_LANG`` (task ``st-released``, in Table 5);
+without ``tgt`` the sweep's input checks refuse it before any job runs.
 """
 from __future__ import annotations
 
@@ -35,13 +36,16 @@ class ReleasedModel(Section):
                       "config file")
     language: str | None = Field(None, description="source language of a sequence-to-sequence model (Whisper)")
     task: Literal["transcribe", "translate"] = Field("transcribe", description="sequence-to-sequence task")
+    tgt: str | None = Field(None, description="task translate: the target language; BLEU per gender against the "
+                            "table's tgt_text_<tgt> column (rows: task st-released, in Table 5)")
     max_new_tokens: int | None = Field(None, description="at most this many generated tokens (default: the model's)")
 
 
 class AsrReleasedTask(TaskBase):
     """asr-released: released models transcribe the table's split, scored per gender (no checkpoints)."""
     models: dict[str, ReleasedModel] = Field(description="name -> {path: local model folder (relative to the config), language: Whisper's source "
-                                        "language, task: transcribe|translate, max_new_tokens}; the name is its row "
+                                        "language, task: transcribe|translate, tgt: translate's target language, "
+                                        "max_new_tokens}; the name is its row "
                                         "(the task's `checkpoints` key is not used)")
     corpora: list[str] | None = Field(None, description="one step per corpus of this list (default: one step on "
                                       "every row of the split)")
@@ -64,29 +68,32 @@ class ReleasedStep(ModelStep):
     db: str
     batch_seconds: float
     bootstrap: int
-    seed: int
+    bootstrap_seed: int
+    tgt: str | None = None         # translate: the target language scored against
 
     KIND = TYPE
     OWNS_OUTPUTS = True
     COST_MIN = 1.0
+    ADDED_FIELDS = ("tgt",)
+    KEY_NAMES = {"bootstrap_seed": "seed"}
 
     def calls(self) -> list[tuple[str, dict]]:
         return [("asr transcribe", dict(
             model=self.model, table=self.table, split=self.split, corpus=self.corpus, out=self.out,
             name=self.model_name, language=self.language, task=self.mode, max_new_tokens=self.max_new_tokens,
             batch_seconds=self.batch_seconds, no_progress=True, device=self.device, precision=self.precision,
-            trust_checkpoint=self.trust, db=self.db, bootstrap=self.bootstrap, seed=self.seed,
-            subset=self.split))]
+            trust_checkpoint=self.trust, db=self.db, bootstrap=self.bootstrap, seed=self.bootstrap_seed,
+            subset=self.split, **({"tgt": self.tgt} if self.tgt else {})))]
 
     def check(self, ctx: CheckContext) -> list[Problem]:
-        """The model is a local folder, and the table has rows of the split (and corpus) to transcribe."""
+        """The model is a local folder, and the table has rows of the split (and corpus) to transcribe
+        (to translate: with the target language's reference column)."""
         from corpora.checks import load_table
 
         found = []
-        if self.mode == "translate":
-            found.append(Problem(f"model {self.model_name!r}: task translate is scored against a target language "
-                                 "the sweep cannot give it yet", "run `gendergap asr transcribe --task translate "
-                                 "--tgt LANG` on its own (BLEU per gender), or use task transcribe"))
+        if self.mode == "translate" and not self.tgt:
+            found.append(Problem(f"model {self.model_name!r}: task translate needs the target language its BLEU is "
+                                 "scored in", "add `tgt: LANG` to the model (the table's tgt_text_LANG column)"))
         if not Path(self.model).is_dir():
             found.append(Problem(f"model {self.model_name!r}: {self.model} is not a local folder",
                                  "give the folder of a downloaded model (it is never fetched from a hub)"))
@@ -98,6 +105,9 @@ class ReleasedStep(ModelStep):
             if rows.empty:
                 found.append(Problem(f"no rows of split {self.split!r}" + (f" in corpus {self.corpus!r}" if self.corpus
                                      else "") + f" in {Path(self.table).name}", "check the task's split and corpora"))
+            elif self.mode == "translate" and self.tgt and f"tgt_text_{self.tgt}" not in rows:
+                found.append(Problem(f"model {self.model_name!r}: {Path(self.table).name} has no tgt_text_{self.tgt} "
+                                     "column to score its translations against", "check the model's `tgt`"))
         return found
 
 
@@ -106,10 +116,11 @@ def plan_released(g: Graph, tname: str, t: dict) -> None:
         for corpus in t["corpora"] or [None]:
             out = Path(g.out) / tname / name / (corpus or "all")
             g.add(ReleasedStep(
-                name=f"{tname}:{name}" + (f":{corpus}" if corpus else ""), model_name=f"{name}@{corpus}" if corpus else name, model=g.path(m["path"]),
+                name=f"{tname}:{name}" + (f":{corpus}" if corpus else ""),
+                model_name=f"{name}@{corpus}" if corpus else name, model=g.path(m["path"]),
                 language=m["language"], mode=m["task"], max_new_tokens=m["max_new_tokens"], table=g.table,
                 split=t["split"], corpus=corpus, out=str(out), db=g.db, batch_seconds=t["batch_seconds"],
-                bootstrap=g.bootstrap, seed=g.seed, trust=g.trust, **task_runtime(t), deps=list(g.table_deps),
+                bootstrap=g.bootstrap, bootstrap_seed=g.seed, tgt=m["tgt"], trust=g.trust, **task_runtime(t), deps=list(g.table_deps),
                 resources=dict(t["resources"]), task=tname, checkpoint=name, outputs=[str(out)]))
 
 
