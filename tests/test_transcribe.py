@@ -417,34 +417,10 @@ report: {{bootstrap: 10}}
     assert test["b"]["all"] == rows[("F-tiny", "all")][1] and set(test["p_value"]) == {"F", "M", "all", "delta_rel"}
 
 
-def test_a_missing_released_model_is_found_by_the_dry_run(tmp_path, capsys):
-    """The sweep's input checks name a model folder that is not there before any job runs."""
-    from gendergap.cli import main
-    cfg = tmp_path / "c.yaml"
+def released_study(cfg: Path, name: str, model: str) -> Path:
+    """A study config on the tiny built-in corpus with one released model (``model``: the inside of
+    its YAML flow mapping) on synth-fr."""
     cfg.write_text(f"""\
-name: released
-corpus: {{synth: tiny}}
-checkpoints:
-  F-tiny: {{shipped: tiny-female}}
-tasks:
-  released:
-    type: asr-released
-    models:
-      gone: {{path: {tmp_path / 'no-such-model'}}}
-""")
-    assert main(["sweep", "--config", str(cfg), "--out", str(tmp_path / "o"), "--dry-run"]) == 2
-    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith(str(cfg))
-             or x.startswith("gendergap: error: " + str(cfg))]
-    assert len(lines) == 1 and "model 'gone'" in lines[0] and "is not a local folder" in lines[0], lines
-    assert not (tmp_path / "o").exists()
-
-
-def test_a_translating_released_model_in_a_sweep(whisper, tmp_path, capsys):
-    """task translate with `tgt`: BLEU per gender rows (st-released) in the study's DB and its Table 5;
-    without `tgt`, or with a target the table has no column for, the dry run refuses it in one line."""
-    from gendergap.cli import main
-    cfg = tmp_path / "c.yaml"
-    text = f"""\
 name: released
 corpus: {{synth: tiny}}
 checkpoints:
@@ -455,17 +431,41 @@ tasks:
     device: cpu
     corpora: [synth-fr]
     models:
-      st: {{path: {whisper['model']}, language: fr, task: translate TGT}}
+      {name}: {{{model}}}
 report: {{bootstrap: 10}}
-"""
+""")
+    return cfg
+
+
+def dry_run_refusal(cfg: Path, out: Path, capsys) -> str:
+    """`sweep --dry-run` exits 2 with one line naming the config: that line."""
+    from gendergap.cli import main
+    assert main(["sweep", "--config", str(cfg), "--out", str(out), "--dry-run"]) == 2
+    lines = [x for x in capsys.readouterr().err.splitlines() if str(cfg) in x]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_a_missing_released_model_is_found_by_the_dry_run(tmp_path, capsys):
+    """The sweep's input checks name a model folder that is not there before any job runs."""
+    cfg = released_study(tmp_path / "c.yaml", "gone", f"path: {tmp_path / 'no-such-model'}")
+    line = dry_run_refusal(cfg, tmp_path / "o", capsys)
+    assert "model 'gone@synth-fr'" in line and "is not a local folder" in line
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_translating_released_model_in_a_sweep(whisper, tmp_path, capsys):
+    """task translate with `tgt`: BLEU per gender rows (st-released) in the study's DB and its Table 5;
+    without `tgt`, or with a target the table has no column for, the dry run refuses it in one line."""
+    from gendergap.cli import main
+    model = f"path: {whisper['model']}, language: fr, task: translate"
+
     def refused(tgt: str, needle: str) -> None:
-        cfg.write_text(text.replace(" TGT", tgt))
-        assert main(["sweep", "--config", str(cfg), "--out", str(tmp_path / "o"), "--dry-run"]) == 2
-        lines = [x for x in capsys.readouterr().err.splitlines() if str(cfg) in x]
-        assert len(lines) == 1 and "model 'st@synth-fr'" in lines[0] and needle in lines[0], lines
+        line = dry_run_refusal(released_study(tmp_path / "c.yaml", "st", model + tgt), tmp_path / "o", capsys)
+        assert "model 'st@synth-fr'" in line and needle in line
 
     refused("", "add `tgt: LANG`")
-    cfg.write_text(text.replace(" TGT", ", tgt: en"))
+    cfg = released_study(tmp_path / "c.yaml", "st", model + ", tgt: en")
     assert main(["sweep", "--config", str(cfg), "--out", str(tmp_path / "o")]) == 0
     rows = scores(tmp_path / "o" / "results.db", "st-released")
     assert {g for _, g in rows} >= {"F", "M", "all"} and rows[("st@synth-fr", "all")][0] == "bleu"
