@@ -101,6 +101,7 @@ def audio_dataset(df: pd.DataFrame, enc, sample_rate: int = 16000):
     resampled after the cut (ssl_pretrain.features.to_model_rate), one at the model's rate is not touched."""
     import speechbrain as sb
 
+    from corpora.prepared_audio import is_gzipped
     from ssl_pretrain.features import to_model_rate
 
     data = {}
@@ -116,11 +117,14 @@ def audio_dataset(df: pd.DataFrame, enc, sample_rate: int = 16000):
     @sb.utils.data_pipeline.provides("sig")
     def audio_pipeline(wav, start, stop):
         try:
-            if wav not in rates:
-                rates[wav] = int(sb.dataio.dataio.read_audio_info(wav).sample_rate)
-            spec = {"file": wav, "start": start} | ({"stop": stop} if stop >= 0 else {})
-            sig = sb.dataio.dataio.read_audio(spec)
-        except (RuntimeError, OSError, ValueError) as e:  # libsndfile's errors for a corrupt or cut file
+            if is_gzipped(wav):   # WinoST's .wav.gz as downloaded: libsndfile cannot read through gzip
+                sig, rates[wav] = _gzipped_samples(wav, start, stop)
+            else:
+                if wav not in rates:
+                    rates[wav] = int(sb.dataio.dataio.read_audio_info(wav).sample_rate)
+                spec = {"file": wav, "start": start} | ({"stop": stop} if stop >= 0 else {})
+                sig = sb.dataio.dataio.read_audio(spec)
+        except (RuntimeError, OSError, ValueError, EOFError) as e:  # libsndfile's or gzip's: a corrupt or cut file
             raise UserError(f"cannot read the audio ({str(e).splitlines()[0][:120]})", path=wav,
                             fix="replace the file, or leave its row out of the CSV") from None
         return to_model_rate(sig.mean(-1) if sig.dim() > 1 else sig, rates[wav], sample_rate)
@@ -129,6 +133,20 @@ def audio_dataset(df: pd.DataFrame, enc, sample_rate: int = 16000):
     add_tokens_pipeline(ds, enc)
     sb.dataio.dataset.set_output_keys([ds], ["id", "sig", "tokens", "text"])
     return ds
+
+
+def _gzipped_samples(path: str, start: int, stop: int):
+    """Samples ``start:stop`` (at the file's own rate; stop < 0: to the end) of a ``.wav.gz`` read from
+    its decompressed bytes (corpora.prepared_audio.open_audio, as the feature extractors read it), and
+    that rate."""
+    import soundfile as sf
+    import torch
+
+    from corpora.prepared_audio import open_audio
+
+    with open_audio(path) as src:
+        wav, rate = sf.read(src, start=start, stop=stop if stop >= 0 else None, dtype="float32", always_2d=True)
+    return torch.from_numpy(wav[:, 0] if wav.shape[1] == 1 else wav), int(rate)
 
 
 def add_tokens_pipeline(ds, enc) -> None:

@@ -1,10 +1,12 @@
 """WinoST as downloaded: gzipped 48 kHz wavs (``0001.wav.gz``) with macOS litter, indexed as they
 are (durations from the decompressed headers) and read where a model reads audio (the feature
-store's read_segment), with the same samples as the unpacked wav."""
+store's read_segment, the SpeechBrain CSV datasets, speed perturbation), with the same samples as
+the unpacked wav."""
 import gzip
 
 import numpy as np
 import pytest
+import soundfile as sf
 
 from corpora.readers import AudioCheck, read_winost
 from corpora.table import read_table
@@ -58,3 +60,29 @@ def test_a_truncated_gz_is_one_error_naming_the_file_and_line(tmp_path, capsys):
     assert rc == 2 and len(err) == 1, err
     assert "0002.wav.gz" in err[0] and "en.txt:2" in err[0]
     assert not out.exists()
+
+
+def test_speechbrain_datasets_read_a_gz_row_like_the_unpacked_wav(tmp_path):
+    """A SpeechBrain CSV row pointing at a .wav.gz (a cut of it, at 48 kHz) gives the fine-tuning and
+    frozen recipes the same 16 kHz samples as the unpacked wav, and so does speed perturbation."""
+    import pandas as pd
+
+    from downstream_asr.data import audio_dataset
+    from downstream_asr.perturb import speed_perturbed
+    from downstream_asr.text import build_vocab
+
+    root = make_winost_gz(tmp_path)
+    gz = root / "wav" / "0003.wav.gz"
+    plain = tmp_path / "0003.wav"
+    plain.write_bytes(gzip.decompress(gz.read_bytes()))
+    rows = pd.DataFrame({"ID": ["gz", "plain"], "duration": [0.5, 0.5], "wav": [str(gz), str(plain)],
+                         "start": [12000, 12000], "stop": [36000, 36000], "wrd": ["le chat"] * 2,
+                         "spk_id": ["s"] * 2, "text": ["le chat"] * 2})
+    ds = audio_dataset(rows, build_vocab(rows["text"]))
+    a, b = ds[0]["sig"].numpy(), ds[1]["sig"].numpy()
+    assert len(a) == len(b) == 8000 and np.array_equal(a, b) and np.abs(a).max() > 0.05
+    csv = tmp_path / "train.csv"
+    rows.to_csv(csv, index=False)
+    fast, _ = speed_perturbed(rows, csv, 1.1, tmp_path / "cache", 16000)
+    sp = [sf.read(w)[0] for w in fast["wav"]]
+    assert np.array_equal(sp[0], sp[1]) and len(sp[0]) == pytest.approx(8000 / 1.1, abs=2)
