@@ -395,16 +395,39 @@ def transcribe_table(model: Transcriber, rows, out_dir: str | os.PathLike, *, na
 # --------------------------------------------------------------------------- `asr transcribe`, in steps
 
 def check_options(*, task: str = "transcribe", tgt: str | None = None, mustshe: str | None = None,
-                  batch_seconds: float = 60.0, max_batch_size: int = 32) -> None:
+                  batch_seconds: float = 60.0, max_batch_size: int = 32, per_corpus: bool = False) -> None:
     """The option values `asr transcribe` refuses before it reads a table or a model."""
     if batch_seconds <= 0 or max_batch_size < 1:
         raise UserError("--batch-seconds must be > 0 and --max-batch-size >= 1", fix="e.g. --batch-seconds 60")
+    if per_corpus and task == "translate":
+        raise UserError("--per-corpus scores WER per corpus, and --task is translate",
+                        fix="translate one corpus at a time with --corpus")
     if task == "translate" and not tgt:
         raise UserError("--task translate scores BLEU against the table's translations, and no --tgt says "
                         "which", fix="add --tgt LANG: the table's tgt_text_LANG column (e.g. --tgt en)")
     if task != "translate" and (tgt or mustshe):
         raise UserError("--tgt and --mustshe score translations, and --task is transcribe",
                         fix="add --task translate (a sequence-to-sequence model), or leave them out")
+
+
+def split_by_corpus(meta: dict, rows) -> dict[str, dict]:
+    """The transcript files of a table holding several corpora, one pair per corpus: NAME@CORPUS.hyp.tsv
+    and NAME@CORPUS.ref.tsv beside NAME's (lines in the same order). {corpus: its files' record}."""
+    from corpora.base.atomic import write_text
+
+    hyps, refs = Path(meta["hyps"]), Path(meta["refs"])
+    hyp_lines = hyps.read_text(encoding="utf-8").splitlines(keepends=True)
+    ref_lines = refs.read_text(encoding="utf-8").splitlines(keepends=True)
+    corpus_of = dict(zip(rows["id"].astype(str), rows["corpus"].astype(str)))
+    out = {}
+    for corpus in dict.fromkeys(rows["corpus"].astype(str)):
+        keep = [i for i, line in enumerate(hyp_lines) if corpus_of[line.split("\t", 1)[0]] == corpus]
+        files = {}
+        for key, path, lines, suffix in (("hyps", hyps, hyp_lines, ".hyp.tsv"), ("refs", refs, ref_lines, ".ref.tsv")):
+            files[key] = str(path.with_name(path.name[: -len(suffix)] + f"@{corpus}{suffix}"))
+            write_text(files[key], "".join(lines[i] for i in keep))
+        out[corpus] = {**meta, **files, "n_utts": len(keep), "corpus": corpus}
+    return out
 
 
 def transcribe_rows(rows, *, model: str, out: str, name: str, language: str | None = None,

@@ -30,7 +30,9 @@ after a kill and only the rest is transcribed. Then OUT/NAME.hyp.tsv and NAME.re
 normalised as `asr decode` writes them: lower-case, punctuation removed, ' and - kept; a run directory's
 own normalisation for a run), NAME.raw.tsv (the model's own output) and NAME.wer.json: WER for F, M and
 all with speaker-level CIs and Δrel, stored in --db like `asr decode`'s rows (task asr-e2e for a run
-directory, asr-released otherwise; checkpoint --name).
+directory, asr-released otherwise; checkpoint --name). A table holding several corpora (Common Voice,
+MLS, mTEDx test sets) with --per-corpus is transcribed once and scored per corpus: NAME@CORPUS.hyp.tsv
+and .ref.tsv, rows NAME@CORPUS, one per model x corpus x gender.
 
 --task translate (a sequence-to-sequence model that translates: Whisper into English) writes the
 translations as they are (NAME.hyp.tsv) and the table's tgt_text_LANG column (--tgt LANG, required)
@@ -45,6 +47,8 @@ examples:
       --table mtedx/table.tsv --corpus mtedx-fr-en --out runs/released/whisper-small-st --db runs/results.db
   gendergap asr transcribe --model models/asr-wav2vec2-commonvoice-fr --trust-checkpoint \\
       --table cv/table.tsv --corpus commonvoice --out runs/released/sb-cv-fr --db runs/results.db
+  gendergap asr transcribe --model models/whisper-small --language fr --table cv.tsv --table mls.tsv \\
+      --table mtedx.tsv --per-corpus --out runs/released/whisper-small --db runs/results.db
   gendergap asr transcribe --model runs/asr/B-tiny --table study/table.tsv --out runs/asr/B-tiny/table
   gendergap asr transcribe --model release/B-tiny-asr --table study/table.tsv --out runs/released/B-tiny
 """
@@ -77,6 +81,9 @@ def add_leaves(leaf) -> None:
                    help="utterance table TSV (repeat it for several: merged as `corpus merge` does)")
     q.add_argument("--split", default="test", help="rows of this split (default: test; '' for all)")
     q.add_argument("--corpus", default=None, help="only rows of this corpus")
+    q.add_argument("--per-corpus", action="store_true",
+                   help="score each corpus of the table apart (rows NAME@CORPUS: one per model x corpus x gender); "
+                        "the model still runs once")
     q.add_argument("--out", required=True, help="folder for NAME.hyp.tsv, NAME.ref.tsv, NAME.wer.json")
     q.add_argument("--name", default=None, help="file stem in --out and checkpoint name in the DB "
                    "(default: the model folder's name for files: the split)")

@@ -308,6 +308,8 @@ def test_translate_without_a_target_is_one_line(whisper, tmp_path):
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
     assert "no target text column 'tgt_text_de' for --tgt de" in p.stderr and "tgt_text_en" in p.stderr
     assert str(whisper["table"]) in p.stderr and not (tmp_path / "o").exists()
+    p = cli(*args, "--tgt", "en", "--per-corpus", check=False)   # per-corpus scoring is WER's
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "--per-corpus" in p.stderr, p.stderr
 
 
 class _Payload:
@@ -316,6 +318,28 @@ class _Payload:
 
     def __reduce__(self):
         return (os.system, (f"touch {self.marker}",))
+
+
+def test_several_corpora_scored_apart_in_one_pass(hf_ctc, tmp_path):
+    """--per-corpus: one transcription of a two-corpus table, rows NAME@CORPUS per gender, each equal
+    to what transcribing that corpus alone (--corpus) gives."""
+    from corpora.table import read_table, write_table
+    df = read_table(hf_ctc["table"])
+    df["corpus"] = ["cv" if i < 5 else "mls" for i in range(len(df))]
+    two = Path(hf_ctc["table"]).with_name("two_corpora.tsv")
+    write_table(df, two)
+    args = ["asr", "transcribe", "--model", hf_ctc["model"], "--table", two, "--device", "cpu", "--bootstrap", 20,
+            "--no-progress", "--max-batch-size", 1, "--name", "m"]
+    cli(*args, "--per-corpus", "--out", tmp_path / "both", "--db", tmp_path / "both.db")
+    both = scores(tmp_path / "both.db", "asr-released")
+    assert {c for c, _ in both} == {"m@cv", "m@mls"}
+    n = df["corpus"].value_counts()
+    assert both[("m@cv", "all")][2] == n["cv"] and both[("m@mls", "all")][2] == n["mls"]
+    assert len(tsv(tmp_path / "both" / "m@cv.hyp.tsv")) == n["cv"] and len(tsv(tmp_path / "both" / "m.hyp.tsv")) == len(df)
+    for corpus in ("cv", "mls"):
+        cli(*args, "--corpus", corpus, "--out", tmp_path / corpus, "--db", tmp_path / f"{corpus}.db")
+        alone = scores(tmp_path / f"{corpus}.db", "asr-released")
+        assert {g: v for (_, g), v in alone.items()} == {g: v for (c, g), v in both.items() if c == f"m@{corpus}"}
 
 
 def test_pickle_payload_refused_unless_trusted(hf_ctc, tmp_path):

@@ -16,19 +16,21 @@ def asr_transcribe(*, model: str, table: str | list[str], out: str, split: str |
                    batch_seconds: float = 60.0, max_batch_size: int = 32, no_progress: bool = False,
                    device: str = "auto", precision: str = "fp32", trust_checkpoint: bool = False,
                    db: str | None = None, subset: str | None = None, mustshe: str | None = None,
-                   bootstrap: int = 1000, seed: int = 12345) -> dict:
+                   per_corpus: bool = False, bootstrap: int = 1000, seed: int = 12345) -> dict:
     """Transcribe ``table``'s rows with the model folder ``model``, then score WER per gender as
     `asr decode` does (rows: task asr-released, asr-e2e for a run directory); ``task`` translate
     scores BLEU per gender against the table's ``tgt_text_<tgt>`` (and MuST-SHE gender accuracy
     with ``mustshe``) as `st decode` does (task st-released). Returns the WER result, or what
-    NAME.bleu.json holds."""
+    NAME.bleu.json holds. ``per_corpus``: the table's corpora scored apart, rows NAME@CORPUS (the
+    model runs once); returns {corpus: WER result}."""
     from analysis.score_runs import score_asr_run, score_translation
     from analysis.scoring import read_speakers
     from corpora.table import table_source
     from downstream_asr.transcribe import (check_options, result_config, result_task, select_rows, source_language,
-                                           transcribe_rows)
+                                           split_by_corpus, transcribe_rows)
 
-    check_options(task=task, tgt=tgt, mustshe=mustshe, batch_seconds=batch_seconds, max_batch_size=max_batch_size)
+    check_options(task=task, tgt=tgt, mustshe=mustshe, batch_seconds=batch_seconds, max_batch_size=max_batch_size,
+                  per_corpus=per_corpus)
     rows = select_rows(table, split or None, corpus)
     references, lang_pair = "text", None
     if task == "translate":   # every row's translation and the language pair, before the model runs
@@ -47,6 +49,10 @@ def asr_transcribe(*, model: str, table: str | list[str], out: str, split: str |
                   subset=subset or split or "all",
                   config=result_config(m, meta, model=model, batch_seconds=batch_seconds, table=table, split=split,
                                        corpus=corpus))
+    if task == "transcribe" and per_corpus:   # one row per model x corpus x gender, as the g8a9 study reports
+        return {corpus: score_asr_run(files, speakers, **{**stored, "checkpoint": f"{stored['checkpoint']}@{corpus}",
+                                                          "config": {**stored["config"], "corpus": corpus}})
+                for corpus, files in split_by_corpus(meta, rows).items()}
     if task == "transcribe":
         return score_asr_run(meta, speakers, **stored)
     hyps = Path(meta["hyps"])
