@@ -95,13 +95,12 @@ def oov_report(df: pd.DataFrame, enc) -> dict:
 
 
 def audio_dataset(df: pd.DataFrame, enc, sample_rate: int = 16000):
-    """A DynamicItemDataset yielding ``id, sig, tokens, text`` (sig read with soundfile through
-    SpeechBrain, mono, at ``sample_rate``). ``start``/``stop`` are sample indices at the file's own
-    rate (manifests.export_speechbrain writes them so); a file at another rate than the model's is
-    resampled after the cut (ssl_pretrain.features.to_model_rate), one at the model's rate is not touched."""
+    """A DynamicItemDataset yielding ``id, sig, tokens, text`` (sig mono, at ``sample_rate``).
+    ``start``/``stop`` are sample indices at the file's own rate (manifests.export_speechbrain writes
+    them so); a file at another rate than the model's is resampled after the cut
+    (ssl_pretrain.features.to_model_rate), one at the model's rate is not touched."""
     import speechbrain as sb
 
-    from corpora.prepared_audio import is_gzipped
     from ssl_pretrain.features import to_model_rate
 
     data = {}
@@ -111,23 +110,12 @@ def audio_dataset(df: pd.DataFrame, enc, sample_rate: int = 16000):
         item["stop"] = int(r.stop) if "stop" in df.columns else -1
         data[r.ID] = item
     ds = sb.dataio.dataset.DynamicItemDataset(data)
-    rates: dict[str, int] = {}  # native rate per file: one header read per file, not per epoch
 
     @sb.utils.data_pipeline.takes("wav", "start", "stop")
     @sb.utils.data_pipeline.provides("sig")
     def audio_pipeline(wav, start, stop):
-        try:
-            if is_gzipped(wav):   # WinoST's .wav.gz as downloaded: libsndfile cannot read through gzip
-                sig, rates[wav] = _gzipped_samples(wav, start, stop)
-            else:
-                if wav not in rates:
-                    rates[wav] = int(sb.dataio.dataio.read_audio_info(wav).sample_rate)
-                spec = {"file": wav, "start": start} | ({"stop": stop} if stop >= 0 else {})
-                sig = sb.dataio.dataio.read_audio(spec)
-        except (RuntimeError, OSError, ValueError, EOFError) as e:  # libsndfile's or gzip's: a corrupt or cut file
-            raise UserError(f"cannot read the audio ({str(e).splitlines()[0][:120]})", path=wav,
-                            fix="replace the file, or leave its row out of the CSV") from None
-        return to_model_rate(sig.mean(-1) if sig.dim() > 1 else sig, rates[wav], sample_rate)
+        sig, rate = read_samples(wav, start, stop)
+        return to_model_rate(sig.mean(-1) if sig.dim() > 1 else sig, rate, sample_rate)
 
     sb.dataio.dataset.add_dynamic_item([ds], audio_pipeline)
     add_tokens_pipeline(ds, enc)
@@ -135,17 +123,24 @@ def audio_dataset(df: pd.DataFrame, enc, sample_rate: int = 16000):
     return ds
 
 
-def _gzipped_samples(path: str, start: int, stop: int):
-    """Samples ``start:stop`` (at the file's own rate; stop < 0: to the end) of a ``.wav.gz`` read from
-    its decompressed bytes (corpora.prepared_audio.open_audio, as the feature extractors read it), and
-    that rate."""
+def read_samples(path: str, start: int = 0, stop: int = -1):
+    """Samples ``start:stop`` of an audio file at its own rate (stop < 0: to the end), as float32
+    ([time] mono, [time, channels] otherwise), and that rate. Read with soundfile through
+    corpora.prepared_audio.open_audio, as the feature extractors read audio, so a ``.wav.gz``
+    (WinoST as downloaded) is read from its decompressed bytes; the samples equal SpeechBrain's
+    read_audio's for wav and flac. A corrupt or cut file is a UserError naming it."""
     import soundfile as sf
     import torch
 
     from corpora.prepared_audio import open_audio
 
-    with open_audio(path) as src:
-        wav, rate = sf.read(src, start=start, stop=stop if stop >= 0 else None, dtype="float32", always_2d=True)
+    try:
+        with open_audio(path) as src:
+            wav, rate = sf.read(src, start=start, stop=stop if stop >= 0 else None, dtype="float32",
+                                always_2d=True)
+    except (RuntimeError, OSError, ValueError, EOFError) as e:  # libsndfile's or gzip's: a corrupt or cut file
+        raise UserError(f"cannot read the audio ({str(e).splitlines()[0][:120]})", path=path,
+                        fix="replace the file, or leave its row out of the CSV") from None
     return torch.from_numpy(wav[:, 0] if wav.shape[1] == 1 else wav), int(rate)
 
 

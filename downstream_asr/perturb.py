@@ -25,7 +25,7 @@ import soundfile as sf
 from corpora.base.atomic import atomic_open, write_text
 from corpora.base.errors import UserError
 from corpora.base.provenance import config_hash, file_fingerprint
-from corpora.prepared_audio import open_audio
+from downstream_asr.data import read_samples
 from ssl_pretrain.features import to_model_rate
 
 log = logging.getLogger(__name__)
@@ -79,11 +79,11 @@ def speed_perturbed(df: pd.DataFrame, csv_path, factor: float, cache_root: Path,
         durations = []
         for r, dst in zip(df.itertuples(index=False), rows["wav"]):
             start = int(getattr(r, "start", 0) or 0) if "start" in df.columns else 0
-            stop = int(r.stop) if "stop" in df.columns else None
-            with open_audio(r.wav) as src:   # a .wav.gz (WinoST) from its decompressed bytes
-                wav, sr = sf.read(src, start=start, stop=stop, dtype="float32", always_2d=True)
+            stop = int(r.stop) if "stop" in df.columns else -1
+            sig, sr = read_samples(r.wav, start, stop)   # as the training datasets read it (.wav.gz too)
+            mono = (sig.mean(-1) if sig.dim() > 1 else sig).numpy()
             # audio at another rate is resampled first, as everywhere audio is read for a model
-            y = change_speed(to_model_rate(wav.mean(axis=1), sr, sample_rate), factor, sample_rate)
+            y = change_speed(to_model_rate(mono, sr, sample_rate), factor, sample_rate)
             with atomic_open(dst, "wb") as f:
                 sf.write(f, y, sample_rate, format="WAV", subtype="FLOAT")
             durations.append(len(y) / sample_rate)
