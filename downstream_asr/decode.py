@@ -21,6 +21,18 @@ from corpora.base.errors import UserError
 log = logging.getLogger(__name__)
 
 
+def run_options(run: dict, run_opts: dict | None = None) -> tuple[dict, dict]:
+    """SpeechBrain's run options for a run directory's model (its recorded device and precision, which
+    ``run_opts`` overrides: `asr decode --device/--precision`), and the runtime a decode's result
+    records: the run's own when nothing is overridden, else what the decode really ran on."""
+    rt = run["runtime"]
+    opts = {"device": rt["device"], "precision": rt["precision"], "eval_precision": rt["precision"], **(run_opts or {})}
+    if (opts["device"], opts["precision"]) == (rt["device"], rt["precision"]):
+        return opts, rt
+    from ssl_pretrain.device import runtime_info
+    return opts, runtime_info(opts["device"], opts["precision"])
+
+
 def parse_overrides(items: list[str] | None) -> dict:
     """``["lr_head=5e-4", "text_norm.lowercase=false"]`` -> nested dict (values parsed as YAML)."""
     out: dict = {}

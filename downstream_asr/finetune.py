@@ -27,7 +27,7 @@ from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
 from downstream_asr.common import CTCBrain, check_run_options, distributed_run_opts, fit_by_length, main_first
 from downstream_asr.data import audio_dataset, length_batch_sampler, oov_report, read_csv
-from downstream_asr.decode import open_for_decoding, recover_best, write_transcripts
+from downstream_asr.decode import open_for_decoding, recover_best, run_options, write_transcripts
 from downstream_asr.errors import batch_option
 from downstream_asr.rundir import build_hparams, locate, outside, prepare_run, relative
 from downstream_asr.text import TextNorm
@@ -113,11 +113,6 @@ def build_brain(out_dir: Path, run: dict, vocab, run_opts: dict | None = None, t
     return brain, hparams
 
 
-def _run_opts(run: dict, run_opts: dict | None) -> dict:
-    rt = run["runtime"]
-    return {"device": rt["device"], "precision": rt["precision"], "eval_precision": rt["precision"], **(run_opts or {})}
-
-
 def train_finetune(ref, train_csv, valid_csv, out_dir, hparams_file=None, overrides: dict | None = None,
                    data_root: str | None = None, progress: bool = True, device: str = "cpu",
                    precision: str = "fp32", run_opts: dict | None = None, grad_accum: int | None = None,
@@ -159,7 +154,7 @@ def train_finetune(ref, train_csv, valid_csv, out_dir, hparams_file=None, overri
         return run, vocab, train, valid
 
     run, vocab, train, valid = main_first(prepare)  # rank 0 converts and writes; the others then read
-    opts = {**_run_opts(run, run_opts), **dist_opts}
+    opts = {**run_options(run, run_opts)[0], **dist_opts}
     if grad_accum is not None:
         opts["grad_accumulation_factor"] = grad_accum
     if ckpt_interval_minutes is not None:
@@ -177,7 +172,8 @@ def decode_finetuned(out_dir, test_csv, name: str = "test", data_root: str | Non
     ``trust`` (--trust-checkpoint): unpickle the run's SpeechBrain checkpoint files fully."""
     out_dir = Path(out_dir)
     run, vocab, test, oov = open_for_decoding(out_dir, test_csv, data_root)
-    brain, hparams = build_brain(out_dir, run, vocab, _run_opts(run, run_opts), trust=trust)
+    opts, runtime = run_options(run, run_opts)
+    brain, hparams = build_brain(out_dir, run, vocab, opts, trust=trust)
     ckpt = recover_best(brain, out_dir, "gendergap asr finetune")
     sr = int(brain.modules.wav2vec2.feature_extractor.sampling_rate)
     ds = audio_dataset(test, vocab, sr)
@@ -186,7 +182,7 @@ def decode_finetuned(out_dir, test_csv, name: str = "test", data_root: str | Non
     t0 = time.monotonic()
     with batch_option("batch_seconds", batch_seconds or hparams["valid_batch_seconds"], "decoding"):
         hyps = brain.transcribe(loader)
-    info = {"model": str(out_dir), "kind": run["kind"], "ssl": run["ssl"], "runtime": run["runtime"],
+    info = {"model": str(out_dir), "kind": run["kind"], "ssl": run["ssl"], "runtime": runtime,
             "test_csv": str(Path(test_csv).resolve()),
             "text_norm": run["text_norm"], "text_norm_name": run["text_norm_name"], "checkpoint": ckpt,
             "oov": oov, "decode_seconds": round(time.monotonic() - t0, 2)}

@@ -29,7 +29,7 @@ from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
 from downstream_asr.common import CTCBrain, check_run_options, fit_by_length, launched_by_torchrun
 from downstream_asr.data import add_tokens_pipeline, length_batch_sampler, read_csv
-from downstream_asr.decode import open_for_decoding, recover_best, write_transcripts
+from downstream_asr.decode import open_for_decoding, recover_best, run_options, write_transcripts
 from downstream_asr.errors import batch_option
 from downstream_asr.perturb import check_factors, speed_perturbed
 from downstream_asr.rundir import build_hparams, locate, outside, prepare_run, relative
@@ -373,9 +373,7 @@ def decode_frozen(out_dir, test_csv, name: str = "test", data_root: str | None =
     from ssl_pretrain.feature_store import extractor_for
     out_dir = Path(out_dir)
     run, vocab, test, oov = open_for_decoding(out_dir, test_csv, data_root)
-    rt = run["runtime"]
-    opts = {"device": rt["device"], "precision": rt["precision"], "eval_precision": rt["precision"],
-            **(run_opts or {})}
+    opts, rt = run_options(run, run_opts)
     brain, hparams = _build(out_dir, run, vocab, opts, trust=trust)
     ckpt = recover_best(brain, out_dir, "gendergap asr frozen")
     ssl = run["ssl"]

@@ -126,6 +126,11 @@ def test_bf16_autocast_trains_and_decodes_on_the_cpu(setup, tmp_path, recipe):
     import torch
     state = torch.load(weights, weights_only=True)
     assert all(v.dtype != torch.bfloat16 for v in state.values() if torch.is_tensor(v))  # fp32 master weights
+    # `asr decode` runs where the run trained unless told otherwise: --precision fp32 overrides its bf16
+    assert main(["asr", "decode", "--model", str(out), "--test", str(setup["test"]), "--name", "again",
+                 "--precision", "fp32", "--bootstrap", "0"]) == 0
+    again = json.loads((out / "again.json").read_text())["runtime"]
+    assert (again["device"], again["precision"]) == ("cpu", "fp32")
 
 
 def test_decoding_a_corrupt_wav_is_one_line(setup, tmp_path, capsys):
