@@ -136,12 +136,16 @@ def _in_tiny_tmpfs(tmp_path, script: str, size: str = "1m"):
     # Python would test the fake. util-linux's unshare is on Debian (these tests run in make test); a
     # machine without it, or whose kernel refuses user namespaces, cannot make one, hence the skips.
     if not shutil.which("unshare"):
+        # util-linux is essential on Debian (always there in make test); another OS may lack unshare(1),
+        # and without it no small real file system can be made to fill
         pytest.skip("no unshare(1): cannot make a small file system to fill")
     fs = tmp_path / "fs"
     fs.mkdir()
     probe = subprocess.run(["unshare", "-rm", "sh", "-c", f"mount -t tmpfs -o size=64k tmpfs {fs}"],
                            capture_output=True, text=True)
     if probe.returncode != 0:
+        # the kernel or a container policy refuses unprivileged user namespaces (the reason is the mount's
+        # own message); this machine allows them, so the tests run in make test
         pytest.skip(f"cannot mount a tmpfs in a user namespace here ({probe.stderr.strip()})")
     import os
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}  # this checkout's gendergap
