@@ -16,6 +16,7 @@ resume, checkpoints and decoding are shared with the fine-tuning recipe (downstr
 from __future__ import annotations
 
 import logging
+import math
 import time
 from pathlib import Path
 
@@ -103,6 +104,12 @@ class TDNN(nn.Module):
         return x * mask
 
 
+def _frame_mask(lengths, x):
+    """[B, T, 1] in ``x``'s dtype and device: 1 on an utterance's frames, 0 on the padding after them."""
+    real = torch.arange(x.shape[1], device=x.device)[None] < lengths.to(x.device)[:, None]
+    return real.unsqueeze(-1).to(x.dtype)
+
+
 class FrozenCTCModel(nn.Module):
     """[B, T, L, D] frozen features -> log-probabilities over characters [B, T', V].
 
@@ -124,8 +131,12 @@ class FrozenCTCModel(nn.Module):
         self.out = nn.Linear(2 * hidden_size if self.lstm is not None else proj_dim, n_chars)
 
     def forward(self, feats, lengths):
-        """``lengths``: frames per utterance (int tensor). Returns (log_probs, output lengths)."""
+        """``lengths``: frames per utterance (int tensor). Returns (log_probs, output lengths).
+        Batch-invariant: an utterance's outputs do not depend on what else is in the batch."""
         x = self.combine(feats)
+        # padding zeroed after the normalisation (global: a zero frame became -mean/std), so that
+        # stacking frames packs the same zeros after an utterance's last frame as it does alone
+        x = x * _frame_mask(lengths, x)
         if self.subsample > 1:  # stack neighbouring frames: fewer steps for the LSTM
             b, t, d = x.shape
             pad = (-t) % self.subsample
@@ -133,8 +144,7 @@ class FrozenCTCModel(nn.Module):
             lengths = torch.div(lengths + self.subsample - 1, self.subsample, rounding_mode="floor")
         x = self.proj(x)
         if self.tdnn is not None:
-            mask = (torch.arange(x.shape[1], device=x.device)[None] < lengths.to(x.device)[:, None])
-            x = self.tdnn(x, mask.unsqueeze(-1).to(x.dtype)).transpose(1, 2)
+            x = self.tdnn(x, _frame_mask(lengths, x)).transpose(1, 2)
         if self.lstm is not None:
             # packing keeps the backward LSTM from reading padding first
             packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
@@ -168,6 +178,30 @@ class FrozenBrain(CTCBrain):
         lengths = torch.round(rel * feats.shape[1]).long().clamp(min=1)
         log_probs, out_lengths = self.modules.model(feats, lengths)
         return log_probs, out_lengths.float().to(log_probs.device) / log_probs.shape[1]
+
+    # The validation loss as a mean over utterances. SpeechBrain averages the per-batch means, so
+    # an utterance weighs 1 / (its batch's size) and the loss -- a checkpoint's score with
+    # select_by=loss -- moved with valid_batch_seconds. CER and WER are pooled over utterances already.
+    def on_stage_start(self, stage, epoch=None):
+        super().on_stage_start(stage, epoch)
+        self.eval_losses = {}
+
+    def compute_objectives(self, predictions, batch, stage):
+        loss = super().compute_objectives(predictions, batch, stage)
+        if stage != sb.Stage.TRAIN:
+            log_probs, lens = predictions
+            tokens, tokens_lens = batch.tokens
+            per_utt = self.hparams.ctc_cost(log_probs, tokens, lens, tokens_lens, reduction="none")
+            # divided by the transcript's length, as the "mean" reduction of torch's ctc_loss does
+            n_tokens = torch.round(tokens_lens * tokens.shape[1]).clamp(min=1).to(per_utt.device)
+            self.eval_losses.update(zip(batch.id, (per_utt.float() / n_tokens).double().cpu().tolist()))
+        return loss
+
+    def on_stage_end(self, stage, stage_loss, epoch=None):
+        if stage != sb.Stage.TRAIN and self.eval_losses:
+            # summed exactly (fsum) in id order: the same number whatever the batches and their order
+            stage_loss = math.fsum(self.eval_losses[k] for k in sorted(self.eval_losses)) / len(self.eval_losses)
+        super().on_stage_end(stage, stage_loss, epoch)
 
 
 # --------------------------------------------------------------------------- features
@@ -381,12 +415,22 @@ def decode_frozen(out_dir, test_csv, name: str = "test", data_root: str | None =
     view = feature_view(_open_store(out_dir, run), extractor_for(ref, opts["device"], opts["precision"]), run["layer"], test,
                         hparams["extract_batch_seconds"], run.get("progress", True))
     ds = feature_dataset(test, view, vocab)
-    sampler = length_batch_sampler(ds, batch_seconds or hparams["valid_batch_seconds"], shuffle=False, seed=0)
+    requested = batch_seconds or hparams["valid_batch_seconds"]
+    sampler = length_batch_sampler(ds, requested, shuffle=False, seed=0)
     t0 = time.monotonic()
-    with batch_option("batch_seconds", batch_seconds or hparams["valid_batch_seconds"], "decoding"):
+    with batch_option("batch_seconds", requested, "decoding"):
         hyps = brain.transcribe(sb.dataio.dataloader.make_dataloader(ds, batch_sampler=sampler))
     info = {"model": str(out_dir), "kind": "frozen", "ssl": ssl, "layer": run["layer"],
             "test_csv": str(Path(test_csv).resolve()), "text_norm": run["text_norm"],
             "text_norm_name": run["text_norm_name"], "checkpoint": ckpt, "oov": oov, "runtime": rt,
-            "features": view.describe(), "decode_seconds": round(time.monotonic() - t0, 2)}
+            "features": view.describe(), "batching": _batching(sampler, requested),
+            "decode_seconds": round(time.monotonic() - t0, 2)}
     return write_transcripts(test["ID"].tolist(), hyps, test["text"].tolist(), out_dir, name, info)
+
+
+def _batching(sampler, requested: float) -> dict:
+    """How the decode batched its utterances, for its result record. The hypotheses do not depend
+    on it (tests/test_batch_invariance_frozen.py); the record says what ran. ``batch_seconds``:
+    the padded seconds per batch the sampler used (grown to the longest utterance when asked for less)."""
+    return {"batch_seconds": round(float(sampler._max_batch_length), 3), "requested_batch_seconds": float(requested),
+            "order": "by length", "batches": len(sampler)}
