@@ -54,8 +54,11 @@ def _pad(seqs: list[torch.Tensor], idx) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @torch.no_grad()
-def _evaluate(model, seqs, labels, batch_size) -> tuple[float, np.ndarray, list[np.ndarray]]:
-    """Mean cross-entropy, predictions and per-utterance attention weights."""
+def evaluate(model, seqs, labels, batch_size) -> tuple[float, np.ndarray, list[np.ndarray]]:
+    """Mean cross-entropy, predictions and per-utterance attention weights of ``seqs`` (a list of
+    [T, D] tensors) in their order, ``batch_size`` at a time. Batch-invariant: padding gets no
+    attention (masked to -inf before the softmax) and adds nothing to the pooled vector, so an
+    utterance's numbers do not depend on its batch (tests/test_batch_invariance_probes.py)."""
     model.eval()
     total, preds, weights = 0.0, [], []
     y = torch.tensor(np.asarray(labels), dtype=torch.long)
@@ -78,6 +81,7 @@ class AttentionResult:
     test_attention: list[np.ndarray]
     history: list[dict]          # per epoch: train_loss, valid_loss, lr, improved
     best_epoch: int
+    model: AttentionProbe | None = None   # with the best validation epoch's weights (evaluate() reads it)
 
 
 def train_attention_probe(train: tuple[list[np.ndarray], np.ndarray], valid: tuple[list[np.ndarray], np.ndarray],
@@ -109,7 +113,7 @@ def train_attention_probe(train: tuple[list[np.ndarray], np.ndarray], valid: tup
             loss.backward()
             optimiser.step()
             train_loss += float(loss.detach()) * len(idx)
-        valid_loss, _, _ = _evaluate(model, valid[0], valid[1], recipe.batch_size)
+        valid_loss, _, _ = evaluate(model, valid[0], valid[1], recipe.batch_size)
         improved, lr, stop = plateau.step(valid_loss)
         for group in optimiser.param_groups:
             group["lr"] = lr
@@ -121,9 +125,9 @@ def train_attention_probe(train: tuple[list[np.ndarray], np.ndarray], valid: tup
         if stop:
             break
     model.load_state_dict(best_state)
-    _, valid_pred, _ = _evaluate(model, valid[0], valid[1], recipe.batch_size)
-    _, test_pred, test_attn = _evaluate(model, test[0], test[1], recipe.batch_size)
-    return AttentionResult(test_pred, valid_pred, test_attn, history, best_epoch)
+    _, valid_pred, _ = evaluate(model, valid[0], valid[1], recipe.batch_size)
+    _, test_pred, test_attn = evaluate(model, test[0], test[1], recipe.batch_size)
+    return AttentionResult(test_pred, valid_pred, test_attn, history, best_epoch, model)
 
 
 def attention_profile(weights: list[np.ndarray], points: int = 100) -> np.ndarray:
