@@ -7,12 +7,15 @@ speakers and utterances per gender, per corpus and per style or split).
 from __future__ import annotations
 
 import io
+import logging
 import os
 
 import pandas as pd
 
 from corpora.base.errors import UserError
 from corpora.table import read_tables
+
+log = logging.getLogger(__name__)
 
 GENDER_ORDER = ("M", "F", "U")
 
@@ -71,6 +74,43 @@ def speaker_keys(df: pd.DataFrame) -> pd.Series:
     return pd.Series([canon.get((c, s), (c, s))[0] for c, s in zip(corpus, spk)], index=df.index) + "\x1f" + spk
 
 
+def segment_keys(df: pd.DataFrame) -> pd.Series:
+    """One key per row naming the stretch of audio it covers: its recording with offset and
+    duration. The recording is the path, or -- for copies, as each mTEDx pair ships its own
+    wav/ folder of the same talks -- the file name and size (corpus merge's notion of the same
+    segment). Only rows with a twin by file name, offset and duration are stat'ed, once per file.
+    A table without audio, offset and duration columns, or a row with no audio path, has nothing
+    to say that two rows are one segment: each row is its own."""
+    own = pd.Series([f"row:{i}" for i in range(len(df))], index=df.index)
+    if not {"audio", "offset", "duration"} <= set(df.columns):
+        return own
+    audio = df["audio"].astype(str)
+    base = audio.map(os.path.basename)
+    where = pd.DataFrame({"base": base, "offset": df["offset"].astype(float).map(repr),
+                          "duration": df["duration"].astype(float).map(repr)}, index=df.index)
+    rec = "path:" + audio
+    twin = where.duplicated(keep=False) & (audio.str.strip() != "")
+    if twin.any():
+        sizes = {a: _size(a) for a in audio[twin].unique()}
+        rec[twin] = [f"file:{b}:{sizes[a]}" if sizes[a] >= 0 else f"path:{a}" for a, b in zip(audio[twin], base[twin])]
+    keys = rec + "\x1f" + where["offset"] + "\x1f" + where["duration"]
+    return keys.where(audio.str.strip() != "", own)
+
+
+def _counts(part: pd.DataFrame, counted: pd.DataFrame, row: dict) -> dict:
+    """``row`` with seconds and utterances of ``counted`` and distinct speakers of ``part``, per
+    gender and over all."""
+    for g in GENDER_ORDER:
+        sub = counted[counted["gender"] == g]
+        row[f"seconds_{g}"] = round(float(sub["duration"].sum()), 3)
+        row[f"utterances_{g}"] = int(len(sub))
+        row[f"speakers_{g}"] = int(part.loc[part["gender"] == g, "_spk"].nunique())
+    row["seconds_all"] = round(float(counted["duration"].sum()), 3)
+    row["utterances_all"] = int(len(counted))
+    row["speakers_all"] = int(part["_spk"].nunique())
+    return row
+
+
 def gender_summary(df: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
     """Per (corpus, group): seconds, utterances and distinct speakers for each gender, plus
     a TOTAL row. Columns: corpus, <group>, seconds_<g>, utterances_<g>, speakers_<g> for g in
@@ -82,32 +122,38 @@ def gender_summary(df: pd.DataFrame, by: str | None = None) -> pd.DataFrame:
     are distinct people in the TOTAL row (see speaker_keys): two corpora both numbering
     speakers from 1 do not share speakers, but the mTEDx subsets (fr-en, fr-es...) that share
     a talk share its speaker.
+
+    The TOTAL row counts each audio segment once (segment_keys): the mTEDx subsets of one
+    release hold the same segments, and summing their rows would count that audio up to four
+    times. A segment on several rows counts under its first row's gender. The per-corpus rows
+    count every row of their own. ``attrs["repeated_segments"]`` says how many rows TOTAL left
+    out: ``rows`` on several rows, ``segments`` they are, ``left_out`` = rows - segments.
     """
     by = by or _group_column(df)
     group = None if by == "corpus" else by
     d = df.assign(_group=(df[by].fillna("").astype(str).str.strip().replace("", NO_GROUP)
                           if group and by in df.columns else NO_GROUP),
-                  _spk=speaker_keys(df))
+                  _spk=speaker_keys(df), _seg=segment_keys(df))
     rows = []
-
-    def one(part: pd.DataFrame, corpus: str, label: str) -> dict:
-        row = {"corpus": corpus}
-        if group:
-            row[group] = label
-        for g in GENDER_ORDER:
-            sub = part[part["gender"] == g]
-            row[f"seconds_{g}"] = round(float(sub["duration"].sum()), 3)
-            row[f"utterances_{g}"] = int(len(sub))
-            row[f"speakers_{g}"] = int(sub["_spk"].nunique())
-        row["seconds_all"] = round(float(part["duration"].sum()), 3)
-        row["utterances_all"] = int(len(part))
-        row["speakers_all"] = int(part["_spk"].nunique())
-        return row
-
     for (corpus, label), part in d.groupby(["corpus", "_group"], sort=True, dropna=False):
-        rows.append(one(part, corpus, label))
-    rows.append(one(d, "TOTAL", "-"))
-    return pd.DataFrame(rows)
+        rows.append(_counts(part, part, {"corpus": corpus, **({group: label} if group else {})}))
+    repeated = d["_seg"].duplicated(keep=False)
+    once = d[~d["_seg"].duplicated(keep="first")]
+    rows.append(_counts(d, once, {"corpus": "TOTAL", **({group: "-"} if group else {})}))
+    out = pd.DataFrame(rows)
+    out.attrs["repeated_segments"] = {"rows": int(repeated.sum()), "segments": int(d.loc[repeated, "_seg"].nunique()),
+                                      "left_out": int(len(d) - len(once))}
+    return out
+
+
+def repeated_note(summary: pd.DataFrame) -> str:
+    """The line saying that TOTAL counted shared segments once ("" when no segment is on two rows)."""
+    rep = summary.attrs.get("repeated_segments") or {}
+    if not rep.get("left_out"):
+        return ""
+    return (f"TOTAL counts each audio segment once: {rep['rows']:,} rows are {rep['segments']:,} segments held by "
+            f"several rows (same recording, offset and duration); {rep['left_out']:,} repeats left out of its hours "
+            f"and utterances\n")
 
 
 def table1(summary: pd.DataFrame) -> pd.DataFrame:
@@ -135,12 +181,21 @@ def _markdown(df: pd.DataFrame) -> str:
 
 
 def table_stats(*, tables, format: str = "text", by: str | None = None) -> str:
-    """`gendergap corpus stats`: ``tables`` (several: merged, a segment two tables share counted
-    once) rendered as ``format``, grouped ``by`` a column (default: style, else split)."""
+    """`gendergap corpus stats`: ``tables`` (several: merged as `corpus merge` merges them) rendered
+    as ``format``, grouped ``by`` a column (default: style, else split). The TOTAL row counts an
+    audio segment several rows hold once and the output says so (gender_summary)."""
     df = read_tables(tables)
     if by and by not in df.columns:
         raise UserError(f"--by {by!r} is not a column", path=tables[0], fix="one of: " + ", ".join(df.columns))
-    return render(gender_summary(df, by=by), format)
+    summary = gender_summary(df, by=by)
+    note = repeated_note(summary)
+    if note and format == "csv":   # stdout stays a CSV for spreadsheets and scripts: the note goes to the log
+        log.info("%s", note.strip())
+    return render(summary, format)
+
+
+def _after(note: str) -> str:
+    return "\n" + note if note else ""
 
 
 def render(summary: pd.DataFrame, fmt: str = "text") -> str:
@@ -155,7 +210,7 @@ def render(summary: pd.DataFrame, fmt: str = "text") -> str:
         return buf.getvalue()
     t = table1(summary)
     if fmt == "markdown":
-        return _markdown(t)
+        return _markdown(t) + _after(repeated_note(summary))
     if fmt == "text":
-        return t.to_string(index=False) + "\n"
+        return t.to_string(index=False) + "\n" + _after(repeated_note(summary))
     raise ValueError(f"unknown format {fmt!r}")

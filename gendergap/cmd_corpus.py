@@ -118,12 +118,15 @@ STATS_DESCRIPTION = """\
 Per-gender statistics of one or more utterance tables, laid out like Table 1 of the reference
 study: durations as hours:minutes, speakers and utterances per gender (M / F, and U when any),
 one row per corpus and style (or split, when the table has no style), and a TOTAL row.
-Every row is counted: rows of a table with no style column fall in the group (none). Speakers
-are (corpus, speaker) pairs: equal ids in two corpora are two speakers in the TOTAL row, unless
+Every row is counted in its corpus: rows of a table with no style column fall in group (none).
+Speakers are (corpus, speaker) pairs: equal ids in two corpora are two speakers in the TOTAL row, unless
 they speak on the same recording (file name): the mTEDx subsets under their own corpus names
 (mtedx-fr-en, mtedx-fr-es...) share talks, and a talk's speaker counts once. Several tables are
-merged as `corpus merge` does (a segment two tables of one corpus share counts once). Seconds
-are rounded to the millisecond.
+merged as `corpus merge` does (a segment two tables of one corpus share counts once). The TOTAL
+row counts each audio segment once (same recording -- path, or file name and size --, offset and
+duration), as the mTEDx subsets of one release hold the same segments, and a line under the
+table says how many rows that left out (csv: on stderr); the per-corpus rows count all their
+rows. Seconds are rounded to the millisecond.
 
 examples:
   gendergap corpus stats mls_fr.tsv cv.tsv

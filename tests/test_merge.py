@@ -239,8 +239,58 @@ def test_stats_total_counts_shared_speakers_once_and_rounds_seconds(named, capsy
     assert [rows.loc["TOTAL", f"speakers_{g}"] for g in "FMU"] == ["1", "1", "2"]   # c3 Frau, d4 Multi-Mix: U
     seconds = rows[[c for c in rows.columns if c.startswith("seconds_")]].stack()
     assert all(len(s.split(".")[-1]) <= 3 for s in seconds), list(seconds)
-    assert float(rows.loc["TOTAL", "seconds_all"]) == pytest.approx(42.4)
-    assert rows.loc["TOTAL", "seconds_all"] == "42.4"
+    # the 21 rows hold 7 segments (test_stats_total_counts_each_audio_segment_once)
+    assert float(rows.loc["TOTAL", "seconds_all"]) == pytest.approx(13.4)
+    assert rows.loc["TOTAL", "seconds_all"] == "13.4"
+
+
+def test_stats_total_counts_each_audio_segment_once(named, capsys):
+    """The four pairs hold the same talks: 21 rows, 7 segments (make_mtedx_pairs: a1_0 2.0 s, a1_1
+    2.5 s, b2_0 1.5 s, fr-es's b2_0 recut to 1.4 s -- another segment --, c3_0 2.0 s, d4_0 and d4_1
+    2.0 s each). Each subset's row counts all its rows; TOTAL each segment once, and says so."""
+    rc, text, err = run(capsys, "corpus", "stats", *map(str, named), "--format", "csv")
+    assert rc == 0, err
+    rows = pd.read_csv(__import__("io").StringIO(text)).set_index("corpus")
+    own = {f"mtedx-fr-{t}": read_table(p) for t, p in zip(PAIRS, named)}
+    for corpus, table in own.items():   # the per-subset rows as before: every row of the table
+        assert rows.loc[corpus, "utterances_all"] == len(table) == ROWS[corpus[-2:]]
+        assert rows.loc[corpus, "seconds_all"] == pytest.approx(table["duration"].sum())
+    total = rows.loc["TOTAL"]
+    assert (total["utterances_all"], total["seconds_all"]) == (7, pytest.approx(13.4))
+    assert rows.drop(index="TOTAL")["utterances_all"].sum() == 21            # what TOTAL used to say
+    assert (total["utterances_F"], total["utterances_M"], total["utterances_U"]) == (2, 2, 3)   # a1 F, b2 M, c3 d4 U
+    assert (total["seconds_F"], total["seconds_M"], total["seconds_U"]) == (4.5, 2.9, 6.0)
+    note = "TOTAL counts each audio segment once: 20 rows are 6 segments held by several rows"
+    assert any(note in line and "14 repeats left out" in line for line in err), err   # csv: stdout stays a CSV
+    for fmt in ("text", "markdown"):
+        rc, shown, _ = run(capsys, "corpus", "stats", *map(str, named), "--format", fmt)
+        assert rc == 0 and shown.splitlines()[-1].startswith(note), shown
+    # one table: no segment on two rows, no line
+    rc, shown, _ = run(capsys, "corpus", "stats", str(named[0]))
+    assert rc == 0 and "TOTAL counts" not in shown
+
+
+def test_stats_total_one_segment_needs_the_same_recording_offset_and_duration(tmp_path):
+    """x and z are copies of one recording (same name and size), y another recording with that
+    name: a row of x and one of z at the same offset and duration are one segment; y's, another
+    offset, or another duration are not."""
+    from corpora.stats import gender_summary, segment_keys
+    from fixtures_corpora import write_audio
+
+    x = write_audio(tmp_path / "x" / "talk.wav", 3.0)
+    y = write_audio(tmp_path / "y" / "talk.wav", 3.5)
+    z = write_audio(tmp_path / "z" / "talk.wav", 3.0)
+    audio = [x, y, z, z, z]
+    df = pd.DataFrame({"speaker": ["s"] * 5, "corpus": ["x", "y", "z", "z", "z"], "audio": list(map(str, audio)),
+                       "offset": [0.5, 0.5, 0.5, 1.0, 0.5], "duration": [1.0, 1.0, 1.0, 1.0, 1.25],
+                       "gender": ["F"] * 5, "split": ["train"] * 5})
+    keys = segment_keys(df)
+    assert keys[0] == keys[2] and len(set(keys)) == 4
+    s = gender_summary(df)
+    total = s.set_index("corpus").loc["TOTAL"]
+    assert (total["utterances_F"], total["seconds_F"]) == (4, 4.25)
+    assert s.attrs["repeated_segments"] == {"rows": 2, "segments": 1, "left_out": 1}
+    assert s.set_index("corpus").loc["z", "utterances_all"] == 3     # a corpus's row keeps every row
 
 
 def test_dry_run_checks_the_tasks_against_the_merged_tables(named, tmp_path, capsys):
