@@ -24,6 +24,7 @@ Cluster-grade runs, all through SpeechBrain's own machinery:
 from __future__ import annotations
 
 import logging
+import math
 import os
 import random
 import shutil
@@ -261,7 +262,17 @@ class CTCBrain(sb.Brain):
             texts = [decode(h, self.vocab) for h in hyps]
             self.cer_metric.append(batch.id, [list(t) for t in texts], [list(t) for t in batch.text])
             self.wer_metric.append(batch.id, [t.split() for t in texts], [t.split() for t in batch.text])
+            self._keep_utterance_losses(batch.id, log_probs, lens, tokens, tokens_lens)
         return loss
+
+    def _keep_utterance_losses(self, ids, log_probs, lens, tokens, tokens_lens) -> None:
+        """The validation loss as a mean over utterances. SpeechBrain averages per-batch means, so an
+        utterance weighs 1 / (its batch's size) and the loss -- a checkpoint's score with
+        select_by=loss -- moved with valid_batch_seconds. CER and WER are pooled over utterances already."""
+        per_utt = self.hparams.ctc_cost(log_probs, tokens, lens, tokens_lens, reduction="none")
+        # divided by the transcript's length, as the "mean" reduction of torch's ctc_loss does
+        n_tokens = torch.round(tokens_lens * tokens.shape[1]).clamp(min=1).to(per_utt.device)
+        self.eval_losses.update(zip(ids, (per_utt.float() / n_tokens).double().cpu().tolist()))
 
     def _say_too_long_for_ctc(self, ids, tokens, tokens_lens, log_probs, lens) -> None:
         """Training utterances whose transcript needs more CTC frames than the model gives them:
@@ -279,6 +290,7 @@ class CTCBrain(sb.Brain):
         if stage != sb.Stage.TRAIN:
             self.cer_metric = sb.utils.metric_stats.ErrorRateStats()
             self.wer_metric = sb.utils.metric_stats.ErrorRateStats()
+            self.eval_losses = {}
 
     def on_fit_start(self):
         self.stopped_mid_epoch = False
@@ -418,6 +430,9 @@ class CTCBrain(sb.Brain):
                 loss /= world_size()
             self.train_stats = {"loss": float(loss)}
             return
+        if self.eval_losses:
+            # summed exactly (fsum) in id order: the same number whatever the batches and their order
+            stage_loss = math.fsum(self.eval_losses[k] for k in sorted(self.eval_losses)) / len(self.eval_losses)
         stats = {"loss": stage_loss, "CER": self.cer_metric.summarize("error_rate"),
                  "WER": self.wer_metric.summarize("error_rate")}
         if stage == sb.Stage.VALID:

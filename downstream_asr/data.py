@@ -160,9 +160,10 @@ def add_tokens_pipeline(ds, enc) -> None:
 
 
 def length_batch_sampler(ds, max_batch_seconds: float, *, shuffle: bool, seed: int, length_key: str = "duration",
-                         num_buckets: int = 10):
+                         num_buckets: int = 10, max_batch_size: int | None = None):
     """SpeechBrain's DynamicBatchSampler: batches of similar length, at most ``max_batch_seconds`` each
-    (padded). Deterministic for a seed; reshuffled per epoch through ``set_epoch``."""
+    (padded) and at most ``max_batch_size`` utterances. Deterministic for a seed; reshuffled per epoch
+    through ``set_epoch``."""
     from speechbrain.dataio.sampler import DynamicBatchSampler
     n = len(ds)
     longest = max(float(ds.data[i][length_key]) for i in ds.data_ids)
@@ -174,7 +175,8 @@ def length_batch_sampler(ds, max_batch_seconds: float, *, shuffle: bool, seed: i
         max_batch_seconds = longest * 1.001
     return DynamicBatchSampler(ds, max_batch_length=max_batch_seconds, num_buckets=max(1, min(num_buckets, n)),
                                length_func=lambda x: x[length_key], shuffle=shuffle,
-                               batch_ordering="random" if shuffle else "ascending", seed=seed)
+                               batch_ordering="random" if shuffle else "ascending", seed=seed,
+                               max_batch_ex=max_batch_size)
 
 
 def loader_kwargs(batch_sampler, seed: int) -> dict:

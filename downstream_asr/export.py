@@ -46,7 +46,7 @@ dnn_neurons: {dnn_neurons}
 head_dropout: {head_dropout}
 n_chars: {n_chars}
 
-wav2vec2: !new:speechbrain.integrations.huggingface.wav2vec2.Wav2Vec2
+wav2vec2: !new:{lobe}
     source: !ref <source_dir>/wav2vec2
     save_path: !ref <source_dir>/wav2vec2
     freeze: True
@@ -81,12 +81,19 @@ pretrainer: !new:speechbrain.utils.parameter_transfer.Pretrainer
         head: !ref <source_dir>/head.ckpt
         tokenizer: !ref <source_dir>/label_encoder.txt
 """
+# The wav2vec 2.0 lobe the folder's yaml names: SpeechBrain's own, so that it loads without gendergap.
+# gendergap evaluates its own rendering with the batch-invariant subclass (same state dict), so that
+# `asr transcribe` on an export gives the run's own hypotheses whatever the batching; SpeechBrain's
+# class gives them one utterance at a time (transcribe_file), its padded batches differ.
+SPEECHBRAIN_LOBE = "speechbrain.integrations.huggingface.wav2vec2.Wav2Vec2"
+INVARIANT_LOBE = "downstream_asr.ctc_inference.Wav2Vec2Encoder"
 VALUE_TYPES = {"source_dir": str, "sample_rate": int, "ssl_dim": int, "dnn_neurons": int, "head_dropout": float,
                "n_chars": int}
 
 
-def render_yaml(values: dict) -> str:
-    """hyperparams.yaml for ``values`` (checked plain values: a string is written as a quoted scalar)."""
+def render_yaml(values: dict, lobe: str = SPEECHBRAIN_LOBE) -> str:
+    """hyperparams.yaml for ``values`` (checked plain values: a string is written as a quoted scalar),
+    naming ``lobe`` as the wav2vec 2.0 class."""
     if set(values) != set(VALUE_TYPES):
         raise ValueError(f"export values {sorted(values)} != {sorted(VALUE_TYPES)}")
     out = {}
@@ -95,7 +102,7 @@ def render_yaml(values: dict) -> str:
         if not isinstance(v, t) or isinstance(v, bool) or (t is float and v != v):
             raise ValueError(f"{k}={v!r} is not a {t.__name__}")
         out[k] = json.dumps(v)  # JSON scalars are YAML scalars; a path is quoted, escapes included
-    return YAML_TEMPLATE.format(**out)
+    return YAML_TEMPLATE.format(lobe=lobe, **out)
 
 
 def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, *, trust: bool = False,
@@ -217,7 +224,7 @@ def load_export(folder: Path, device: str = "cpu"):
                         "evaluate a folder's own HyperPyYAML", path=yaml_path,
                         fix=f"{fix}, or load it as a SpeechBrain folder with --trust-checkpoint")
     check_pickles(folder, trust=False)
-    hparams = load_hyperpyyaml(render_yaml({**values, "source_dir": str(folder.resolve())}))
+    hparams = load_hyperpyyaml(render_yaml({**values, "source_dir": str(folder.resolve())}, INVARIANT_LOBE))
     hparams["head"].load_state_dict(load_torch_file(folder / "head.ckpt", what="head checkpoint"))
     hparams["tokenizer"].load(str(folder / "label_encoder.txt"))
     hparams["savedir"] = str(folder)

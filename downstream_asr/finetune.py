@@ -26,6 +26,7 @@ import speechbrain as sb
 from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
 from downstream_asr.common import CTCBrain, check_run_options, distributed_run_opts, fit_by_length, main_first
+from downstream_asr.ctc_inference import ctc_log_probs
 from downstream_asr.data import audio_dataset, length_batch_sampler, oov_report, read_csv
 from downstream_asr.decode import open_for_decoding, recover_best, run_options, write_transcripts
 from downstream_asr.errors import batch_option
@@ -47,8 +48,8 @@ class FinetuneBrain(CTCBrain):
             # generator, which RNGState checkpoints, so a resumed run draws the same speeds).
             # Relative lengths are unchanged: padding is resampled with the signal.
             wavs = self.hparams.speed_perturber(wavs)
-        feats = self.modules.wav2vec2(wavs, wav_lens)
-        return self.hparams.log_softmax(self.modules.head(feats)), wav_lens
+        # the batch-invariant forward every path shares (downstream_asr.ctc_inference)
+        return ctc_log_probs(self.modules, self.hparams.log_softmax, wavs, wav_lens)
 
     def init_optimizers(self):
         # The parameters trainable now: the CNN is already requires_grad=False when frozen.
@@ -167,9 +168,12 @@ def train_finetune(ref, train_csv, valid_csv, out_dir, hparams_file=None, overri
 
 
 def decode_finetuned(out_dir, test_csv, name: str = "test", data_root: str | None = None,
-                     batch_seconds: float | None = None, run_opts: dict | None = None, trust: bool = False) -> dict:
+                     batch_seconds: float | None = None, run_opts: dict | None = None, trust: bool = False,
+                     max_batch_size: int | None = None) -> dict:
     """Greedy-decode ``test_csv`` with the best checkpoint of ``out_dir``; writes hyp/ref TSVs.
-    ``trust`` (--trust-checkpoint): unpickle the run's SpeechBrain checkpoint files fully."""
+    ``trust`` (--trust-checkpoint): unpickle the run's SpeechBrain checkpoint files fully. Batches of
+    similar length (``batch_seconds`` padded seconds, at most ``max_batch_size`` utterances) give the
+    same hypotheses as one utterance at a time (downstream_asr.ctc_inference)."""
     out_dir = Path(out_dir)
     run, vocab, test, oov = open_for_decoding(out_dir, test_csv, data_root)
     opts, runtime = run_options(run, run_opts)
@@ -177,7 +181,8 @@ def decode_finetuned(out_dir, test_csv, name: str = "test", data_root: str | Non
     ckpt = recover_best(brain, out_dir, "gendergap asr finetune")
     sr = int(brain.modules.wav2vec2.feature_extractor.sampling_rate)
     ds = audio_dataset(test, vocab, sr)
-    sampler = length_batch_sampler(ds, batch_seconds or hparams["valid_batch_seconds"], shuffle=False, seed=0)
+    sampler = length_batch_sampler(ds, batch_seconds or hparams["valid_batch_seconds"], shuffle=False, seed=0,
+                                   max_batch_size=max_batch_size)
     loader = sb.dataio.dataloader.make_dataloader(ds, batch_sampler=sampler)
     t0 = time.monotonic()
     with batch_option("batch_seconds", batch_seconds or hparams["valid_batch_seconds"], "decoding"):
@@ -185,5 +190,8 @@ def decode_finetuned(out_dir, test_csv, name: str = "test", data_root: str | Non
     info = {"model": str(out_dir), "kind": run["kind"], "ssl": run["ssl"], "runtime": runtime,
             "test_csv": str(Path(test_csv).resolve()),
             "text_norm": run["text_norm"], "text_norm_name": run["text_norm_name"], "checkpoint": ckpt,
-            "oov": oov, "decode_seconds": round(time.monotonic() - t0, 2)}
+            "oov": oov, "decode_seconds": round(time.monotonic() - t0, 2),
+            "batching": {"batch_seconds": batch_seconds or hparams["valid_batch_seconds"], "order": "by length",
+                         "max_batch_size": max_batch_size,
+                         "model": "batch-invariant (downstream_asr.ctc_inference)"}}
     return write_transcripts(test["ID"].tolist(), hyps, test["text"].tolist(), out_dir, name, info)

@@ -16,7 +16,6 @@ resume, checkpoints and decoding are shared with the fine-tuning recipe (downstr
 from __future__ import annotations
 
 import logging
-import math
 import time
 from pathlib import Path
 
@@ -178,30 +177,6 @@ class FrozenBrain(CTCBrain):
         lengths = torch.round(rel * feats.shape[1]).long().clamp(min=1)
         log_probs, out_lengths = self.modules.model(feats, lengths)
         return log_probs, out_lengths.float().to(log_probs.device) / log_probs.shape[1]
-
-    # The validation loss as a mean over utterances. SpeechBrain averages the per-batch means, so
-    # an utterance weighs 1 / (its batch's size) and the loss -- a checkpoint's score with
-    # select_by=loss -- moved with valid_batch_seconds. CER and WER are pooled over utterances already.
-    def on_stage_start(self, stage, epoch=None):
-        super().on_stage_start(stage, epoch)
-        self.eval_losses = {}
-
-    def compute_objectives(self, predictions, batch, stage):
-        loss = super().compute_objectives(predictions, batch, stage)
-        if stage != sb.Stage.TRAIN:
-            log_probs, lens = predictions
-            tokens, tokens_lens = batch.tokens
-            per_utt = self.hparams.ctc_cost(log_probs, tokens, lens, tokens_lens, reduction="none")
-            # divided by the transcript's length, as the "mean" reduction of torch's ctc_loss does
-            n_tokens = torch.round(tokens_lens * tokens.shape[1]).clamp(min=1).to(per_utt.device)
-            self.eval_losses.update(zip(batch.id, (per_utt.float() / n_tokens).double().cpu().tolist()))
-        return loss
-
-    def on_stage_end(self, stage, stage_loss, epoch=None):
-        if stage != sb.Stage.TRAIN and self.eval_losses:
-            # summed exactly (fsum) in id order: the same number whatever the batches and their order
-            stage_loss = math.fsum(self.eval_losses[k] for k in sorted(self.eval_losses)) / len(self.eval_losses)
-        super().on_stage_end(stage, stage_loss, epoch)
 
 
 # --------------------------------------------------------------------------- features

@@ -28,6 +28,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass, field
+from typing import ClassVar
 from pathlib import Path
 
 import torch
@@ -103,6 +104,9 @@ class Transcriber:
     device: str
     precision: str
     info: dict = field(default_factory=dict)
+    # how batches reach the model; every adapter's hypotheses are independent of the batch (a
+    # property test per kind: one utterance per batch = default batching = shuffled order)
+    batching: ClassVar[str] = "batched by length"
 
     def transcribe(self, wavs: list) -> list[str]:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -156,41 +160,70 @@ class RunDir(Transcriber):
                          {"checkpoint": ckpt, "text_norm": run["text_norm"], "text_norm_name": run["text_norm_name"],
                           "ssl": run["ssl"]})
 
+    batching = "batched by length (batch-invariant: downstream_asr.ctc_inference)"
+
     @torch.no_grad()
     def transcribe(self, wavs: list) -> list[str]:
-        from downstream_asr.text import decode
+        from downstream_asr.ctc_inference import ctc_log_probs, greedy_texts
         x, rel, _ = pad(wavs, self.brain.device)
         with self.brain.evaluation_ctx:
-            feats = self.brain.modules.wav2vec2(x, rel)
-            logp = self.brain.hparams.log_softmax(self.brain.modules.head(feats))
-        return [decode(h, self.vocab) for h in self._sb.decoders.ctc_greedy_decode(logp, rel, blank_id=0)]
+            logp, frames = ctc_log_probs(self.brain.modules, self.brain.hparams.log_softmax, x, rel)
+        return greedy_texts(logp, frames, self.vocab)
 
 
 # --------------------------------------------------------------------------- SpeechBrain interfaces
 
-class SpeechBrainModel(Transcriber):
-    """A SpeechBrain pretrained interface (EncoderASR, or EncoderDecoderASR when the folder has a decoder)."""
+class ExportModel(Transcriber):
+    """An `asr export` folder: its modules built from gendergap's own rendering of the yaml (with the
+    batch-invariant lobe), decoded by the same forward as its run directory."""
 
-    def __init__(self, folder: Path, device: str, precision: str, trust: bool):
-        kind = "speechbrain"
-        if (folder / EXPORT_MARKER).is_file():
-            from downstream_asr.export import load_export
-            asr, meta = load_export(folder, device)
-            kind, name = "export", meta.get("name") or folder.name
-        else:
-            if not trust:
-                raise UserError("a SpeechBrain hyperparams.yaml is HyperPyYAML: loading it builds whatever objects "
-                                "it names, so it can run code", path=folder / "hyperparams.yaml",
-                                fix="if you trust whoever made this folder, pass --trust-checkpoint")
-            asr, name = _speechbrain_interface(folder, device), folder.name
+    batching = "batched by length (batch-invariant: downstream_asr.ctc_inference)"
+
+    def __init__(self, folder: Path, device: str, precision: str):
+        from downstream_asr.export import load_export
+        asr, meta = load_export(folder, device)
         asr.mods.eval()
-        self.asr = asr
+        self.modules = torch.nn.ModuleDict({"wav2vec2": asr.hparams.wav2vec2, "head": asr.hparams.head}).to(device)
+        self.modules.eval()
+        self.log_softmax, self.vocab = asr.hparams.log_softmax, asr.tokenizer
         rate = int(getattr(asr.hparams, "sample_rate", 16000) or 16000)
-        super().__init__(kind, name, rate, device, precision, {"interface": type(asr).__name__})
+        super().__init__("export", meta.get("name") or folder.name, rate, device, precision,
+                         {"interface": type(asr).__name__})
 
     @torch.no_grad()
     def transcribe(self, wavs: list) -> list[str]:
+        from downstream_asr.ctc_inference import ctc_log_probs, greedy_texts
         x, rel, _ = pad(wavs, self.device)
+        with self._autocast():
+            logp, frames = ctc_log_probs(self.modules, self.log_softmax, x, rel)
+        return greedy_texts(logp, frames, self.vocab)
+
+
+class SpeechBrainModel(Transcriber):
+    """A SpeechBrain pretrained interface (EncoderASR, or EncoderDecoderASR when the folder has a decoder).
+
+    Run one utterance per call: what the folder's modules do with padding is unknown (SpeechBrain's own
+    wav2vec 2.0 lobe normalises the padded batch, for one), and a score must not depend on the batch."""
+
+    batching = "one utterance per call (a SpeechBrain interface's padding is not known to be neutral)"
+
+    def __init__(self, folder: Path, device: str, precision: str, trust: bool):
+        if not trust:
+            raise UserError("a SpeechBrain hyperparams.yaml is HyperPyYAML: loading it builds whatever objects "
+                            "it names, so it can run code", path=folder / "hyperparams.yaml",
+                            fix="if you trust whoever made this folder, pass --trust-checkpoint")
+        asr = _speechbrain_interface(folder, device)
+        asr.mods.eval()
+        self.asr = asr
+        rate = int(getattr(asr.hparams, "sample_rate", 16000) or 16000)
+        super().__init__("speechbrain", folder.name, rate, device, precision, {"interface": type(asr).__name__})
+
+    def transcribe(self, wavs: list) -> list[str]:
+        return [self._one(w) for w in wavs]
+
+    @torch.no_grad()
+    def _one(self, wav) -> str:
+        x, rel, _ = pad([wav], self.device)
         with self._autocast():
             words, tokens = self.asr.transcribe_batch(x, rel)
         tok = getattr(self.asr, "tokenizer", None)
@@ -199,7 +232,7 @@ class SpeechBrainModel(Transcriber):
             # EncoderASR joins every label, <unk> included; a hypothesis keeps the characters only
             skip = {getattr(tok, "unk_label", None), getattr(tok, "blank_label", None)}
             words = ["".join(tok.ind2lab[int(i)] for i in seq if tok.ind2lab[int(i)] not in skip) for seq in tokens]
-        return [clean(w) for w in words]
+        return clean(words[0])
 
 
 def _speechbrain_interface(folder: Path, device: str):
@@ -244,34 +277,70 @@ class HFModel(Transcriber):
         super().__init__(kind, folder.name, int(getattr(fe, "sampling_rate", 16000)), device, precision,
                          {"model_type": self.model_type, "language": language, "task": task})
 
-    def _inputs(self, wavs: list) -> dict:
-        arrays = [torch.as_tensor(w, dtype=torch.float32).numpy() for w in wavs]
+    @property
+    def batching(self) -> str:
+        if self.kind == "hf-ctc" and self._encoder() is not None:
+            return "batched by length (batch-invariant: ssl_pretrain.invariant)"
+        if self.model_type == "whisper":
+            return "batched (every input padded to 30 s by Whisper's processor: the batch changes nothing)"
+        return "one utterance per call (this architecture's padding is not known to be neutral)"
+
+    def _encoder(self):
+        """The wav2vec 2.0-layout encoder of a CTC model (wav2vec2, hubert, wavlm, data2vec-audio, ...),
+        which ssl_pretrain.invariant runs batch-invariantly; None for any other architecture."""
+        base = getattr(self.model, self.model.base_model_prefix, None)
+        needed = ("feature_extractor", "feature_projection", "encoder", "_get_feat_extract_output_lengths")
+        ok = base is not None and all(hasattr(base, a) for a in needed) and hasattr(self.model, "lm_head")
+        return base if ok else None
+
+    def _features(self, wav) -> dict:
+        """One utterance through the processor: its normalisation sees this utterance only."""
         fe = getattr(self.processor, "feature_extractor", self.processor)
-        kwargs = {"sampling_rate": self.sample_rate, "return_tensors": "pt", "padding": True}
-        if getattr(fe, "return_attention_mask", False) or self.kind == "hf-seq2seq":
-            kwargs["return_attention_mask"] = True
-        if self.model_type == "whisper":   # Whisper pads every input to 30 s itself
-            kwargs.pop("padding")
-        inputs = fe(arrays, **kwargs)
+        inputs = fe([torch.as_tensor(wav, dtype=torch.float32).numpy()], sampling_rate=self.sample_rate,
+                    return_tensors="pt")
         return {k: v.to(self.device) for k, v in inputs.items()}
 
-    @torch.no_grad()
     def transcribe(self, wavs: list) -> list[str]:
-        inputs = self._inputs(wavs)
+        if "one utterance" in self.batching:
+            return [self._generate_or_ctc([w])[0] for w in wavs]
+        return self._generate_or_ctc(wavs)
+
+    @torch.no_grad()
+    def _generate_or_ctc(self, wavs: list) -> list[str]:
         tok = getattr(self.processor, "tokenizer", self.processor)
         with self._autocast():
             if self.kind == "hf-ctc":
-                ids = self.model(**inputs).logits.argmax(-1)
+                ids, frames = self._ctc_ids(wavs)
                 # frames past an utterance's own length come from padding: not part of its hypothesis
-                frames = self.model._get_feat_extract_output_lengths(torch.tensor([len(w) for w in wavs]))
                 return [clean(tok.decode(row[: int(n)])) for row, n in zip(ids, frames)]
             gen = {}
             if self.max_new_tokens:
                 gen["max_new_tokens"] = self.max_new_tokens
             if self.model_type == "whisper":
                 gen.update(language=self.language, task=self.task)
+                fe = getattr(self.processor, "feature_extractor", self.processor)   # pads to 30 s itself
+                inputs = fe([torch.as_tensor(w, dtype=torch.float32).numpy() for w in wavs],
+                            sampling_rate=self.sample_rate, return_tensors="pt", return_attention_mask=True)
+                inputs = {k: v.to(self.device) for k, v in inputs.items()}
+            else:
+                inputs = self._features(wavs[0])   # one utterance per call (batching)
             out = self.model.generate(**inputs, **gen)
         return [clean(t) for t in tok.batch_decode(out, skip_special_tokens=True)]
+
+    def _ctc_ids(self, wavs: list):
+        """Greedy CTC label ids and each utterance's own frame count."""
+        rows = [self._features(w) for w in wavs]
+        base = self._encoder()
+        if base is None or "input_values" not in rows[0]:   # called one utterance at a time (batching)
+            logits = self.model(**rows[0]).logits
+            return logits.argmax(-1), [logits.shape[1]]
+        from ssl_pretrain.invariant import encode
+        xs = [r["input_values"][0] for r in rows]
+        lengths = torch.tensor([len(x) for x in xs], device=self.device)
+        hidden, frames = encode(base, torch.nn.utils.rnn.pad_sequence(xs, batch_first=True), lengths,
+                                normalize=False)   # the processor has normalised each utterance
+        logits = self.model.lm_head(self.model.dropout(hidden))
+        return logits.argmax(-1), frames.tolist()
 
 
 def load_model(folder: str | os.PathLike, *, device: str = "cpu", precision: str = "fp32", trust: bool = False,
@@ -288,7 +357,9 @@ def load_model(folder: str | os.PathLike, *, device: str = "cpu", precision: str
                         path=folder, fix="leave --language and --task out")
     if kind == "run":
         return RunDir(folder, device, precision, trust)
-    if kind in ("export", "speechbrain"):
+    if kind == "export":
+        return ExportModel(folder, device, precision)
+    if kind == "speechbrain":
         return SpeechBrainModel(folder, device, precision, trust)
     return HFModel(folder, kind, device, precision, trust, language, task, max_new_tokens)
 
@@ -385,11 +456,18 @@ def transcribe_table(model: Transcriber, rows, out_dir: str | os.PathLike, *, na
     info = {"model": model.describe(), "kind": model.kind, "text_norm": norm.as_dict() if normalise else None,
             "text_norm_name": norm.name if normalise else "none", "batches_run": ran, "batches": len(batches),
             "batch_seconds": batch_seconds, "transcribe_seconds": round(time.monotonic() - t0, 2),
+            "batching": _batching(model, batch_seconds, max_batch_size),
             "runtime": {"device": model.device, "precision": model.precision}}
     meta = write_transcripts(ids, {i: fix(done[i]) for i in ids}, [fix(t) for t in rows[references].astype(str)],
                              out_dir, name, info)
     partial.unlink()
     return meta
+
+
+def _batching(model: Transcriber, batch_seconds: float, max_batch_size: int) -> dict:
+    """How the utterances were batched, for the result record (the hypotheses do not depend on it)."""
+    return {"batch_seconds": batch_seconds, "max_batch_size": max_batch_size, "order": "by length",
+            "model": model.batching}
 
 
 # --------------------------------------------------------------------------- `asr transcribe`, in steps

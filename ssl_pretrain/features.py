@@ -20,6 +20,7 @@ import torch
 
 from corpora.base.errors import UserError
 from ssl_pretrain.device import autocast
+from ssl_pretrain.invariant import conv_features, frame_mask, normalise, project
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +56,7 @@ class FrozenSSL:
 
     def _prepare(self, wave: np.ndarray) -> torch.Tensor:
         x = torch.as_tensor(np.asarray(wave, dtype=np.float32)).to(self.device)
-        if self.normalize:  # fairseq's task.normalize: layer norm over the whole utterance
-            x = torch.nn.functional.layer_norm(x, x.shape)
-        return x
+        return normalise(x) if self.normalize else x  # fairseq's task.normalize, per utterance
 
     @torch.no_grad()
     def hidden_states(self, waves: list[np.ndarray], layers: list[int] | None = None,
@@ -71,8 +70,6 @@ class FrozenSSL:
             raise UserError(f"layer {bad[0]} does not exist (the model has layers 0..{self.num_layers})",
                             fix=f"pass layers between 0 and {self.num_layers}, 'last' or 'all'")
         xs = [self._prepare(w) for w in waves]
-        lengths = torch.tensor([len(x) for x in xs], device=self.device)
-        frames = model._get_feat_extract_output_lengths(lengths).long()
         captured: dict[int, torch.Tensor] = {}
 
         def keep_input(module, args, kwargs):  # layer 1's input is layer 0
@@ -84,17 +81,10 @@ class FrozenSSL:
             return hook
 
         with autocast(self.device, self.precision):
-            if model.config.feat_extract_norm == "group":
-                # GroupNorm in the first conv block normalises over time, so zero padding would
-                # change every frame: run the conv stack per utterance, batch only the transformer
-                per_utt = [model.feature_extractor(x[None]).transpose(1, 2)[0] for x in xs]
-                feats = torch.nn.utils.rnn.pad_sequence(per_utt, batch_first=True)
-            else:
-                # layer-norm extractors are per frame: padding never reaches a real frame
-                batch = torch.nn.utils.rnn.pad_sequence(xs, batch_first=True)
-                feats = model.feature_extractor(batch).transpose(1, 2)
-            mask = torch.arange(feats.shape[1], device=self.device)[None, :] < frames[:, None]
-            hidden, _ = model.feature_projection(feats)
+            # the batch-invariant front-end every scoring path shares (ssl_pretrain.invariant)
+            feats, frames = conv_features(model, xs)
+            mask = frame_mask(frames, feats.shape[1])
+            hidden = project(model, feats)
             hooks = [model.encoder.layers[0].register_forward_pre_hook(keep_input, with_kwargs=True)] if 0 in keep else []
             hooks += [layer.register_forward_hook(keep_output(i))
                       for i, layer in enumerate(model.encoder.layers, start=1) if i in keep and i < self.num_layers]

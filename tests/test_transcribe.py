@@ -37,13 +37,14 @@ import soundfile as sf, torch
 from speechbrain.inference.ASR import EncoderASR
 asr = EncoderASR.from_hparams(source=sys.argv[1])
 wavs = json.loads(sys.argv[2])
-sigs = [torch.tensor(sf.read(w, dtype="float32")[0]) for w in wavs.values()]
-n = max(len(s) for s in sigs)
-batch = torch.stack([torch.nn.functional.pad(s, (0, n - len(s))) for s in sigs])
-words, _ = asr.transcribe_batch(batch, torch.tensor([len(s) / n for s in sigs]))
+# one utterance per call: SpeechBrain's own wav2vec 2.0 lobe normalises a padded batch over its
+# padding, so only a batch of one gives the model's own hypothesis (what gendergap reports)
+words = [asr.transcribe_batch(torch.tensor(sf.read(w, dtype="float32")[0])[None], torch.ones(1))[0][0]
+         for w in wavs.values()]
 unk = asr.tokenizer.unk_label
 print(json.dumps({uid: " ".join(w.replace(unk, "").split()) for uid, w in zip(wavs, words)}))
 """
+FRESH_ONE_BY_ONE = FRESH
 
 
 def cli(*args, check=True, **kw) -> subprocess.CompletedProcess:

@@ -47,6 +47,11 @@ class AsrStep(ModelStep):
     def cost_min(self) -> float:
         return 3 if self.recipe == "finetune" else 1.5
 
+    def key_extra(self) -> dict:
+        # fine-tuned runs train, validate and decode through the batch-invariant forward
+        # (downstream_asr.ctc_inference): results made before it depended on the batching
+        return {"forward": "batch-invariant"} if self.recipe == "finetune" else {}
+
     def calls(self) -> list[tuple[str, dict]]:
         common = dict(ckpt=self.ckpt, registry=self.registry, train=self.train, valid=self.valid, test=self.test,
                       table=self.table, out=self.out, db=self.db, subset=self.subset, bootstrap=self.bootstrap,

@@ -74,11 +74,19 @@ class Step:
 
     def make_key(self, dep_keys: list[str]) -> str:
         fields = {self.KEY_NAMES.get(k, k): v for k, v in self.fields().items()}
-        return config_hash({"kind": self.kind, "fields": fields, "deps": dep_keys})
+        extra = self.key_extra()
+        return config_hash({"kind": self.kind, "fields": fields, "deps": dep_keys, **({"method": extra} if extra else {})})
+
+    def key_extra(self) -> dict:
+        """What changes this step's results without changing its fields (a fix to how a model is run):
+        part of its key, so that a study made before the fix redoes this step. Empty: keys as before."""
+        return {}
 
     def record(self) -> dict:
         """What the results store keeps of the step that made a run (analysis.store.recording_step)."""
-        return {"key": self.key, "kind": self.kind, "name": self.name, "fields": self.fields()}
+        extra = self.key_extra()
+        return {"key": self.key, "kind": self.kind, "name": self.name, "fields": self.fields(),
+                **({"method": extra} if extra else {})}
 
     def as_dict(self) -> dict:
         """Everything about the step: what the sweep writes to its job.json."""

@@ -1,0 +1,54 @@
+"""The one forward of a fine-tuned wav2vec 2.0 + CTC head, shared by training, the validation pass
+that picks the checkpoint, `asr decode`, `asr transcribe` (run directories and exports) and export.
+
+``Wav2Vec2Encoder`` is SpeechBrain's Hugging Face wrapper with its forward replaced by
+ssl_pretrain.invariant.encode: SpeechBrain's own layer-normalises the whole padded batch and runs a
+GroupNorm front-end over the padding, so an utterance's hypothesis depended on the batch it fell in
+(the lengths that share a batch differ by speaker, hence by gender). Same parameters, same state
+dict and the same result on a batch of one, so a checkpoint or an export loads in either class.
+
+``ctc_log_probs`` returns the frame lengths the encoder really gives each utterance (as fractions of
+the padded length, SpeechBrain's convention), not the waveform's relative length: rounding that
+times the padded frame count is off by one frame for some lengths in a batch, which adds a padded
+frame to a hypothesis or drops a real one.
+"""
+from __future__ import annotations
+
+import torch
+from speechbrain.integrations.huggingface.wav2vec2 import Wav2Vec2
+
+from ssl_pretrain.invariant import absolute_lengths, encode
+
+
+class Wav2Vec2Encoder(Wav2Vec2):
+    """SpeechBrain's Wav2Vec2 lobe, batch-invariant (see the module doc)."""
+
+    def extract_features(self, wav, wav_lens=None):
+        if self.output_all_hiddens:
+            raise ValueError("Wav2Vec2Encoder returns the last layer only (output_all_hiddens=False)")
+        out, _ = encode(self.model, wav, absolute_lengths(wav, wav_lens), normalize=self.normalize_wav)
+        if self.output_norm:
+            out = torch.nn.functional.layer_norm(out, out.shape[1:])
+        return out
+
+
+def frame_lengths(wav2vec2, wavs: torch.Tensor, wav_lens: torch.Tensor, n_frames: int) -> torch.Tensor:
+    """Each utterance's own output frames, relative to ``n_frames`` (exact after SpeechBrain's
+    ``round(rel * n_frames)``)."""
+    lobe = getattr(wav2vec2, "module", wav2vec2)   # under DDP the lobe is wrapped
+    frames = lobe.model._get_feat_extract_output_lengths(absolute_lengths(wavs, wav_lens)).long()
+    return frames.float() / n_frames
+
+
+def ctc_log_probs(modules, log_softmax, wavs: torch.Tensor, wav_lens: torch.Tensor):
+    """(log-probabilities [B, T, V], relative frame lengths [B]) of ``modules.wav2vec2`` + ``modules.head``."""
+    feats = modules.wav2vec2(wavs, wav_lens)
+    return log_softmax(modules.head(feats)), frame_lengths(modules.wav2vec2, wavs, wav_lens, feats.shape[1])
+
+
+def greedy_texts(log_probs: torch.Tensor, rel_frames: torch.Tensor, vocab) -> list[str]:
+    """Greedy CTC hypotheses (blank 0) as text in ``vocab`` (downstream_asr.text.decode)."""
+    import speechbrain as sb
+
+    from downstream_asr.text import decode
+    return [decode(h, vocab) for h in sb.decoders.ctc_greedy_decode(log_probs, rel_frames, blank_id=0)]

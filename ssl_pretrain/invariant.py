@@ -1,0 +1,84 @@
+"""Batch-invariant inference for wav2vec 2.0-style encoders: a score depends on the model and the
+utterance, never on which other utterances share its batch.
+
+Padding reaches real frames in three places when a batch is run the plain way:
+
+- **waveform normalisation** (fairseq's ``normalize``, transformers' ``do_normalize``,
+  SpeechBrain's wrapper): the mean and variance of a zero-padded row include the padding;
+- **GroupNorm front-ends** (``feat_extract_norm == "group"``, the "base" models): the first
+  convolution's output is normalised over time, padding included, so every frame changes;
+- **attention** over padded frames, where no mask is given.
+
+``encode`` avoids all three: each utterance is normalised over its own samples, the convolutional
+front-end runs one utterance at a time where it normalises over time (LayerNorm front-ends are per
+frame: batched, padding never reaches a real frame), and the transformer gets the frame mask. It is
+the one forward of every path that scores (ssl_pretrain.features for the feature store, the
+fine-tuning module of downstream_asr for training-time validation, decode, transcribe and export).
+On a single utterance it computes exactly what the plain forward computes.
+
+Works for every transformers model with the wav2vec 2.0 layout: ``feature_extractor``,
+``feature_projection``, ``encoder`` and ``_get_feat_extract_output_lengths`` (wav2vec2, hubert,
+wavlm, data2vec-audio, wav2vec2-conformer).
+"""
+from __future__ import annotations
+
+import torch
+
+
+def absolute_lengths(wavs: torch.Tensor, rel_lengths: torch.Tensor | None) -> torch.Tensor:
+    """Samples per row from SpeechBrain's relative lengths (1.0 = the padded length)."""
+    n = wavs.shape[1]
+    if rel_lengths is None:
+        return torch.full((wavs.shape[0],), n, dtype=torch.long, device=wavs.device)
+    return torch.round(rel_lengths.float() * n).long().clamp(1, n).to(wavs.device)
+
+
+def normalise(x: torch.Tensor) -> torch.Tensor:
+    """One utterance (1-D) to zero mean and unit variance over its own samples: fairseq's
+    ``task.normalize`` and SpeechBrain's wrapper on a batch of one (layer norm, eps 1e-5)."""
+    return torch.nn.functional.layer_norm(x, x.shape)
+
+
+def unpad(wavs: torch.Tensor, lengths: torch.Tensor, normalize: bool) -> list[torch.Tensor]:
+    """The rows of a padded batch cut to their lengths, each normalised on its own if asked."""
+    xs = [w[: int(n)] for w, n in zip(wavs, lengths.tolist())]
+    return [normalise(x) for x in xs] if normalize else xs
+
+
+def conv_features(model, xs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The convolutional front-end on 1-D waveforms: (features [B, T, C] zero-padded, frames [B])."""
+    lengths = torch.tensor([len(x) for x in xs], device=xs[0].device)
+    frames = model._get_feat_extract_output_lengths(lengths).long()
+    if getattr(model.config, "feat_extract_norm", "layer") == "group":
+        # GroupNorm in the first conv block normalises over time: padding would change every frame
+        per_utt = [model.feature_extractor(x[None]).transpose(1, 2)[0] for x in xs]
+        return torch.nn.utils.rnn.pad_sequence(per_utt, batch_first=True), frames
+    # layer-norm front-ends are per frame: a real frame never sees padding
+    batch = torch.nn.utils.rnn.pad_sequence(xs, batch_first=True)
+    return model.feature_extractor(batch).transpose(1, 2), frames
+
+
+def frame_mask(frames: torch.Tensor, n_frames: int) -> torch.Tensor:
+    """[B, T] True on real frames."""
+    return torch.arange(n_frames, device=frames.device)[None, :] < frames[:, None]
+
+
+def project(model, feats: torch.Tensor) -> torch.Tensor:
+    """The feature projection (wav2vec2/wavlm/data2vec return (hidden, normed features); hubert hidden)."""
+    out = model.feature_projection(feats)
+    return out[0] if isinstance(out, tuple) else out
+
+
+def encode(model, wavs: torch.Tensor, lengths: torch.Tensor, *, normalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """The encoder's last hidden states for a padded batch of waveforms [B, T] with ``lengths``
+    samples each: (states [B, T', D], frames [B]); frames past an utterance's own are not its own.
+    In training mode the model's SpecAugment (``apply_spec_augment``) masks real frames only."""
+    if getattr(model, "adapter", None) is not None:
+        raise ValueError("wav2vec 2.0 models with an adapter are not supported")
+    feats, frames = conv_features(model, unpad(wavs, lengths, normalize))
+    mask = frame_mask(frames, feats.shape[1])
+    hidden = project(model, feats)
+    if hasattr(model, "_mask_hidden_states"):
+        hidden = model._mask_hidden_states(hidden, attention_mask=mask)
+    out = model.encoder(hidden, attention_mask=mask)
+    return (out[0] if isinstance(out, tuple) else out.last_hidden_state), frames
