@@ -20,7 +20,7 @@ from corpora.base.atomic import atomic_open
 from corpora.base.errors import UserError
 from downstream_st.data import target_column, write_eval_dir
 from downstream_st.presets import as_flags, check_flags
-from downstream_st.train import run_fairseq
+from downstream_st.train import _flag, run_fairseq
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +44,18 @@ def build_generate_command(eval_dir: str | os.PathLike, split: str, checkpoint: 
             "--task", "speech_to_text", "--config-yaml", "config.yaml", "--gen-subset", split,
             "--path", str(Path(checkpoint).resolve()), "--results-path", str(Path(results_dir).resolve()),
             "--required-batch-size-multiple", "1", *as_flags(decode_flags)]
+
+
+def batching(decode_flags: dict) -> dict:
+    """The batching fairseq-generate is run with (the flags after preset, st.json and overrides;
+    None: no such limit): recorded beside the hypotheses. The hypotheses do not depend on it (the
+    fairseq processes run ssl_pretrain.fairseq_batch_invariance; tests/test_batch_invariance_st.py),
+    the time and memory of the decode do."""
+    def number(name):
+        value = _flag(decode_flags, name)
+        return None if value in (None, False) else int(value)
+    # build_generate_command always passes required-batch-size-multiple 1 (no padding of batches)
+    return {"batch_size": number("batch-size"), "max_tokens": number("max-tokens"), "required_batch_size_multiple": 1}
 
 
 def parse_generate_output(path: str | os.PathLike, ids: list[str]) -> dict[str, str]:
@@ -97,7 +109,7 @@ def decode_st(model_dir: str | os.PathLike, meta: dict, test: pd.DataFrame, out:
               beam: int | None = None, decode_flags: dict | None = None, split: str = "test",
               trust: bool = False) -> dict:
     """Beam-search ``test`` (rows with ``feature_path``/``n_frames``) with the averaged model of
-    ``model_dir``; writes ``out`` (``id<TAB>text``) and returns {hyps, work_dir, command}."""
+    ``model_dir``; writes ``out`` (``id<TAB>text``) and returns {hyps, work_dir, command, beam, batching}."""
     out = Path(out).resolve()
     work = out.with_name(out.name + ".work")
     eval_dir = write_eval_dir(Path(model_dir) / "data", work / "data", split, test, meta["tgt_lang"])
@@ -113,4 +125,5 @@ def decode_st(model_dir: str | os.PathLike, meta: dict, test: pd.DataFrame, out:
                 trust=trust)
     hyps = parse_generate_output(results / f"generate-{split}.txt", test["id"].astype(str).tolist())
     write_hypotheses(hyps, out)
-    return {"hyps": str(out), "work_dir": str(work), "command": cmd, "beam": flags.get("beam")}
+    return {"hyps": str(out), "work_dir": str(work), "command": cmd, "beam": flags.get("beam"),
+            "batching": batching(flags)}

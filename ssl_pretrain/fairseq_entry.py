@@ -7,8 +7,15 @@ switching the check off for the whole process (``TORCH_FORCE_NO_WEIGHTS_ONLY_LOA
 of ssl_pretrain.safe_load.SAFE_GLOBALS are registered here, so fairseq itself reads a checkpoint
 as data only. ssl_pretrain.run.start_fairseq starts every fairseq command through this module.
 
-The registration runs at import: fairseq's multi-GPU training spawns its ranks, and a spawned
-process imports the parent's ``__main__`` module (this one) again before it loads anything.
+It also makes fairseq's speech-to-text model and beam search batch-invariant
+(ssl_pretrain.fairseq_batch_invariance: the s2t conv subsampler no longer reads its batch
+neighbours' padding, each hypothesis is capped by its own utterance's length). The patch is
+applied to training and generation alike, so the model a test set is decoded with is the function
+it was trained as; and it lives here, in the project's own entry point, not in a ``--user-dir``
+package (presets refuse that flag: it would import code named by a config file).
+
+Both run at import: fairseq's multi-GPU training spawns its ranks, and a spawned process imports
+the parent's ``__main__`` module (this one) again before it loads anything.
 """
 from __future__ import annotations
 
@@ -17,9 +24,11 @@ import sys
 
 import torch
 
+from ssl_pretrain import fairseq_batch_invariance
 from ssl_pretrain.safe_load import SAFE_GLOBALS
 
 torch.serialization.add_safe_globals(SAFE_GLOBALS)
+fairseq_batch_invariance.install()
 
 ENTRIES = ("fairseq_cli.train", "fairseq_cli.generate", "fairseq_cli.hydra_train")
 
