@@ -497,3 +497,24 @@ def test_a_translating_released_model_in_a_sweep(whisper, tmp_path, capsys):
     table5 = (tmp_path / "o" / "report" / "table5_st.md").read_text(encoding="utf-8")
     assert "st@synth-fr" in table5
     refused(", tgt: de", "no tgt_text_de column")   # the corpus is written now: its columns are checked
+
+
+@pytest.mark.parametrize("which", ["hf_ctc", "whisper"])
+def test_released_models_give_each_utterance_the_same_hypothesis_in_any_batch(which, request, tmp_path):
+    """transformers CTC (a GroupNorm encoder: the invariant forward) and Whisper (padded to 30 s by its
+    processor): one utterance per batch = the default batching = the rows shuffled."""
+    from downstream_asr.transcribe import load_model, select_rows, transcribe_table
+    fx = request.getfixturevalue(which)
+    model = load_model(fx["model"], language="fr" if which == "whisper" else None)
+    assert "batched" in model.batching
+    rows = select_rows(str(fx["table"]), None, None)
+    assert rows["duration"].max() > 1.4 * rows["duration"].min()
+    shuffled = rows.sample(frac=1.0, random_state=5).reset_index(drop=True)
+    hyps = {}
+    for name, table, size in (("alone", rows, 1), ("batched", rows, 32), ("shuffled", shuffled, 32)):
+        meta = transcribe_table(model, table, tmp_path, name=name, batch_seconds=600, max_batch_size=size,
+                                progress=False)
+        hyps[name] = tsv(meta["hyps"])
+        assert json.loads((tmp_path / f"{name}.json").read_text())["batching"]["max_batch_size"] == size
+    assert sum(bool(h) for h in hyps["batched"].values()) >= len(rows) // 2
+    assert hyps["alone"] == hyps["batched"] == hyps["shuffled"]
