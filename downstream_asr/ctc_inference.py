@@ -21,12 +21,29 @@ from ssl_pretrain.invariant import absolute_lengths, encode
 
 
 class Wav2Vec2Encoder(Wav2Vec2):
-    """SpeechBrain's Wav2Vec2 lobe, batch-invariant (see the module doc)."""
+    """SpeechBrain's Wav2Vec2 lobe, batch-invariant (see the module doc).
+
+    ``layers="last"`` (the reference study's recipe) returns the last layer. ``layers="all"`` returns
+    a learned weighted sum of every layer, each layer-normalised first (s3prl's featurizer; the
+    computation and parameter name of SpeechBrain's WeightedSSLModel with ``layernorm: True``, so an
+    export of it loads there): the head reads the lower layers a small encoder keeps phonetic detail in."""
+
+    def __init__(self, *args, layers: str = "last", **kwargs):
+        super().__init__(*args, **kwargs)
+        if layers not in ("last", "all"):
+            raise ValueError(f"layers={layers!r}: last or all")
+        self.layers = layers
+        if layers == "all":
+            self.weights = torch.nn.Parameter(torch.zeros(self.model.config.num_hidden_layers + 1))
 
     def extract_features(self, wav, wav_lens=None):
         if self.output_all_hiddens:
-            raise ValueError("Wav2Vec2Encoder returns the last layer only (output_all_hiddens=False)")
-        out, _ = encode(self.model, wav, absolute_lengths(wav, wav_lens), normalize=self.normalize_wav)
+            raise ValueError("Wav2Vec2Encoder returns one tensor per frame (output_all_hiddens=False)")
+        out, _ = encode(self.model, wav, absolute_lengths(wav, wav_lens), normalize=self.normalize_wav,
+                        all_layers=self.layers == "all")
+        if self.layers == "all":
+            out = torch.nn.functional.layer_norm(out, out.shape[-1:])
+            out = (out * torch.softmax(self.weights, dim=-1).view(-1, 1, 1, 1)).sum(0)
         if self.output_norm:
             out = torch.nn.functional.layer_norm(out, out.shape[1:])
         return out

@@ -20,7 +20,7 @@ import torch
 
 from corpora.base.errors import UserError
 from ssl_pretrain.device import autocast
-from ssl_pretrain.invariant import conv_features, frame_mask, normalise, project
+from ssl_pretrain.invariant import conv_features, frame_mask, layer_states, normalise, project
 
 log = logging.getLogger(__name__)
 
@@ -70,33 +70,12 @@ class FrozenSSL:
             raise UserError(f"layer {bad[0]} does not exist (the model has layers 0..{self.num_layers})",
                             fix=f"pass layers between 0 and {self.num_layers}, 'last' or 'all'")
         xs = [self._prepare(w) for w in waves]
-        captured: dict[int, torch.Tensor] = {}
-
-        def keep_input(module, args, kwargs):  # layer 1's input is layer 0
-            captured[0] = (args[0] if args else kwargs["hidden_states"]).clone()
-
-        def keep_output(i):
-            def hook(module, args, out):
-                captured[i] = (out[0] if isinstance(out, tuple) else out).clone()
-            return hook
-
         with autocast(self.device, self.precision):
-            # the batch-invariant front-end every scoring path shares (ssl_pretrain.invariant)
+            # the batch-invariant forward every scoring path shares (ssl_pretrain.invariant)
             feats, frames = conv_features(model, xs)
             mask = frame_mask(frames, feats.shape[1])
-            hidden = project(model, feats)
-            hooks = [model.encoder.layers[0].register_forward_pre_hook(keep_input, with_kwargs=True)] if 0 in keep else []
-            hooks += [layer.register_forward_hook(keep_output(i))
-                      for i, layer in enumerate(model.encoder.layers, start=1) if i in keep and i < self.num_layers]
-            try:
-                last = model.encoder(hidden, attention_mask=mask)
-                last = last[0] if isinstance(last, tuple) else last.last_hidden_state
-            finally:
-                for h in hooks:
-                    h.remove()
-        if self.num_layers in keep:
-            captured[self.num_layers] = last  # pre-LN models apply the final LayerNorm after the last layer
-        states = torch.stack([captured[i].to(dtype) for i in keep])
+            captured = layer_states(model, project(model, feats), mask, keep)
+        states = torch.stack([c.to(dtype) for c in captured])
         states = states * mask[None, :, :, None].to(dtype)
         return to_host(states), mask.cpu()
 

@@ -69,10 +69,13 @@ def project(model, feats: torch.Tensor) -> torch.Tensor:
     return out[0] if isinstance(out, tuple) else out
 
 
-def encode(model, wavs: torch.Tensor, lengths: torch.Tensor, *, normalize: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def encode(model, wavs: torch.Tensor, lengths: torch.Tensor, *, normalize: bool,
+           all_layers: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """The encoder's last hidden states for a padded batch of waveforms [B, T] with ``lengths``
     samples each: (states [B, T', D], frames [B]); frames past an utterance's own are not its own.
-    In training mode the model's SpecAugment (``apply_spec_augment``) masks real frames only."""
+    ``all_layers``: every layer's instead, [L + 1, B, T', D] (transformers' ``hidden_states``: index 0
+    the first layer's input, L the last output). In training mode the model's SpecAugment
+    (``apply_spec_augment``) masks real frames only."""
     if getattr(model, "adapter", None) is not None:
         raise ValueError("wav2vec 2.0 models with an adapter are not supported")
     feats, frames = conv_features(model, unpad(wavs, lengths, normalize))
@@ -80,5 +83,39 @@ def encode(model, wavs: torch.Tensor, lengths: torch.Tensor, *, normalize: bool)
     hidden = project(model, feats)
     if hasattr(model, "_mask_hidden_states"):
         hidden = model._mask_hidden_states(hidden, attention_mask=mask)
+    if all_layers:
+        return torch.stack(layer_states(model, hidden, mask)), frames
+    return run_encoder(model, hidden, mask), frames
+
+
+def run_encoder(model, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     out = model.encoder(hidden, attention_mask=mask)
-    return (out[0] if isinstance(out, tuple) else out.last_hidden_state), frames
+    return out[0] if isinstance(out, tuple) else out.last_hidden_state
+
+
+def layer_states(model, hidden: torch.Tensor, mask: torch.Tensor, keep: list[int] | None = None) -> list:
+    """The transformer's states, index 0 the first layer's input and i layer i's output (for pre-LN
+    "large" models the last one after the final LayerNorm, as fairseq's encoder output): the ``keep``
+    ones (default all). Read with hooks, as transformers' own ``hidden_states`` are not returned by
+    the encoder module of every version."""
+    n = len(model.encoder.layers)
+    keep = list(range(n + 1)) if keep is None else keep
+    captured: dict[int, torch.Tensor] = {}
+
+    def keep_input(module, args, kwargs):
+        captured[0] = (args[0] if args else kwargs["hidden_states"]).clone()   # later ops work in place
+
+    def keep_output(i):
+        def hook(module, args, out):
+            captured[i] = (out[0] if isinstance(out, tuple) else out).clone()
+        return hook
+
+    hooks = [model.encoder.layers[0].register_forward_pre_hook(keep_input, with_kwargs=True)] if 0 in keep else []
+    hooks += [layer.register_forward_hook(keep_output(i))
+              for i, layer in enumerate(model.encoder.layers, start=1) if i in keep and i < n]
+    try:
+        captured[n] = run_encoder(model, hidden, mask)
+    finally:
+        for h in hooks:
+            h.remove()
+    return [captured[i] for i in keep]

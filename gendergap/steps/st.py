@@ -50,6 +50,11 @@ class StStep(ModelStep):
     def cost_min(self) -> float:
         return 2.5 if self.task_type == "st" else 1.5   # gender-st: the smaller gender set
 
+    def key_extra(self) -> dict:
+        # fairseq trains and decodes through the batch-invariant subsampler and per-sentence length
+        # caps (ssl_pretrain.fairseq_batch_invariance): results made before depended on the batching
+        return {"forward": "batch-invariant"}
+
     def calls(self) -> list[tuple[str, dict]]:
         train = dict(ckpt=self.ckpt, layer=self.layer, registry=self.registry, feature_store=self.feature_store,
                      device=self.device, precision=self.precision, trust_checkpoint=self.trust, corpus=self.corpus,
