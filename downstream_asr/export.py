@@ -173,6 +173,10 @@ def model_card(run_dir: Path, run: dict, meta: dict, registry: str | None, comma
              "language model.", "", "```python", "from speechbrain.inference.ASR import EncoderASR",
              'asr = EncoderASR.from_hparams(source="THIS_FOLDER")   # moved? add overrides={"source_dir": ...}',
              'print(asr.transcribe_file("utterance.wav"))   # 16 kHz mono', "```", "",
+             "Transcribe one utterance per call to get the hypotheses the WER below was computed from: "
+             "SpeechBrain's wav2vec 2.0 lobe normalises a padded batch over its padding (and this encoder's "
+             "GroupNorm front-end sees it), so padded batches shift the output. `gendergap asr transcribe "
+             "--model THIS_FOLDER` batches without that effect.", "",
              "## Pretraining", "",
              f"- checkpoint: {meta['name']} ({ssl.get('kind', '?')}, sha256 {str(ssl.get('sha256') or '?')[:16]})",
              f"- hours: {'unknown' if entry.get('hours') is None else format(entry['hours'], 'g')}; "
