@@ -6,6 +6,20 @@ with code 2, without a traceback (``--debug`` shows one). Anything else that esc
 from __future__ import annotations
 
 import os
+import unicodedata
+
+# control, bidi/format and line-separator characters: printed raw they move the cursor, clear the
+# screen, reorder text or start a new line (a forged line of output)
+_HIDDEN = ("Cc", "Cf", "Zl", "Zp")
+
+
+def printable(text) -> str:
+    """``text`` with control, bidi and line-separator characters escaped (``\\x1b``, ``\\u202e``)."""
+    s = str(text)
+    if not any(unicodedata.category(c) in _HIDDEN for c in s):
+        return s
+    return "".join(c.encode("unicode_escape").decode("ascii") if unicodedata.category(c) in _HIDDEN else c
+                   for c in s)
 
 
 class UserError(Exception):
@@ -26,4 +40,5 @@ class UserError(Exception):
         if self.path is not None:
             where = self.path + (f":{self.line}" if self.line is not None else "") + ": "
         fix = f" -- {self.fix}" if self.fix else ""
-        return f"{where}{self.message}{fix}"
+        # one line whatever a handed file put into a name or path (corpora.base.boundary)
+        return printable(f"{where}{self.message}{fix}")
