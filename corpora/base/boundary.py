@@ -27,23 +27,13 @@ import stat
 import unicodedata
 from pathlib import Path
 
-from corpora.base.errors import UserError
+from corpora.base.errors import _HIDDEN, UserError, printable  # noqa: F401 (printable: part of this layer)
 
 MAX_NAME = 128
-# bidi controls and other invisible format characters (Unicode category Cf) reorder or hide text
-_FORMAT = ("Cc", "Cf", "Zl", "Zp")
 
 
 def _bad_char(ch: str) -> bool:
-    return unicodedata.category(ch) in _FORMAT
-
-
-def printable(text) -> str:
-    """``text`` with control, bidi and line-separator characters escaped (``\\x1b``, ``\\u202e``)."""
-    s = str(text)
-    if not any(_bad_char(c) for c in s):
-        return s
-    return "".join(c.encode("unicode_escape").decode("ascii") if _bad_char(c) else c for c in s)
+    return unicodedata.category(ch) in _HIDDEN
 
 
 def check_name(name, what: str = "name", *, path=None, line: int | None = None) -> str:
