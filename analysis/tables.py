@@ -37,6 +37,8 @@ ASR_TASK_TITLES = {
     "asr-hybrid": "Hybrid ASR (SSL model as feature extractor, Kaldi)",
     "asr-frozen": "Frozen-feature ASR (SSL model as feature extractor)",
     "asr-e2e": "End-to-end ASR (SSL model fine-tuned as speech encoder)",
+    "asr-e2e-layers": "End-to-end ASR, a weighted sum of all layers into the head (a variant for small encoders, "
+                      "not the reference recipe)",
     "asr-released": "Released speech models (local folders, as distributed)",
 }
 KEY = ["checkpoint", "task", "lang_pair", "subset", "gender", "metric"]

@@ -119,6 +119,10 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, *, trust: boo
         raise UserError("the output exists and is not an earlier `asr export` folder", path=out,
                         fix="give a new --out folder (an earlier export is replaced)")
     model = RunDir(run_dir, "cpu", "fp32", trust)   # the run's best checkpoint, loaded safely
+    if model.info.get("results_task", "asr-e2e") != "asr-e2e":
+        raise UserError("this run is a variant of the recipe (ssl_layers=all: a weighted sum of every layer), and "
+                        "an EncoderASR export holds the recipe's last-layer model only", path=run_dir / "run.json",
+                        fix="transcribe it as a run directory (`gendergap asr transcribe --model RUN_DIR`)")
     brain = model.brain
     run = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
     head = brain.modules.head

@@ -13,6 +13,16 @@ from pathlib import Path
 from corpora.base.atomic import write_json
 
 TASK_OF = {"finetune": "asr-e2e", "frozen": "asr-frozen"}   # the results DB's task per recipe
+# fine-tuning variants that are not the reference study's recipe file their rows under a task of their
+# own (ssl_layers: all -> a weighted sum of every layer into the head), never beside the recipe's
+E2E_VARIANTS = {"all": "asr-e2e-layers"}
+
+
+def task_of(run: dict) -> str:
+    """The results DB's task of a run directory's rows (its run.json): the recipe's, or its variant's."""
+    if run.get("kind") == "finetune":
+        return E2E_VARIANTS.get(str((run.get("overrides") or {}).get("ssl_layers", "last")), TASK_OF["finetune"])
+    return TASK_OF[run["kind"]]
 
 
 def train_run(recipe: str, ref, *, train: str, valid: str, out: str, device: str, precision: str,

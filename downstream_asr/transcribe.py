@@ -33,12 +33,12 @@ from pathlib import Path
 
 import torch
 
+from corpora.base.boundary import HF_LOCAL, finite
 from corpora.base.errors import UserError
 
 log = logging.getLogger(__name__)
 
 EXPORT_MARKER = "gendergap-export.json"
-PICKLE_SUFFIXES = (".bin", ".pt", ".ckpt", ".pth")
 KINDS = ("run", "export", "speechbrain", "hf-ctc", "hf-seq2seq")
 FOLDER_FIX = ("give a local folder: a transformers model (config.json + weights + processor), a SpeechBrain "
               "model (hyperparams.yaml), an `asr export` folder or an `asr finetune` run directory; download "
@@ -85,14 +85,11 @@ def _hf_kind(path: Path) -> str:
 
 
 def check_pickles(folder: Path, trust: bool) -> None:
-    """Every pickle-based weight file of ``folder`` read with the allowlist loader (unless ``trust``), so
-    that a file which runs code on unpickling is refused before transformers or SpeechBrain opens it."""
-    if trust:
-        return
-    from ssl_pretrain.safe_load import load_torch_file
-    for p in sorted(folder.rglob("*")):
-        if p.suffix in PICKLE_SUFFIXES and p.is_file():
-            load_torch_file(p, what="model file", mmap=True)
+    """The folder checked before any library opens it (ssl_pretrain.safe_load.check_model_folder): no
+    custom code, no symlinked directory, every pickle -- by suffix or named by a weights index -- read
+    with the allowlist loader unless ``trust``."""
+    from ssl_pretrain.safe_load import check_model_folder
+    check_model_folder(folder, trust=trust)
 
 
 @dataclass
@@ -156,9 +153,10 @@ class RunDir(Transcriber):
         self.brain.modules.eval()
         self.vocab, self._sb = vocab, sb
         rate = int(self.brain.modules.wav2vec2.feature_extractor.sampling_rate)
+        from downstream_asr.runs import task_of
         super().__init__("run", run.get("ckpt_name") or run["ssl"]["name"], rate, device, precision,
                          {"checkpoint": ckpt, "text_norm": run["text_norm"], "text_norm_name": run["text_norm_name"],
-                          "ssl": run["ssl"]})
+                          "ssl": run["ssl"], "results_task": task_of(run)})
 
     batching = "batched by length (batch-invariant: downstream_asr.ctc_inference)"
 
@@ -263,18 +261,24 @@ class HFModel(Transcriber):
                  task: str, max_new_tokens: int | None):
         from transformers import AutoModelForCTC, AutoModelForSpeechSeq2Seq, AutoProcessor
         check_pickles(folder, trust)
+        if not any((folder / v).is_file() for v in ("vocab.json", "tokenizer.json")):
+            # else transformers builds a tokenizer from None and fails with a TypeError deep inside
+            raise UserError("no tokenizer vocabulary (vocab.json or tokenizer.json) in the model folder", path=folder,
+                            fix="save the processor beside the model (processor.save_pretrained(DIR))")
         auto = AutoModelForCTC if kind == "hf-ctc" else AutoModelForSpeechSeq2Seq
         try:
-            self.processor = AutoProcessor.from_pretrained(str(folder), local_files_only=True)
-            self.model = auto.from_pretrained(str(folder), local_files_only=True).to(device).eval()
-        except (OSError, ValueError, KeyError) as e:
+            self.processor = AutoProcessor.from_pretrained(str(folder), **HF_LOCAL)
+            self.model = auto.from_pretrained(str(folder), **HF_LOCAL).to(device).eval()
+        except (OSError, ValueError, KeyError, TypeError) as e:
             raise UserError(f"transformers cannot load this folder ({type(e).__name__}: "
                             f"{str(e).splitlines()[0][:160]})", path=folder,
                             fix="save the model with save_pretrained and its processor beside it") from None
         fe = getattr(self.processor, "feature_extractor", self.processor)
         self.language, self.task, self.max_new_tokens = language, task, max_new_tokens
         self.model_type = self.model.config.model_type
-        super().__init__(kind, folder.name, int(getattr(fe, "sampling_rate", 16000)), device, precision,
+        rate = finite(getattr(fe, "sampling_rate", 16000), "the processor's sampling_rate", lo=1000, hi=384000,
+                      path=folder / "preprocessor_config.json")
+        super().__init__(kind, folder.name, int(rate), device, precision,
                          {"model_type": self.model_type, "language": language, "task": task})
 
     @property
@@ -528,12 +532,12 @@ def transcribe_rows(rows, *, model: str, out: str, name: str, language: str | No
     return meta, m
 
 
-def result_task(kind: str, task: str = "transcribe") -> str:
+def result_task(model: Transcriber, task: str = "transcribe") -> str:
     """The results DB's task of a transcribed table: a run directory's rows are `asr finetune`'s own
-    (asr-e2e); any other model's are asr-released, or st-released for translations."""
+    (asr-e2e, or its variant's); any other model's are asr-released, or st-released for translations."""
     if task == "translate":
         return "st-released"
-    return "asr-e2e" if kind == "run" else "asr-released"
+    return model.info.get("results_task", "asr-e2e") if model.kind == "run" else "asr-released"
 
 
 def result_config(m: Transcriber, meta: dict, *, model: str, batch_seconds: float, table, split: str | None,

@@ -27,6 +27,7 @@ from typing import Callable, Union
 
 from pydantic import BaseModel, Field, create_model
 
+from corpora.base.boundary import check_name
 from corpora.base.errors import UserError
 from corpora.base.reserved import FBANK
 from corpora.base.strict_yaml import read_yaml, validate
@@ -116,12 +117,25 @@ def load_config(path: str | os.PathLike) -> StudyConfig:
                         fix="remove the key, and pass --trust-checkpoint to `gendergap sweep` or `gendergap study` "
                             "if you trust the study's checkpoint files")
     data = _validate(Study, raw, (), marks, path)
+    _check_path_names(data, raw, marks, path)
     tasks = raw.get("tasks") or {}   # a mapping once Study has checked it
     data["tasks"] = {name: _validate_task(name, entry, marks, path) for name, entry in tasks.items()}
     lines = {".".join(k): v for k, v in marks.items() if len(k) == 2 and k[0] in ("checkpoints", "tasks")}
     cfg = StudyConfig(path=path, data=data, lines=lines)
     _cross_checks(cfg, marks)
     return cfg
+
+
+def _check_path_names(data: dict, raw: dict, marks: dict, path: Path) -> None:
+    """Every name the study turns into a file or folder name (its own, its checkpoints', tasks',
+    selections' and pretraining sets') is one path component: `../../x` or `a/b` would write result
+    files outside --out, and a tab or bidi character would forge printed lines (boundary.check_name)."""
+    check_name(data["name"], "study name", path=path, line=marks.get(("name",)))
+    for section in ("checkpoints", "tasks", "selections"):
+        for name in raw.get(section) or {}:
+            check_name(name, f"{section[:-1]} name", path=path, line=marks.get((section, name)))
+    for name in data["pretraining"]["sets"]:
+        check_name(name, "pretraining set name", path=path, line=marks.get(("pretraining", "sets", name)))
 
 
 def _validate(model: type[BaseModel], raw, at: tuple, marks: dict, path: Path) -> dict:
@@ -183,7 +197,7 @@ def _check_task_names(cfg: StudyConfig, name: str, t: dict) -> None:
         if ck not in cfg.checkpoints:
             raise UserError(f"task '{name}' refers to unknown checkpoint '{ck}'", path=cfg.path, line=line,
                             fix=f"use one of: {', '.join(cfg.checkpoints)}")
-        if t["type"] == "asr-e2e" and cfg.checkpoints[ck]["baseline"]:
+        if t["type"] == "asr-e2e" and cfg.checkpoints[ck]["baseline"]:   # asr-e2e and its variants
             raise UserError(f"task '{name}' fine-tunes '{ck}', a baseline without a model", path=cfg.path,
                             line=line, fix="list only pretrained checkpoints for asr-e2e (FBANK runs the frozen tasks)")
     selection = t.get("selection")

@@ -14,7 +14,7 @@ from corpora.base.errors import UserError
 from gendergap.config import CONFIG_DIR, StudyConfig, load_config
 
 DEFAULT_CONFIG = CONFIG_DIR / "mini.yaml"
-STAGE_ORDER = ("corpus", "manifest", "pretrain", "checkpoints", "asr-data", "features", "asr-e2e", "asr-frozen", "st",
+STAGE_ORDER = ("corpus", "manifest", "pretrain", "checkpoints", "asr-data", "features", "asr-e2e", "asr-e2e-layers", "asr-frozen", "st",
                "gender-st", "mustshe", "probes", "report")
 
 

@@ -94,3 +94,28 @@ def test_transcribe_run_export_and_speechbrain_alone_equal_the_decode(run, tmp_p
                            env=ENV, capture_output=True, text=True, cwd=tmp_path)
     assert fresh.returncode == 0, fresh.stderr[-3000:]
     assert json.loads(fresh.stdout.splitlines()[-1]) == decoded
+
+
+def test_the_weighted_layers_variant_is_batch_invariant_and_files_its_own_rows(run, tmp_path):
+    """ssl_layers=all (every layer, layer-normalised, softmax-weighted into the head): the same forward,
+    so the same property; its rows are asr-e2e-layers, and it is not exported as the recipe's EncoderASR."""
+    import torch
+
+    from corpora.base.errors import UserError
+    from downstream_asr.decode import read_run
+    from downstream_asr.export import export_run
+    from downstream_asr.finetune import decode_finetuned, train_finetune
+    from downstream_asr.runs import task_of
+    from ssl_pretrain.checkpoints import CheckpointRef
+    out = tmp_path / "layers"
+    train_finetune(CheckpointRef.resolve(str(run["root"] / "w2v")), run["train"], run["valid"], out,
+                   overrides={"batch_seconds": 4, "valid_batch_seconds": 8, "max_steps": 8, "lr_head": 5e-3,
+                              "lr_wav2vec": 5e-3, "ssl_layers": "all"}, progress=False)
+    weights = torch.load(next((out / "save").glob("CKPT*/wav2vec2.ckpt")), map_location="cpu")["weights"]
+    assert weights.shape == (3,) and weights.abs().sum() > 0        # 2 layers + their input, trained
+    batched = decode_finetuned(out, run["test"], name="batched", batch_seconds=60)
+    alone = decode_finetuned(out, run["test"], name="alone", max_batch_size=1)
+    assert tsv(alone["hyps"]) == tsv(batched["hyps"])
+    assert task_of(read_run(out)) == "asr-e2e-layers" and task_of(read_run(run["run"])) == "asr-e2e"
+    with pytest.raises(UserError, match="variant"):
+        export_run(out, tmp_path / "export")

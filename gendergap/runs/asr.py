@@ -39,7 +39,8 @@ def _train_and_score(recipe: str, *, ckpt, registry, trust_checkpoint, device, p
                      db, subset, bootstrap, seed, no_progress, feature_store=None, layer="all", **train) -> dict | None:
     from analysis.score_runs import score_asr_run, speakers_of_csv
     from downstream_asr.decode import parse_overrides
-    from downstream_asr.runs import TASK_OF, decode_trained, train_run
+    from downstream_asr.decode import read_run
+    from downstream_asr.runs import decode_trained, task_of, train_run
     from ssl_pretrain.checkpoints import CheckpointRef
     from ssl_pretrain.device import device_and_precision
 
@@ -56,7 +57,7 @@ def _train_and_score(recipe: str, *, ckpt, registry, trust_checkpoint, device, p
     meta, config = decode_trained(recipe, ref, summary, out=train["out"], test=test, overrides=parsed,
                                   data_root=train["data_root"], layer=layer)
     return score_asr_run(meta, speakers, db=db, bootstrap=bootstrap, seed=seed, checkpoint=ref.name,
-                         task=TASK_OF[recipe], subset=subset or Path(test).stem, config=config)
+                         task=task_of(read_run(train["out"])), subset=subset or Path(test).stem, config=config)
 
 
 def asr_decode(*, model: str, test: str, name: str | None = None, data_root: str | None = None,
@@ -67,7 +68,7 @@ def asr_decode(*, model: str, test: str, name: str | None = None, data_root: str
     per gender and store the rows. The run directory is data (downstream_asr.runs.decode_model).
     Returns the WER result."""
     from analysis.score_runs import score_asr_run, speakers_of_csv
-    from downstream_asr.runs import TASK_OF, decode_model
+    from downstream_asr.runs import decode_model, task_of
 
     speakers = speakers_of_csv(test, table)
     name = name or Path(test).stem
@@ -76,4 +77,4 @@ def asr_decode(*, model: str, test: str, name: str | None = None, data_root: str
     print(f"wrote {meta['hyps']} and {meta['refs']}")
     return score_asr_run(meta, speakers, db=db, bootstrap=bootstrap, seed=seed,
                          checkpoint=ckpt_name or run.get("ckpt_name") or run["ssl"]["name"],
-                         task=TASK_OF[run["kind"]], subset=subset or name, config=config)
+                         task=task_of(run), subset=subset or name, config=config)

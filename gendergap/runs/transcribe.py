@@ -45,7 +45,7 @@ def asr_transcribe(*, model: str, table: str | list[str], out: str, split: str |
                               device=device, precision=precision, trust=trust_checkpoint, references=references)
     print(f"wrote {meta['hyps']} and {meta['refs']} ({meta['n_utts']} utterances, {meta['batches_run']} of "
           f"{meta['batches']} batches run now)")
-    stored = dict(db=db, bootstrap=bootstrap, seed=seed, checkpoint=name or m.name, task=result_task(m.kind, task),
+    stored = dict(db=db, bootstrap=bootstrap, seed=seed, checkpoint=name or m.name, task=result_task(m, task),
                   subset=subset or split or "all",
                   config=result_config(m, meta, model=model, batch_seconds=batch_seconds, table=table, split=split,
                                        corpus=corpus))

@@ -41,7 +41,9 @@ class AsrStep(ModelStep):
 
     @property
     def kind(self) -> str:
-        return "asr-e2e" if self.recipe == "finetune" else "asr-frozen"
+        if self.recipe == "finetune":   # a variant of the recipe (ssl_layers=all) has rows of its own
+            return "asr-e2e-layers" if "ssl_layers=all" in self.overrides else "asr-e2e"
+        return "asr-frozen"
 
     @property
     def cost_min(self) -> float:
