@@ -159,6 +159,7 @@ def validate_table(df: pd.DataFrame, source: str | os.PathLike = "<table>") -> N
         num = pd.to_numeric(df[col], errors="coerce")
         if num.isna().any():
             fail(num.isna(), f"{col} is not a number", f"write {col} as a number")
+    _check_seconds(df, source)
     if (pd.to_numeric(df["duration"]) <= 0).any():
         fail(pd.to_numeric(df["duration"]) <= 0, "duration <= 0", "drop empty segments")
     if (pd.to_numeric(df["offset"]) < 0).any():
@@ -171,6 +172,22 @@ def validate_table(df: pd.DataFrame, source: str | os.PathLike = "<table>") -> N
     bad_audio = df["audio"].astype(str).str.strip() == ""
     if bad_audio.any():
         fail(bad_audio, "empty audio path", "point audio at the recording file")
+
+
+MAX_SECONDS = 1e6   # ~11.6 days: longer than any recording; 1e308 or inf would overflow sample counts
+
+
+def _check_seconds(df: pd.DataFrame, source) -> None:
+    """Offsets and durations are finite seconds (boundary.finite): an infinite or 1e308 duration
+    becomes an overflowing sample count or a read of the whole disk further on."""
+    from corpora.base.boundary import finite
+    for col in ("offset", "duration"):
+        num = pd.to_numeric(df[col]).astype(float)
+        bad = ~num.between(-MAX_SECONDS, MAX_SECONDS)   # NaN is not between anything
+        if bad.any():
+            idx = int(bad.to_numpy().nonzero()[0][0])
+            finite(float(num.iloc[idx]), col, lo=-MAX_SECONDS, hi=MAX_SECONDS,
+                   path=source, line=idx + 2)
 
 
 def read_table(path: str | os.PathLike, validate: bool = True) -> pd.DataFrame:

@@ -183,6 +183,26 @@ def build_s2t_dir(splits: dict[str, pd.DataFrame], out_dir: str | os.PathLike, *
                       extra_config=extra)
 
 
+def data_config_files(config_path: Path) -> list[str]:
+    """The vocabulary and sentencepiece files a handed run dir's data/config.yaml names, checked
+    before anything is copied: each is one plain file name (``../../victim.txt`` would be read from
+    and written to outside both dirs) of a regular file in that data dir (a FIFO would block for
+    ever), and the config is plain YAML (a tag raises, a missing key is named)."""
+    from corpora.base.boundary import check_name, inside, regular_file
+    regular_file(config_path, "ST data config", max_bytes=1_000_000)
+    try:
+        config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+        names = [config["vocab_filename"], config["bpe_tokenizer"]["sentencepiece_model"]]
+    except (yaml.YAMLError, TypeError, KeyError) as e:
+        raise UserError(f"the ST data config is not the one `st train` writes ({type(e).__name__})",
+                        path=config_path, fix="restore the run dir's data/config.yaml, or train again") from None
+    for name in names:
+        check_name(name, "file named by the data config", path=config_path)
+        regular_file(inside(config_path.parent, name, "vocabulary", source=config_path), "vocabulary file",
+                     max_bytes=100_000_000)
+    return names
+
+
 def write_eval_dir(model_data_dir: str | os.PathLike, out_dir: str | os.PathLike, split: str,
                    df: pd.DataFrame, tgt_lang: str, ref_column: str | None = None) -> Path:
     """A data dir for decoding ``df`` with a trained model: the model's config.yaml and
@@ -193,9 +213,8 @@ def write_eval_dir(model_data_dir: str | os.PathLike, out_dir: str | os.PathLike
     if not config_path.is_file():
         raise UserError("the model dir has no data/config.yaml", path=model_data_dir,
                         fix="give the --out dir of `gendergap st train`")
-    config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
+    names = data_config_files(config_path)
     out_dir.mkdir(parents=True, exist_ok=True)
-    names = [config["vocab_filename"], config["bpe_tokenizer"]["sentencepiece_model"]]
     for name in names:
         shutil.copyfile(model_data_dir / name, out_dir / name)
     write_text(out_dir / "config.yaml", config_path.read_text(encoding="utf-8"))

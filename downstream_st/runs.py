@@ -78,6 +78,22 @@ def train_model(*, train: str, valid: str, src: str, tgt: str, out: str, device:
     return summary
 
 
+def decode_store(feature_store: str | None, meta: dict, model: str, out: str) -> str:
+    """Where a decode reads and extracts its features. A handed run dir is read, never written: its
+    st.json may name any folder (or, moved out of its study, the study's), so its store is used only
+    when it lies inside the run dir; else the store the command names, else a fresh one beside --out."""
+    from corpora.base.boundary import inside
+    if feature_store:
+        return feature_store
+    named = meta.get("feature_store")
+    if isinstance(named, str) and named:
+        try:
+            return str(inside(model, named, "feature store"))
+        except UserError:
+            pass   # outside the run dir: not ours to write into
+    return str(Path(out).resolve().with_name(Path(out).name + ".work") / "features")
+
+
 def decode_model(*, model: str, test: str, out: str, test_split: str | None = None, corpus: str | None = None,
                  beam: int | None = None, feature_store: str | None = None, features_index: str | None = None,
                  device: str | None = None, precision: str | None = None, registry: str | None = None,
@@ -86,6 +102,7 @@ def decode_model(*, model: str, test: str, out: str, test_split: str | None = No
     ``references``, write the reference file beside it. The model dir is untrusted: its decoding flags
     must be on the allowlist and its averaged checkpoint must load safely, unless ``trust``.
     ``device``/``precision`` default to the training run's. Returns {meta, run, refs, runtime}."""
+    from downstream_st.data import data_config_files
     from downstream_st.decode import decode_st, write_references
     from downstream_st.prepare import FeatureSource, prepare_rows
     from downstream_st.presets import on_device
@@ -93,13 +110,15 @@ def decode_model(*, model: str, test: str, out: str, test_split: str | None = No
     from ssl_pretrain.device import device_and_precision, runtime_info
 
     meta = read_model_meta(model)
+    # the handed run dir's data config may name files anywhere: checked before features are extracted
+    data_config_files(Path(model) / "data" / "config.yaml")
     device, precision = device_and_precision(device or meta["preset"]["device"],
                                              precision or meta["preset"]["precision"])
     meta["preset"] = on_device(meta["preset"], device, precision)
     limit_threads(meta["preset"])
     index = features_index or (meta.get("feature_index") if not meta.get("ssl_checkpoint") else None)
     source = FeatureSource(ckpt=meta.get("ssl_checkpoint"), layer=meta.get("layer", "last"),
-                           store=feature_store or meta.get("feature_store"),
+                           store=decode_store(feature_store, meta, model, out),
                            registry=registry or meta.get("registry"), index=index, device=device,
                            precision=precision, trust=trust, expect_sha256=meta.get("ssl_sha256"))
     rows = prepare_rows(test, source, corpus=corpus, split=test_split, src=meta["src_lang"],

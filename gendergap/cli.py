@@ -62,7 +62,11 @@ def setup_logging(quiet: bool = False) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except UserError as e:   # an option's type= check (options.path_name): one line, like every user error
+        print(f"gendergap: error: {e}", file=sys.stderr)
+        return e.exit_code
     setup_logging(args.quiet)
     if args.version:
         from corpora.base.provenance import engine_versions, git_sha

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from gendergap.options import add_model_options, add_trust_option, call, store_path
+from gendergap.options import add_model_options, add_trust_option, call, out_dir, out_file, path_name, store_path
 from gendergap.runs.asr import asr_decode, asr_finetune, asr_frozen
 
 
@@ -90,9 +90,9 @@ def register(subparsers, group: str, help: str) -> None:
              lambda a: call(asr_decode, a))
     q.add_argument("--model", required=True, help="the --out directory of `asr finetune` or `asr frozen`")
     q.add_argument("--test", required=True, help="SpeechBrain CSV to decode")
-    q.add_argument("--name", default=None, help="output name: NAME.hyp.tsv / NAME.ref.tsv (default: the CSV's stem)")
+    q.add_argument("--name", default=None, type=path_name("--name"), help="output name: NAME.hyp.tsv / NAME.ref.tsv (default: the CSV's stem)")
     q.add_argument("--data-root", default=None, help="replaces $data_root in the CSV's wav paths")
-    q.add_argument("--ckpt-name", default=None, help="checkpoint name for the results DB (default: from the run)")
+    q.add_argument("--ckpt-name", default=None, type=path_name("--ckpt-name"), help="checkpoint name for the results DB (default: from the run)")
     q.add_argument("--device", default=None, help="auto|cpu|cuda|cuda:N (default: the device the run trained on)")
     q.add_argument("--precision", default=None, choices=("fp32", "fp16", "bf16"),
                    help="autocast precision (default: the run's)")
@@ -114,7 +114,7 @@ def _add_kaldi_leaves(leaf) -> None:
     q.add_argument("--table", required=True, action="append", help="utterance table TSV of the utterances to "
                    "export; repeat it for several: they are merged as `corpus merge` does")
     q.add_argument("--split", default=None, help="only rows of this split (e.g. train, test)")
-    q.add_argument("--out", required=True, help="the Kaldi data directory to write")
+    q.add_argument("--out", type=out_dir("--out"), required=True, help="the Kaldi data directory to write")
     q.add_argument("--repeat-frames", action="store_true",
                    help="repeat each 20 ms frame twice (10 ms frames, what Kaldi TDNN recipes expect)")
     q.add_argument("--batch-seconds", type=float, default=60.0, help="padded seconds of audio per extraction batch")
@@ -127,7 +127,7 @@ def _add_kaldi_leaves(leaf) -> None:
     q.add_argument("--data-dir", default=None,
                    help="the exported data dir: maps Kaldi utterance ids back to table ids (utt2table_id), "
                         "splits recording-level CTMs by its segments, and lists utterances with no output")
-    q.add_argument("--out", required=True, help="hypothesis TSV to write")
+    q.add_argument("--out", type=out_file("--out"), required=True, help="hypothesis TSV to write")
 
 
 def _ckpt_options(q) -> None:
@@ -138,7 +138,7 @@ def _ckpt_options(q) -> None:
 def _train_options(q, default_yaml: str) -> None:
     q.add_argument("--train", required=True, help="training SpeechBrain CSV")
     q.add_argument("--valid", required=True, help="validation SpeechBrain CSV (best checkpoint by its WER)")
-    q.add_argument("--out", required=True, help="run directory; running again with the same one resumes")
+    q.add_argument("--out", type=out_dir("--out"), required=True, help="run directory; running again with the same one resumes")
     q.add_argument("--hparams", default=None, metavar="FILE",
                    help=f"a YAML file of plain KEY: VALUE hyperparameter overrides (e.g. `lr: 1.0e-3`), applied over "
                         f"the recipe's template {default_yaml}; read as data, never as HyperPyYAML. KEY=VALUE "
@@ -163,7 +163,7 @@ def _score_options(q, with_test: bool = True) -> None:
                    help="utterance table giving speaker and gender per test id (default: the CSV's spk_id/gender); "
                         "repeat it for several: they are merged as `corpus merge` does")
     q.add_argument("--db", default=None, help="store the per-gender WER rows in this results DB")
-    q.add_argument("--subset", default=None,
+    q.add_argument("--subset", default=None, type=path_name("--subset"),
                    help="subset label of the stored rows (default: the test CSV's stem, e.g. test; the sweep "
                         "files one training seed's rows as test@seed<N>)")
     q.add_argument("--bootstrap", type=int, default=1000, help="speaker-level bootstrap resamples (0: no CI)")

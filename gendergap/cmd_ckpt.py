@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gendergap.options import add_model_options, add_trust_option, options_of, store_path
+from gendergap.options import add_model_options, add_trust_option, amount, options_of, out_dir, out_file, path_name, store_path
 
 EPILOG = """\
 The registry is a JSON file (default runs/checkpoints.json; --registry or $GENDERGAP_CHECKPOINTS).
@@ -104,13 +104,13 @@ def _add_registry_leaves(sub) -> None:
     a = sub.add_parser("add", help="register a fairseq .pt or a Hugging Face wav2vec2 folder",
                        description="Register a checkpoint with its pretraining data make-up.", epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    a.add_argument("name")
+    a.add_argument("name", type=path_name("checkpoint name"))
     a.add_argument("path", help="a fairseq .pt, a transformers folder, or a `pretrain run` folder (its "
                    "checkpoint_best.pt, else checkpoint_last.pt)")
-    a.add_argument("--hours", type=float, help="hours of pretraining speech")
-    a.add_argument("--male-pct", type=float, help="%% of those hours spoken by men")
-    a.add_argument("--female-pct", type=float, help="%% spoken by women")
-    a.add_argument("--unknown-pct", type=float, help="%% of unknown speaker gender")
+    a.add_argument("--hours", type=amount("--hours"), help="hours of pretraining speech")
+    a.add_argument("--male-pct", type=amount("--male-pct", 100), help="%% of those hours spoken by men")
+    a.add_argument("--female-pct", type=amount("--female-pct", 100), help="%% spoken by women")
+    a.add_argument("--unknown-pct", type=amount("--unknown-pct", 100), help="%% of unknown speaker gender")
     a.add_argument("--manifest", metavar="DIR", help="the `manifest build` dir it was pretrained on: hours and "
                    "M/F/U %% from its selection_report.json (the train split), unless given above")
     a.add_argument("--updates", type=int, help="updates trained (default: read from a fairseq checkpoint)")
@@ -125,7 +125,7 @@ def _add_registry_leaves(sub) -> None:
     c = sub.add_parser("convert", help="fairseq wav2vec2 pretraining checkpoint -> transformers folder",
                        description="Convert by state-dict mapping (checked against fairseq's forward pass in tests).")
     c.add_argument("checkpoint", help="registered NAME or PATH of a fairseq .pt")
-    c.add_argument("--out", required=True, help="output folder (config.json, model.safetensors, ...)")
+    c.add_argument("--out", type=out_dir("--out"), required=True, help="output folder (config.json, model.safetensors, ...)")
     add_trust_option(c)
     c.set_defaults(func=run_convert)
 
@@ -152,7 +152,7 @@ def _add_model_leaves(sub) -> None:
     k = sub.add_parser("pack", help="small release copy of a checkpoint: one .safetensors file (fp16 weights, "
                        "the fairseq config as metadata; no optimizer state, no pickle)")
     k.add_argument("checkpoint", help="registered NAME or PATH of a fairseq .pt")
-    k.add_argument("--out", required=True, help="output .safetensors file")
+    k.add_argument("--out", type=out_file("--out"), required=True, help="output .safetensors file")
     k.add_argument("--fp32", action="store_true", help="keep float32 weights")
     k.add_argument("--updates", type=int, default=None,
                    help="the update count to record (default: the checkpoint's; e.g. the total of a run warm-started "
@@ -168,7 +168,7 @@ def _add_model_leaves(sub) -> None:
     f.add_argument("--table", required=True, action="append", help="utterance table (TSV); repeat it for several: "
                    "they are merged as `corpus merge` does")
     f.add_argument("--split", help="only rows of this split")
-    f.add_argument("--out", default=None, help="also export the features into this dir (see --format)")
+    f.add_argument("--out", type=out_dir("--out"), default=None, help="also export the features into this dir (see --format)")
     f.add_argument("--format", choices=("npy", "kaldi"), default="npy",
                    help="export format: npy ([T, D] per utterance, [L, T, D] for several layers; features.tsv "
                         "index) or kaldi (feats.ark/scp, one layer)")

@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from gendergap.options import options_of
+from gendergap.options import options_of, out_dir, out_file
 
 log = logging.getLogger(__name__)
 
@@ -157,21 +157,21 @@ def register(subparsers, group: str, help_: str) -> None:
     st.add_argument("tables", nargs="+", metavar="TABLE.tsv", help="utterance table(s)")
     st.add_argument("--format", default="text", choices=["text", "csv", "markdown"], help="output format (default text)")
     st.add_argument("--by", help="group rows by this column (default: style when filled in, else split)")
-    st.add_argument("--out", help="write to this file instead of stdout")
+    st.add_argument("--out", type=out_file("--out"), help="write to this file instead of stdout")
     st.set_defaults(func=run_stats)
 
     mg = sub.add_parser("merge", help="merge utterance tables into one (ids made unique, translations joined)",
                         description=MERGE_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     mg.add_argument("tables", nargs="+", metavar="TABLE.tsv", help="utterance tables, in order (the #<n> of a "
                     "renamed id is a table's position here)")
-    mg.add_argument("--out", required=True, help="merged table to write (TSV); the report goes to OUT.merge.json")
+    mg.add_argument("--out", type=out_file("--out"), required=True, help="merged table to write (TSV); the report goes to OUT.merge.json")
     mg.add_argument("--gender-map", metavar="LABEL=F|M|U,...", help="re-map gender from gender_raw for these labels, "
                     "e.g. 'Multi-Mix=U,Frau=F'")
     mg.set_defaults(func=run_merge)
 
     sy = sub.add_parser("synth", help="generate the built-in synthetic gendered corpus", description=SYNTH_DESCRIPTION,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    sy.add_argument("--out", required=True, help="output directory")
+    sy.add_argument("--out", type=out_dir("--out"), required=True, help="output directory")
     sy.add_argument("--size", default="mini", choices=["tiny", "mini", "small"],
                     help="corpus size: mini (default, about a minute on 2 cores), small; tiny is for tests")
     sy.add_argument("--seed", type=int, default=0, help="seed: same seed, same corpus (default: 0)")
@@ -185,7 +185,7 @@ def _add_index(sub) -> None:
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     ix.add_argument("--kind", required=True, choices=sorted(READERS), help="corpus layout (see above)")
     ix.add_argument("--root", required=True, help="corpus directory or metadata file (see above)")
-    ix.add_argument("--out", required=True, help="utterance table to write (TSV)")
+    ix.add_argument("--out", type=out_file("--out"), required=True, help="utterance table to write (TSV)")
     ix.add_argument("--split", help="comma-separated splits to read (default: all found); for kinds with one "
                     "split (kaldi, generic, lebenchmark, mustshe, winost) the name to record")
     ix.add_argument("--lang", help="source language code (mls, mtedx, commonvoice, kaldi, lebenchmark, generic)")

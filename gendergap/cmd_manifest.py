@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from gendergap.options import options_of
+from gendergap.options import amount, options_of, out_dir
 
 log = logging.getLogger(__name__)
 
@@ -86,10 +86,10 @@ def _add_build(sub) -> None:
     b.add_argument("--gender", required=True, help="F, M, balanced, any, or p=SHARE (female share)")
     b.add_argument("--format", required=True, choices=["fairseq", "s2t", "speechbrain", "kaldi"],
                    help="fairseq = wav2vec manifest; s2t = fairseq speech_to_text TSV + config + spm")
-    b.add_argument("--out", required=True, help="output directory (must be new or empty, unless --overwrite)")
-    b.add_argument("--hours", type=float, help="train hours overall, split by the gender share (default: all the table allows)")
-    b.add_argument("--hours-per-gender", type=float, help="train hours per gender (F, M, balanced)")
-    b.add_argument("--valid-hours", type=float,
+    b.add_argument("--out", type=out_dir("--out"), required=True, help="output directory (must be new or empty, unless --overwrite)")
+    b.add_argument("--hours", type=amount("--hours"), help="train hours overall, split by the gender share (default: all the table allows)")
+    b.add_argument("--hours-per-gender", type=amount("--hours-per-gender"), help="train hours per gender (F, M, balanced)")
+    b.add_argument("--valid-hours", type=amount("--valid-hours"),
                    help="valid hours overall, split by the share (balanced 1 = 0:30 F + 0:30 M); the table's "
                         "valid rows first, then whole training speakers. Default: the table's valid rows as they are")
     b.add_argument("--seed", type=int, default=0, help="sampling seed (same seed + table = same selection)")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from gendergap.options import add_trust_option, options_of
+from gendergap.options import add_trust_option, options_of, out_dir
 
 RUN_EPILOG = """\
 Runs fairseq-hydra-train here (CPU, or the local GPUs with common.cpu=false) under the
@@ -67,7 +67,7 @@ PROFILE_NAMES = ("v100-32g", "a100-40g", "a100-80g", "cpu")
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="tiny", help="large, base, tiny, or a fairseq hydra yaml file (default tiny)")
     p.add_argument("--manifest", required=True, help="dir with train.tsv (and valid.tsv), fairseq wav2vec format")
-    p.add_argument("--out", required=True, help="output dir (checkpoints, log, watchdog journal)")
+    p.add_argument("--out", type=out_dir("--out"), required=True, help="output dir (checkpoints, log, watchdog journal)")
     p.add_argument("--seed", type=int, default=None, help="fairseq common.seed (default: the preset's)")
     p.add_argument("--check-audio", choices=("sample", "all", "none"), default="sample",
                    help="read audio headers of 200 sampled files (default), of all, or none")

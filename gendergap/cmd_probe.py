@@ -7,7 +7,7 @@ plots from analysis.probing.
 from __future__ import annotations
 
 import argparse
-from gendergap.options import add_model_options, call
+from gendergap.options import add_model_options, call, out_dir, path_name
 from gendergap.runs.probe import probe_run
 
 EPILOG = """\
@@ -57,7 +57,7 @@ def register(subparsers, group: str, help: str) -> None:
                    help="registered checkpoint name or path (fairseq .pt or transformers folder); repeat or "
                         "comma-separate for several. Results are filed under the registered name, or for a path "
                         "under its folder (runs/F/checkpoint_best.pt -> F) or file/folder name; see --name")
-    r.add_argument("--name", default=None, help="file the results under this name (one --ckpt only)")
+    r.add_argument("--name", default=None, type=path_name("--name"), help="file the results under this name (one --ckpt only)")
     r.add_argument("--registry", default=None, help="checkpoint registry JSON (default runs/checkpoints.json)")
     r.add_argument("--table", required=True, action="append", help="utterance table (TSV) with train/valid/test split "
                    "labels; repeat it for several: they are merged as `corpus merge` does")
@@ -66,7 +66,7 @@ def register(subparsers, group: str, help: str) -> None:
                    help="all, last, or comma-separated layer numbers (0 = the transformer's input; default all)")
     r.add_argument("--probes", default="attention,mean,max,positions",
                    help="comma-separated: attention, mean, max, positions (default: all four)")
-    r.add_argument("--out", required=True, help="output directory (results, plots)")
+    r.add_argument("--out", type=out_dir("--out"), required=True, help="output directory (results, plots)")
     r.add_argument("--db", default=None, help="also store the scores in this results DB (e.g. runs/results.db)")
     r.add_argument("--seed", type=int, default=0, help="seed for splits, probes and --random-init (default 0)")
     r.add_argument("--control", action="store_true",
@@ -94,5 +94,5 @@ def register(subparsers, group: str, help: str) -> None:
     c.add_argument("--probe", default="attention", help="which probe's F1 (default attention)")
     c.add_argument("--layer", default="last", help="last (default), best, or a layer number")
     c.add_argument("--subset", default="test", help="evaluation subset of both kinds of rows (default test)")
-    c.add_argument("--out", default=None, help="output directory (default: probe_correlation/ next to the DB)")
+    c.add_argument("--out", type=out_dir("--out"), default=None, help="output directory (default: probe_correlation/ next to the DB)")
     c.set_defaults(func=run_correlate)

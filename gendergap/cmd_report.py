@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from gendergap.options import out_dir
+
 EPILOG = """\
 writes into DIR:
   report.md                        all tables, which Δrel gaps are significant, the figures
@@ -32,7 +34,7 @@ def register(subparsers, group: str, help: str) -> None:
                               "and plots (PNG) from a results DB.", epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--db", default="runs/results.db", help="the results DB (default: runs/results.db)")
-    p.add_argument("--out", required=True, metavar="DIR", help="directory for the report files")
+    p.add_argument("--out", type=out_dir("--out"), required=True, metavar="DIR", help="directory for the report files")
     p.add_argument("--subset", default="test", help="which evaluation subset to tabulate (default: test)")
     p.add_argument("--registry", metavar="FILE", default=None,
                    help="checkpoint registry JSON (as `gendergap ckpt add` writes, e.g. runs/checkpoints.json): "

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from gendergap.options import options_of
+from gendergap.options import options_of, out_file, path_name
 
 log = logging.getLogger("gendergap.score")
 
@@ -71,12 +71,12 @@ def _add_metric_leaves(sub) -> None:
             q.add_argument("--lowercase", action="store_true", help="case-insensitive (default: case-sensitive)")
         _add_bootstrap_options(q)
         q.add_argument("--level", type=float, default=0.95, help="CI level (default: 0.95)")
-        q.add_argument("--json", metavar="OUT", default=None, help="write the full result here (JSON)")
+        q.add_argument("--json", type=out_file("--json"), metavar="OUT", default=None, help="write the full result here (JSON)")
         q.add_argument("--db", default=None, help="also store the rows in this results DB (e.g. runs/results.db)")
-        q.add_argument("--checkpoint", default=None, help="model/checkpoint name for --db")
-        q.add_argument("--task", default=None, help=f"task name for --db (default: {name})")
+        q.add_argument("--checkpoint", default=None, type=path_name("--checkpoint"), help="model/checkpoint name for --db")
+        q.add_argument("--task", default=None, type=path_name("--task"), help=f"task name for --db (default: {name})")
         q.add_argument("--lang-pair", default="", help="language pair for --db, e.g. fr-en")
-        q.add_argument("--subset", default="test", help="subset name for --db (default: test)")
+        q.add_argument("--subset", default="test", type=path_name("--subset"), help="subset name for --db (default: test)")
         q.set_defaults(func=run_score, score_kind=name)
 
 
@@ -111,7 +111,7 @@ def _add_delta_and_compare(sub) -> None:
                    help="paired bootstrap (default) or approximate randomisation")
     q.add_argument("--resamples", type=int, default=None, help="default: 1000 (bootstrap), 10000 (ar)")
     q.add_argument("--seed", type=int, default=12345, help="RNG seed (default: 12345; 0 is a real seed)")
-    q.add_argument("--json", metavar="OUT", default=None, help="write the test result here (JSON)")
+    q.add_argument("--json", type=out_file("--json"), metavar="OUT", default=None, help="write the test result here (JSON)")
     q.set_defaults(func=run_compare)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from gendergap.options import options_of
+from gendergap.options import options_of, out_file, path_name
 
 MUSTSHE_EPILOG = """\
 protocol (the official MuST-SHE script's counting):
@@ -96,7 +96,7 @@ def add_gender_commands(score_subparsers) -> None:
     p.add_argument("--tokenize", action="store_true",
                    help="Moses-tokenise the hypotheses first (the official protocol expects tokenised text)")
     p.add_argument("--lang", default=None, help="target language for --tokenize (default: from the LANG column)")
-    p.add_argument("--json", required=True, metavar="OUT", help="write the scores here (JSON)")
+    p.add_argument("--json", type=out_file("--json"), required=True, metavar="OUT", help="write the scores here (JSON)")
     _add_store_options(p)
     p.set_defaults(func=run_mustshe)
 
@@ -127,16 +127,16 @@ def add_gender_commands(score_subparsers) -> None:
                    help="round as mt_gender reports (P/R to 0.1 before F1); default: full precision")
     p.add_argument("--predictions", default=None, metavar="FILE",
                    help="write mt_gender's per-sentence predictions (CSV) here")
-    p.add_argument("--json", required=True, metavar="OUT", help="write the scores here (JSON)")
+    p.add_argument("--json", type=out_file("--json"), required=True, metavar="OUT", help="write the scores here (JSON)")
     _add_store_options(p)
     p.set_defaults(func=run_winomt)
 
 
 def _add_store_options(p) -> None:
     p.add_argument("--db", default=None, help="also store the scores in this results DB (e.g. runs/results.db)")
-    p.add_argument("--checkpoint", default=None, help="the checkpoint/model name to file the scores under (with --db)")
+    p.add_argument("--checkpoint", default=None, type=path_name("--checkpoint"), help="the checkpoint/model name to file the scores under (with --db)")
     p.add_argument("--lang-pair", default="", help="language pair recorded with --db, e.g. en-fr")
-    p.add_argument("--subset", default="test", help="subset name recorded with --db (default: test)")
+    p.add_argument("--subset", default="test", type=path_name("--subset"), help="subset name recorded with --db (default: test)")
 
 
 def _config(args) -> dict:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from gendergap.options import add_model_options, call
+from gendergap.options import add_model_options, call, out_dir, out_file, path_name
 from gendergap.runs.st import st_decode, st_train
 
 
@@ -97,7 +97,7 @@ def register(subparsers, group: str, help: str) -> None:
                         "fr-fr's valid set: e.g. --corpus mtedx-fr-en --valid-corpus mtedx-fr)")
     t.add_argument("--src", required=True, help="source speech language (checked against the table's lang column)")
     t.add_argument("--tgt", required=True, help="target language: the table column tgt_text_<tgt> is the reference")
-    t.add_argument("--out", required=True, help="model dir (data/, checkpoints/, checkpoint_avg.pt, train.log, st.json)")
+    t.add_argument("--out", type=out_dir("--out"), required=True, help="model dir (data/, checkpoints/, checkpoint_avg.pt, train.log, st.json)")
     t.add_argument("--preset", default="tiny", help="xs (the study's), tiny, or a preset YAML file (default tiny)")
     t.add_argument("--seed", type=int, default=None, help="fairseq seed (default: the preset's)")
     t.add_argument("--gpus", type=int, default=1,
@@ -113,7 +113,7 @@ def register(subparsers, group: str, help: str) -> None:
     d.add_argument("--test", required=True, metavar="TABLE", help="utterance table with the test rows")
     d.add_argument("--test-split", default=None, help="keep only rows whose split column is this (e.g. test)")
     d.add_argument("--corpus", default=None, help="keep only rows of this corpus (e.g. synth-fr)")
-    d.add_argument("--out", required=True, metavar="HYP", help="hypotheses file to write (id<TAB>text)")
+    d.add_argument("--out", type=out_file("--out"), required=True, metavar="HYP", help="hypotheses file to write (id<TAB>text)")
     d.add_argument("--beam", type=int, default=None, help="beam size (default: the preset's, 5)")
     d.add_argument("--feature-store", default=None, metavar="DIR",
                    help="feature store (default: the one the model was trained with)")
@@ -130,9 +130,9 @@ def register(subparsers, group: str, help: str) -> None:
     d.add_argument("--bootstrap", type=int, default=1000, help="speaker bootstrap resamples for CIs (default 1000)")
     d.add_argument("--seed", type=int, default=12345, help="bootstrap seed (default 12345; 0 is a real seed)")
     d.add_argument("--db", default=None, help="store the scores in this results DB (e.g. runs/results.db)")
-    d.add_argument("--name", default=None, help="checkpoint name for the store (default: the SSL checkpoint's)")
-    d.add_argument("--subset", default="test", help="subset name for the store (default test)")
-    d.add_argument("--task", default="st", help="task name for the store (default st: Table 5; the study files its "
+    d.add_argument("--name", default=None, type=path_name("--name"), help="checkpoint name for the store (default: the SSL checkpoint's)")
+    d.add_argument("--subset", default="test", type=path_name("--subset"), help="subset name for the store (default test)")
+    d.add_argument("--task", default="st", type=path_name("--task"), help="task name for the store (default st: Table 5; the study files its "
                    "en->fr gender set under gender-st)")
     d.set_defaults(func=lambda a: call(st_decode, a))
 

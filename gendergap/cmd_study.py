@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 
+from gendergap.options import out_dir
+
 DESCRIPTION = """\
 Run the whole study in miniature on the built-in synthetic gendered corpus, on a CPU: generate
 the corpus, build female-only / male-only / balanced pretraining manifests, register three tiny
@@ -27,7 +29,7 @@ def register(subparsers, group: str, help_: str) -> None:
     p = subparsers.add_parser(group, help=help_, description=DESCRIPTION,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", help="study config YAML (default: configs/mini.yaml, the built-in study)")
-    p.add_argument("--out", default="study", help="output directory (default: ./study)")
+    p.add_argument("--out", type=out_dir("--out"), default="study", help="output directory (default: ./study)")
     p.add_argument("--seed", type=int, default=None, help="seed for corpus, selections and training (default: the config's, 0)")
     p.add_argument("--pretrain", action="store_true",
                    help="pretrain the three tiny checkpoints anew instead of using the shipped ones")

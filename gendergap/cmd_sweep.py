@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from corpora.base.errors import UserError
+from gendergap.options import out_dir
 
 DESCRIPTION = """\
 Expand a study config (checkpoints x tasks x language pairs) into jobs with dependencies and
@@ -59,7 +60,7 @@ def register(subparsers, group: str, help_: str) -> None:
     p.add_argument("action", nargs="?", choices=("run", "status"), default="run",
                    help="run (default) or status: list the jobs, their state and logs")
     p.add_argument("--config", help="study config YAML (built-in: configs/mini.yaml)")
-    p.add_argument("--out", help="output directory (default: runs/<config name>)")
+    p.add_argument("--out", type=out_dir("--out"), help="output directory (default: runs/<config name>)")
     p.add_argument("--executor", choices=("local", "slurm"), help="default: the config's executor.name")
     p.add_argument("--parallel", type=int, help="local executor: jobs at once (default: the config's)")
     p.add_argument("--only", help="comma-separated task names (plus the jobs they need, and 'report')")

@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
+from corpora.base.boundary import finite
+from corpora.base.errors import UserError
 from corpora.base.strict_yaml import field_lines, model_lines, refuse
 
 Num = int | float
@@ -62,6 +64,21 @@ def _language_pair(pair: str) -> str:
     return pair
 
 
+def _amount(what: str, hi: float | None = None):
+    """An AfterValidator for hours and percentages: NaN compares false with every bound (`hours: .nan`
+    would select the whole table) and a negative amount means nothing, so both are refused here."""
+    def check(x):
+        if x is not None:
+            try:
+                finite(x, what, lo=0, hi=hi)
+            except UserError as e:
+                raise refuse(e.message, e.fix or "") from None
+        return x
+    return AfterValidator(check)
+
+
+Hours = Annotated[Num | None, _amount("hours")]
+Pct = Annotated[Num | None, _amount("a percentage", hi=100)]
 Splits = Annotated[dict[str, str], Field(description="split names to use")]
 SPLITS = {"train": "train", "valid": "valid", "test": "test"}
 Seeds = Annotated[list[int] | None, AfterValidator(_distinct_seeds), Field(
@@ -204,10 +221,10 @@ class Checkpoint(Section):
     continue_updates: int = Field(0, description="then continue the accepted checkpoint by this many updates (a warm "
                                   "start: fresh optimizer and schedule); the shipped checkpoints: 1000, then 5000")
     note: str | None = Field(None, description="free text for the registry")
-    hours: Num | None = Field(None, description="Table 3: pretraining hours of an imported checkpoint")
-    male_pct: Num | None = Field(None, description="Table 3: % male speech in its pretraining data")
-    female_pct: Num | None = Field(None, description="Table 3: % female speech in its pretraining data")
-    unknown_pct: Num | None = Field(None, description="Table 3: % speech of unknown gender in its pretraining data")
+    hours: Hours = Field(None, description="Table 3: pretraining hours of an imported checkpoint")
+    male_pct: Pct = Field(None, description="Table 3: % male speech in its pretraining data")
+    female_pct: Pct = Field(None, description="Table 3: % female speech in its pretraining data")
+    unknown_pct: Pct = Field(None, description="Table 3: % speech of unknown gender in its pretraining data")
 
     @model_validator(mode="after")
     def _one_source(self) -> "Checkpoint":
@@ -241,10 +258,10 @@ class Selection(Section):
     """A gender/hours subset of one corpus that tasks can train on (`manifest build`'s selection)."""
     corpus: str = Field(description="table corpus the selection draws from")
     gender: str = Field("balanced", description="F, M, balanced or p=SHARE (female share of the duration)")
-    hours: Num | None = Field(None, description="train hours overall, split by the share (default: all the "
+    hours: Hours = Field(None, description="train hours overall, split by the share (default: all the "
                               "corpus allows at that share; balanced: the scarcer gender whole)")
-    hours_per_gender: Num | None = Field(None, description="or: train hours per gender (the paper: ~38)")
-    valid_hours: Num | None = Field(None, description="valid hours overall, split by the share: the corpus's valid "
+    hours_per_gender: Hours = Field(None, description="or: train hours per gender (the paper: ~38)")
+    valid_hours: Hours = Field(None, description="valid hours overall, split by the share: the corpus's valid "
                                     "rows first, then whole unused training speakers (the paper up-samples the "
                                     "male valid set so); default: the valid rows as they are, gender-filtered")
     splits: Splits = SPLITS
@@ -264,7 +281,7 @@ class Selection(Section):
 class Pretraining(Section):
     corpus: str | None = Field(None, description="table corpus the pretraining manifests draw from (default: all)")
     split: str = Field("pretrain", description="table split feeding the pretraining manifests")
-    hours: Num | None = Field(None, description="hours per manifest (default: all the table allows)")
+    hours: Hours = Field(None, description="hours per manifest (default: all the table allows)")
     sets: dict[str, str] = Field({}, description="manifest name -> gender filter (F, M, balanced, p=SHARE)")
 
 

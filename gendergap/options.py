@@ -8,6 +8,52 @@ from pathlib import Path
 DEFAULT_STORE = Path("runs") / "features"
 
 
+def path_name(what: str):
+    """An argparse ``type=`` for a name that becomes part of a file or folder name (NAME.hyp.tsv, a
+    store or registry entry): corpora.base.boundary.check_name, so `../../x`, `a/b` or a control or
+    bidi character is refused before any work starts (cli.main prints the UserError as one line)."""
+    from corpora.base.boundary import check_name
+
+    def check(value: str) -> str:
+        return check_name(value, what)
+    check.__name__ = what   # argparse names the type in its own messages
+    return check
+
+
+def out_file(what: str):
+    """An argparse ``type=`` for an output FILE: boundary.output_file refuses a FIFO or device
+    (`--out /dev/full`) before any work, rather than replacing it or blocking on it."""
+    from corpora.base.boundary import output_file
+
+    def check(value: str) -> str:
+        output_file(value, what)
+        return value
+    check.__name__ = what
+    return check
+
+
+def out_dir(what: str):
+    """An argparse ``type=`` for an output folder: boundary.output_dir refuses anything but a folder."""
+    from corpora.base.boundary import output_dir
+
+    def check(value: str) -> str:
+        output_dir(value, what)
+        return value
+    check.__name__ = what
+    return check
+
+
+def amount(what: str, hi: float | None = None):
+    """An argparse ``type=`` for hours or a percentage: boundary.finite, at least 0 (NaN compares
+    false with every bound, so `--hours nan` would select the whole table)."""
+    from corpora.base.boundary import finite
+
+    def check(value: str) -> float:
+        return finite(value, what, lo=0, hi=hi)
+    check.__name__ = what
+    return check
+
+
 def add_trust_option(p) -> None:
     p.add_argument("--trust-checkpoint", action="store_true",
                    help="unpickle a .pt checkpoint fully (torch.load weights_only=False). Only for files from a "

@@ -27,6 +27,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from corpora.base.atomic import atomic_open
+from corpora.base.boundary import is_special, regular_file
 from corpora.base.errors import UserError
 from corpora.prepared_audio import (AudioCache, Source, Target, convert, default_cache_dir, engine_readable,
                                     rate_counts, read_header, run_parallel)
@@ -105,6 +106,10 @@ def _audio_headers(all_rows: pd.DataFrame, want: int, resample: bool) -> dict:
     rel = [a for a in all_rows["audio"] if not os.path.isabs(a)]
     if rel:
         raise UserError(f"audio path {rel[0]!r} is relative", fix="resolve paths first (corpora.table.resolve_audio)")
+    # a FIFO blocks the header read for ever (in a worker thread Ctrl-C cannot reach): refuse it first
+    special = next((a for a in sorted(set(all_rows["audio"])) if is_special(a)), None)
+    if special is not None:
+        regular_file(special, "audio file")
     info = _headers(all_rows["audio"])
     if resample:
         return info

@@ -12,7 +12,7 @@ What crosses, and the one function that checks it:
   resolves it within the folder the file came from, and ``regular_file`` refuses FIFOs, devices and
   directories (a FIFO read blocks for ever), and files over a size bound;
 - an **output** the user names: ``output_file`` refuses special files (``/dev/full``, a FIFO) that
-  a rename would silently replace or a write would block on;
+  a rename would silently replace or a write would block on; ``output_dir`` anything but a folder;
 - a **number** from a handed file or flag: ``finite`` (no NaN, no infinity, within bounds);
 - a **string printed** from a handed file: ``printable`` escapes control and bidi characters, so a
   name cannot clear the screen or forge a line of output.
@@ -102,6 +102,15 @@ def output_file(path, what: str = "output") -> Path:
     if not stat.S_ISREG(st.st_mode):
         raise UserError(f"the {what} exists and is not a regular file", path=p,
                         fix="give a new file path (it is written to a temporary file, then renamed)")
+    return p
+
+
+def output_dir(path, what: str = "output directory") -> Path:
+    """``path`` if a folder may be written there: absent or a directory (a FIFO or device given as
+    ``--out`` would otherwise fail half-way through, or be written through)."""
+    p = Path(path)
+    if (p.exists() or p.is_symlink()) and not p.is_dir():
+        raise UserError(f"the {what} exists and is not a directory", path=p, fix="give a new or existing folder")
     return p
 
 

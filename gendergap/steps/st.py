@@ -61,7 +61,8 @@ class StStep(ModelStep):
                      train=self.table, train_split=self.splits["train"], valid=self.table,
                      valid_split=self.splits["valid"], valid_corpus=self.eval_corpus, src=self.src, tgt=self.tgt,
                      out=self.out, preset=self.preset, seed=self.train_seed, overrides=list(self.overrides))
-        decode = dict(model=self.out, test=self.table, test_split=self.splits["test"],
+        # the study names its store: a run dir's st.json never chooses where features are written
+        decode = dict(model=self.out, test=self.table, test_split=self.splits["test"], feature_store=self.feature_store,
                       corpus=self.eval_corpus or self.corpus, out=str(Path(self.out) / "test.hyp"), db=self.db,
                       name=self.ckpt, bootstrap=self.bootstrap, seed=self.bootstrap_seed, task=self.task_type,
                       trust_checkpoint=self.trust,

@@ -1,0 +1,169 @@
+"""The hostile-input suite (issue 37, DESIGN.md "Trust boundary"): one table of hostile inputs by class
+(names that become paths, paths read from handed files, special files as outputs or inputs, NaN/inf
+and out-of-range numbers), each run through the real command line.
+
+Every case must be refused by corpora.base.boundary's layer: exit 2, exactly one line on stderr
+holding the expected words, no marker file, nothing written outside the case's output folder, and
+no hang (a subprocess timeout). A new command or input field joins the suite by one CASES entry."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+
+CONFIG = """name: {study}
+corpus: {{synth: tiny}}
+checkpoints:
+  {ckpt}: {{shipped: tiny-female{extra}}}
+tasks:
+  {task}: {{type: probes}}
+"""
+
+
+def config(ckpt='F', extra='', task='probes', study='s'):
+    """A setup writing a study config whose one checkpoint, task or study name (or Table 3 facts) is hostile."""
+    def setup(tmp: Path) -> None:
+        (tmp / "study.yaml").write_text(CONFIG.format(ckpt=ckpt, extra=extra, task=task, study=study), encoding="utf-8")
+    return setup
+
+
+def nothing(tmp: Path) -> None:
+    """No file needed: the hostile value is in the arguments."""
+
+
+def fifo(name: str):
+    def setup(tmp: Path) -> None:
+        os.mkfifo(tmp / name)
+    return setup
+
+
+def table(audio_fifo: bool = False, column: str | None = None, value: str | None = None):
+    """A small real table (manifest_fixtures); a FIFO in place of one wav, or one cell made hostile."""
+    def setup(tmp: Path) -> None:
+        from manifest_fixtures import write_corpus
+        path = write_corpus(tmp / "c", speakers={"f0": "F", "m0": "M"}, utts_per_speaker=1, long_recording=False)
+        if audio_fifo:
+            wav = tmp / "c" / "wav" / "f0_0.wav"
+            wav.unlink()
+            os.mkfifo(wav)
+        if column:
+            lines = path.read_text(encoding="utf-8").splitlines()
+            header, row = lines[0].split("\t"), lines[1].split("\t")
+            row[header.index(column)] = value
+            path.write_text("\n".join([lines[0], "\t".join(row), *lines[2:]]) + "\n", encoding="utf-8")
+    return setup
+
+
+def st_run(vocab: str = "vocab.txt", vocab_fifo: bool = False):
+    """A finished-looking ST run dir whose data/config.yaml names ``vocab`` (a victim beside --out)."""
+    def setup(tmp: Path) -> None:
+        run = tmp / "run"
+        (run / "data").mkdir(parents=True)
+        (run / "checkpoint_avg.pt").write_bytes(b"not read: the data config is refused first")
+        (run / "st.json").write_text(json.dumps({"status": "done", "src_lang": "fr", "tgt_lang": "en",
+                                                 "feature_dim": 8, "checkpoint": "checkpoint_avg.pt"}))
+        (run / "data" / "config.yaml").write_text(
+            f"vocab_filename: {vocab}\nbpe_tokenizer: {{bpe: sentencepiece, sentencepiece_model: spm.model}}\n")
+        (run / "data" / "spm.model").write_bytes(b"x")
+        if vocab_fifo:
+            os.mkfifo(run / "data" / vocab)
+        table()(tmp)
+    return setup
+
+
+SWEEP = ["sweep", "--config", "{tmp}/study.yaml", "--dry-run", "--out", "{out}"]
+BUILD = ["manifest", "build", "--table", "{tmp}/c/table.tsv", "--gender", "any", "--out", "{out}/m"]
+DECODE = ["st", "decode", "--model", "{tmp}/run", "--test", "{tmp}/c/table.tsv", "--out", "{out}/test.hyp"]
+
+# (id, argv with {tmp} and {out} placeholders, setup writing the hostile input under tmp, words of the error line)
+CASES = [
+    # names that become paths
+    ("config-ckpt-traversal", SWEEP, config(ckpt="../../x"), "path separator"),
+    ("config-ckpt-slash", SWEEP, config(ckpt="a/b"), "path separator"),
+    ("config-ckpt-tab", SWEEP, config(ckpt='"F\\tx"'), "control or bidi"),
+    ("config-ckpt-nul", SWEEP, config(ckpt='"F\\0x"'), "control or bidi"),
+    ("config-ckpt-bidi", SWEEP, config(ckpt='"F\\u202ex"'), "control or bidi"),
+    ("config-task-traversal", SWEEP, config(task=".."), "task name"),
+    ("config-study-name", SWEEP, config(study="../s"), "study name"),
+    ("ckpt-add-traversal", ["ckpt", "add", "../../x", "{tmp}/m.pt", "--registry", "{out}/reg.json"], nothing,
+     "path separator"),
+    ("ckpt-add-bidi", ["ckpt", "add", "F\u202ex", "{tmp}/m.pt", "--registry", "{out}/reg.json"], nothing,
+     "control or bidi"),
+    ("transcribe-name", ["asr", "transcribe", "--model", "{tmp}", "--table", "{tmp}/t.tsv", "--out", "{out}",
+                         "--name", "../../x"], nothing, "path separator"),
+    ("st-decode-name", DECODE + ["--name", "a/b"], nothing, "path separator"),
+    ("probe-name-tab", ["probe", "run", "--ckpt", "F", "--table", "{tmp}/t.tsv", "--out", "{out}",
+                        "--name", "F\tx"], nothing, "control or bidi"),
+    # paths read from handed files
+    ("st-vocab-traversal", DECODE, st_run(vocab="../../victim.txt"), "path separator"),
+    ("st-vocab-fifo", DECODE, st_run(vocab_fifo=True), "not a regular file"),
+    # special files
+    ("merge-out-dev-full", ["corpus", "merge", "{tmp}/a.tsv", "--out", "/dev/full"], nothing, "not a regular file"),
+    ("index-out-fifo", ["corpus", "index", "--kind", "generic", "--root", "{tmp}", "--out", "{tmp}/out.fifo"],
+     fifo("out.fifo"), "not a regular file"),
+    ("report-out-fifo", ["report", "--db", "{tmp}/r.db", "--out", "{tmp}/out.fifo"], fifo("out.fifo"),
+     "not a directory"),
+    ("fairseq-audio-fifo", BUILD + ["--format", "fairseq"], table(audio_fifo=True), "not a regular file"),
+    # numbers
+    ("config-hours-negative", SWEEP, config(extra=", hours: -3"), "hours -3"),
+    ("config-hours-nan", SWEEP, config(extra=", hours: .nan"), "hours nan"),
+    ("config-pct-inf", SWEEP, config(extra=", male_pct: .inf"), "percentage inf"),
+    ("manifest-hours-nan", BUILD + ["--format", "speechbrain", "--hours", "nan"], table(), "--hours 'nan'"),
+    ("table-duration-1e308", BUILD + ["--format", "speechbrain"], table(column="duration", value="1e308"),
+     "duration 1e+308"),
+    ("table-offset-inf", BUILD + ["--format", "speechbrain"], table(column="offset", value="inf"), "offset inf"),
+]
+
+
+def _files(root: Path) -> dict[str, float]:
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in root.rglob("*")
+            if p.is_file() and not p.is_symlink()}
+
+
+@pytest.mark.parametrize("argv,setup,expected", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_hostile_input_is_refused_in_one_line(tmp_path, argv, setup, expected):
+    case, out = tmp_path / "case", tmp_path / "out"
+    case.mkdir()
+    setup(case)
+    (tmp_path / "victim.txt").write_text("the user's file\n")
+    before = _files(tmp_path)
+    args = [a.format(tmp=case, out=out) for a in argv]
+    p = subprocess.run([sys.executable, "-m", "gendergap.cli", "-q", *args], cwd=REPO, env=ENV,
+                       capture_output=True, text=True, timeout=60)
+    lines = p.stderr.splitlines()
+    assert p.returncode == 2, p.stderr[-2000:]
+    assert len(lines) == 1 and lines[0].startswith("gendergap: error: "), p.stderr[-2000:]
+    assert expected in lines[0], lines[0]
+    assert (tmp_path / "victim.txt").read_text() == "the user's file\n"
+    after = {k: v for k, v in _files(tmp_path).items() if not k.startswith("out/")}
+    assert after == before, set(after) ^ set(before)
+    assert not list(tmp_path.rglob("MARKER*"))
+
+
+def test_suite_covers_every_class():
+    """Each class of the boundary has cases; removing a class's cases fails here."""
+    ids = [c[0] for c in CASES]
+    for words in ("config-ckpt", "ckpt-add", "st-vocab", "out-", "fifo", "nan", "1e308"):
+        assert any(words in i for i in ids), words
+
+
+def test_decode_never_writes_a_store_its_run_dir_names(tmp_path):
+    """st.json naming a store outside its run dir (anywhere, or the study it was moved out of) is not
+    written to: the decode uses the store the command names, else a fresh one beside --out."""
+    from downstream_st.runs import decode_store
+    run = tmp_path / "run"
+    run.mkdir()
+    out = tmp_path / "mine" / "test.hyp"
+    outside = {"feature_store": "../../elsewhere/features"}
+    assert decode_store(None, outside, str(run), str(out)) == str(out.resolve().with_name("test.hyp.work") / "features")
+    assert decode_store(str(tmp_path / "named"), outside, str(run), str(out)) == str(tmp_path / "named")
+    inside = {"feature_store": "features"}
+    assert decode_store(None, inside, str(run), str(out)) == str((run / "features").resolve())
