@@ -156,11 +156,13 @@ class ResultsStore:
         if self.readonly:
             self.conn = sqlite3.connect(f"file:{self.path.resolve()}?mode=ro", uri=True, timeout=self.timeout,
                                         isolation_level=None)
+            self._check_objects()
             self.conn.execute("SELECT count(*) FROM runs").fetchone()
             return
         self.conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
         self.conn.execute("PRAGMA busy_timeout = %d" % int(self.timeout * 1000))
         self.conn.execute("PRAGMA foreign_keys = ON")
+        self._check_objects()   # before any statement that a trigger or view could act on
         # rollback journal, not WAL: see the module docstring (network file systems)
         self.conn.execute("PRAGMA journal_mode = DELETE").fetchone()
         c = self.conn
@@ -179,6 +181,21 @@ class ResultsStore:
             c.execute("ROLLBACK")
             raise
         c.execute("COMMIT")
+
+    def _check_objects(self) -> None:
+        """Only the project's own tables and indexes: a handed DB's trigger (one that empties ``scores`` on
+        insert) or view (a ``scores`` that forges values) would act on every later read or write."""
+        own = {("table", "runs"), ("table", "steps"), ("table", "scores"), ("index", "runs_by_hash"),
+               ("table", "sqlite_sequence")}
+        for kind, name, table in self.conn.execute("SELECT type, name, tbl_name FROM sqlite_master"):
+            auto = kind == "index" and name.startswith("sqlite_autoindex_") and table in ("runs", "steps", "scores")
+            if (kind, name) not in own and not auto and not name.startswith("sqlite_stat"):
+                from corpora.base.boundary import printable
+                raise UserError(f"the results DB holds a{'n' if kind == 'index' else ''} {kind} {printable(name)[:60]!r} that gendergap never "
+                                "creates: refusing to open it", path=self.path,
+                                fix=f"export the rows (sqlite3 {self.path} .dump > rows.sql), delete the CREATE "
+                                    f"{kind.upper()} statement from rows.sql, load it into a new DB (sqlite3 NEW.db "
+                                    "< rows.sql) and pass --db NEW.db")
 
     def _check_version(self) -> None:
         version = self.conn.execute("PRAGMA user_version").fetchone()[0]

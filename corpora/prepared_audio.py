@@ -12,8 +12,10 @@ a corpus (Common Voice fr is ~20 GB) on each re-run, and a re-run must be a no-o
 ``stat`` per file. A source rewritten in place gets a new mtime, hence a new key: it is redone.
 
 Resumable: each file is written to a temp name beside it and ``os.replace``d, so a killed run
-leaves only whole files; the next run skips those (the file's existence is the truth) and
-redoes the rest. ``index.tsv`` (the cache's library: key -> file, frames, source identity) is
+leaves only whole files; the next run skips those and redoes the rest. An entry is used only when
+it verifies (the cache is handed data like any other): a regular file, not a symlink, with the size,
+mtime and header frames its index row recorded at write time, or, unindexed, one that decodes whole;
+anything else is rebuilt, and frame counts are read from the file, never taken from the index. ``index.tsv`` (the cache's library: key -> file, frames, source identity) is
 merged under a lock at the end of each run; files a killed run wrote but did not index are
 found by name and indexed from their headers.
 
@@ -33,6 +35,7 @@ import io
 import json
 import os
 import re
+import stat
 import tempfile
 import time
 from collections import Counter
@@ -50,7 +53,9 @@ from corpora.base.errors import UserError
 
 VERSION = 1   # bump when what is written for the same key changes (resampler, dither, layout)
 FORMATS = {"flac": ("FLAC", ".flac"), "wav": ("WAV", ".wav")}
-INDEX_COLUMNS = ("key", "file", "frames", "sample_rate", "source", "size", "mtime_ns", "start", "source_frames")
+# file_size / file_mtime_ns: the prepared copy as written (an entry is used only while they match)
+INDEX_COLUMNS = ("key", "file", "frames", "sample_rate", "source", "size", "mtime_ns", "start", "source_frames",
+                 "file_size", "file_mtime_ns")
 DEFAULT_DIR = Path("runs") / "prepared-audio"   # beside the feature store's runs/features
 _STALE_TEMP_S = 600   # a temp file this old belongs to a killed run, not to a concurrent writer
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -257,14 +262,13 @@ class AudioCache:
         todo, found = [], {}
         for s in sources:
             path = self.file_for(s, keys[s])
-            if not path.is_file():
-                todo.append(s)
-            elif keys[s] in index:
-                done[s] = Prepared(str(path), int(index[keys[s]]["frames"]))
-            else:   # written by a run killed before it updated the index
-                found[s] = path
-        for s, path in found.items():
-            done[s] = Prepared(str(path), int(read_header(str(path)).frames))
+            frames, indexed = self._verified(path, index.get(keys[s]))
+            if frames is None:
+                todo.append(s)      # absent, or failed its check: rebuilt
+            else:
+                done[s] = Prepared(str(path), frames)
+                if not indexed:     # written by a run killed before it updated the index, or re-checked
+                    found[s] = path
         fmt = FORMATS[self.target.fmt][0]
 
         def one(s: Source) -> Prepared:
@@ -287,6 +291,30 @@ class AudioCache:
             self._merge_index({**{s: done[s] for s in found}, **new}, keys, stats)
         done.update(new)
         return done
+
+    def _verified(self, path: Path, rec: dict | None) -> tuple[int | None, bool]:
+        """(frames, indexed) of a cached copy that verifies, else (None, False): the cache is handed data
+        too. A symlink (to another speaker's copy) or special file never verifies; an indexed copy must
+        have its recorded size and mtime and header frames; any other is decoded whole (a truncated
+        FLAC's header still says its full length). Frames always come from the file, not the index."""
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None, False
+        if not stat.S_ISREG(st.st_mode):
+            return None, False
+        try:
+            info = sf.info(str(path))
+        except (sf.LibsndfileError, RuntimeError, OSError):
+            return None, False
+        if (int(info.samplerate), int(info.channels)) != (int(self.target.sample_rate), 1):
+            return None, False
+        frames = int(info.frames)
+        rec = rec or {}
+        if [rec.get("frames"), rec.get("file_size"), rec.get("file_mtime_ns")] == \
+                [str(frames), str(st.st_size), str(st.st_mtime_ns)]:
+            return frames, True
+        return (frames if _decodes_whole(path, frames) else None), False
 
     # ----------------------------------------------------------------------- index.tsv
 
@@ -311,9 +339,28 @@ class AudioCache:
                 rows[keys[s]] = {"key": keys[s], "file": os.path.relpath(p.path, self.root), "frames": p.frames,
                                  "sample_rate": self.target.sample_rate, "source": s.path,
                                  "size": stats[s].st_size, "mtime_ns": stats[s].st_mtime_ns, "start": s.start,
-                                 "source_frames": "" if s.frames is None else s.frames}
+                                 "source_frames": "" if s.frames is None else s.frames,
+                                 **_written(p.path)}
             with atomic_open(self.index_path) as f:   # text mode, newline="": csv's own line ends
                 w = csv.DictWriter(f, fieldnames=INDEX_COLUMNS, delimiter="\t", lineterminator="\n")
                 w.writeheader()
                 for k in sorted(rows):
                     w.writerow({c: rows[k].get(c, "") for c in INDEX_COLUMNS})
+
+
+def _written(path: str) -> dict:
+    """What a prepared copy's index row records of the file itself, to verify it on reuse."""
+    st = os.lstat(path)
+    return {"file_size": st.st_size, "file_mtime_ns": st.st_mtime_ns}
+
+
+def _decodes_whole(path: Path, frames: int) -> bool:
+    """True when the file decodes to exactly ``frames`` frames (read in blocks, not held in memory)."""
+    n = 0
+    try:
+        with sf.SoundFile(str(path)) as f:
+            for block in f.blocks(blocksize=1 << 16, dtype="int16"):
+                n += len(block)
+    except (sf.LibsndfileError, RuntimeError, OSError):
+        return False
+    return n == frames > 0

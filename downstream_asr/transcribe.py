@@ -268,16 +268,18 @@ class HFModel(Transcriber):
         auto = AutoModelForCTC if kind == "hf-ctc" else AutoModelForSpeechSeq2Seq
         try:
             self.processor = AutoProcessor.from_pretrained(str(folder), **HF_LOCAL)
+            fe = getattr(self.processor, "feature_extractor", self.processor)
+            # checked before the model loads: a rate of 0 divides by zero, an absurd one allocates GBs
+            cfg = next((folder / n for n in ("preprocessor_config.json", "processor_config.json")
+                        if (folder / n).is_file()), folder)
+            rate = finite(getattr(fe, "sampling_rate", 16000), "sampling_rate", lo=1000, hi=384000, path=cfg)
             self.model = auto.from_pretrained(str(folder), **HF_LOCAL).to(device).eval()
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise UserError(f"transformers cannot load this folder ({type(e).__name__}: "
                             f"{str(e).splitlines()[0][:160]})", path=folder,
                             fix="save the model with save_pretrained and its processor beside it") from None
-        fe = getattr(self.processor, "feature_extractor", self.processor)
         self.language, self.task, self.max_new_tokens = language, task, max_new_tokens
         self.model_type = self.model.config.model_type
-        rate = finite(getattr(fe, "sampling_rate", 16000), "the processor's sampling_rate", lo=1000, hi=384000,
-                      path=folder / "preprocessor_config.json")
         super().__init__(kind, folder.name, int(rate), device, precision,
                          {"model_type": self.model_type, "language": language, "task": task})
 

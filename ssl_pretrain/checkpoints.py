@@ -47,8 +47,9 @@ def is_fbank(name) -> bool:
 
 
 def check_hf_folder(path: Path, trust: bool = False) -> dict:
-    """A transformers wav2vec2 folder: config.json (model_type wav2vec2) + weights. When transformers
-    would read a ``pytorch_model.bin`` (a pickle), that file is read with the safe loader first."""
+    """A transformers wav2vec2 folder: config.json (model_type wav2vec2) + weights, checked by
+    ssl_pretrain.safe_load.check_model_folder before transformers reads it (it unpickles a
+    ``pytorch_model.bin`` or the shards its index names; it runs an ``auto_map``'s code)."""
     cfg_path = path / "config.json"
     if not cfg_path.is_file():
         raise UserError("no config.json in the model folder", path=path,
@@ -61,23 +62,12 @@ def check_hf_folder(path: Path, trust: bool = False) -> dict:
     if cfg.get("model_type") not in ("wav2vec2",):
         raise UserError(f"model_type is {cfg.get('model_type')!r}, not 'wav2vec2'", path=cfg_path,
                         fix="give a wav2vec 2.0 model folder")
+    from ssl_pretrain.safe_load import check_model_folder
+    check_model_folder(path, trust=trust)   # custom code, symlinked folders, every pickle (index shards too)
     if not any((path / w).is_file() for w in HF_WEIGHTS):
         raise UserError("no weights (model.safetensors / pytorch_model.bin) in the model folder", path=path,
                         fix="download the whole model folder")
-    pickled = path / "pytorch_model.bin"
-    if not trust and pickled.is_file() and not any((path / w).is_file() for w in HF_WEIGHTS if w != pickled.name):
-        st = pickled.stat()
-        _check_pickled_weights(str(pickled), st.st_size, st.st_mtime_ns)
     return cfg
-
-
-@functools.lru_cache(maxsize=64)
-def _check_pickled_weights(path: str, size: int, mtime_ns: int) -> None:
-    """transformers unpickles pytorch_model.bin (fully, if TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD is set in the
-    environment): refuse a crafted one here, once per file version, before any command loads it."""
-    del size, mtime_ns  # part of the cache key only
-    from ssl_pretrain.safe_load import load_torch_file
-    load_torch_file(path, what="transformers weights file", mmap=True)
 
 
 def name_for_path(path: Path) -> str:
@@ -221,10 +211,12 @@ class CheckpointRef:
         from ssl_pretrain.features import FrozenSSL
         if self.kind == "hf":
             from transformers import Wav2Vec2Model
-            model = Wav2Vec2Model.from_pretrained(str(self.path))
+            from corpora.base.boundary import HF_LOCAL, finite
+            model = Wav2Vec2Model.from_pretrained(str(self.path), **HF_LOCAL)
             pre = self.path / "preprocessor_config.json"
             meta = json.loads(pre.read_text()) if pre.is_file() else {}
-            normalize, rate = bool(meta.get("do_normalize", False)), int(meta.get("sampling_rate", 16000))
+            rate = finite(meta.get("sampling_rate", 16000), "sampling_rate", lo=1000, hi=384000, path=pre)
+            normalize, rate = bool(meta.get("do_normalize", False)), int(rate)
         else:
             from ssl_pretrain.convert import fairseq_to_transformers
             model, info = fairseq_to_transformers(self.fairseq_state(), self.path)

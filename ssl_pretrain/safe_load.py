@@ -23,6 +23,7 @@ Reading one runs no code at all.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import pickle
@@ -80,6 +81,49 @@ def check_before_fairseq(paths, *, trust: bool = False) -> None:
     for path in paths:
         if Path(path).is_file():
             load_torch_file(path, what="checkpoint fairseq would load", mmap=True)
+
+
+PICKLE_SUFFIXES = (".bin", ".pt", ".ckpt", ".pth")
+
+
+def check_model_folder(folder: str | os.PathLike, *, trust: bool = False) -> None:
+    """A model folder checked before transformers or SpeechBrain opens it: no custom code (even with
+    ``trust``: that flag opts in to unpickling, never to running a folder's .py), no symlinked directory,
+    and every pickle it holds read with the allowlist loader -- by suffix, and every shard a weights
+    index (``*.index.json``) names, whatever its suffix (transformers unpickles what the index says)."""
+    from corpora.base.boundary import folder_files, no_custom_code
+    folder = Path(folder)
+    no_custom_code(folder)
+    files = folder_files(folder)
+    if trust:
+        return
+    pickles = {p for p in files if p.suffix in PICKLE_SUFFIXES}
+    for idx in (p for p in files if p.name.endswith(".index.json")):
+        pickles |= {s for s in _index_shards(idx) if s.suffix != ".safetensors"}
+    for p in sorted(pickles):
+        st = p.stat()
+        _check_pickle_once(str(p), st.st_size, st.st_mtime_ns)
+
+
+def _index_shards(index: Path) -> list[Path]:
+    """The shard files a transformers weights index names, each resolved inside its folder, regular."""
+    from corpora.base.boundary import MAX_CONFIG_BYTES, inside, regular_file
+    regular_file(index, "weights index", max_bytes=MAX_CONFIG_BYTES)
+    try:
+        wmap = json.loads(index.read_text(encoding="utf-8")).get("weight_map")
+    except (ValueError, UnicodeDecodeError, AttributeError):
+        wmap = None
+    if not isinstance(wmap, dict):
+        raise UserError("the weights index has no weight_map object", path=index, fix="copy the model folder again")
+    shards = [inside(index.parent, s, "weights shard", source=index) for s in sorted(set(map(str, wmap.values())))]
+    return [regular_file(s, "weights shard") for s in shards]
+
+
+@functools.lru_cache(maxsize=256)
+def _check_pickle_once(path: str, size: int, mtime_ns: int) -> None:
+    """load_torch_file once per file version (a folder is checked by every command that resolves it)."""
+    del size, mtime_ns  # part of the cache key only
+    load_torch_file(path, what="model file", mmap=True)
 
 
 def unsafe_classes(path: str | os.PathLike) -> list[str]:

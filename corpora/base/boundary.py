@@ -15,12 +15,16 @@ What crosses, and the one function that checks it:
   a rename would silently replace or a write would block on; ``output_dir`` anything but a folder;
 - a **number** from a handed file or flag: ``finite`` (no NaN, no infinity, within bounds);
 - a **string printed** from a handed file: ``printable`` escapes control and bidi characters, so a
-  name cannot clear the screen or forge a line of output.
+  name cannot clear the screen or forge a line of output;
+- a **model folder**: ``no_custom_code`` refuses a config naming code the folder ships (``auto_map``),
+  ``folder_files`` lists its files and refuses a symlinked directory in it, and every transformers
+  loader takes ``**HF_LOCAL`` (never remote code, never the network, so no prompt can read stdin).
 
 Every error is a UserError: one line naming the file, what is wrong and what to do.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 import stat
@@ -137,3 +141,51 @@ def is_special(path) -> bool:
     except OSError:
         return False
     return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
+# every transformers from_pretrained: remote code off explicitly (a None lets transformers ask on the
+# terminal, and a yes runs the folder's .py), and local files only (gendergap never downloads)
+HF_LOCAL = {"trust_remote_code": False, "local_files_only": True}
+# the JSON files through which transformers' Auto* classes find custom code (their "auto_map")
+HF_CONFIGS = ("config.json", "preprocessor_config.json", "processor_config.json", "feature_extractor_config.json",
+              "tokenizer_config.json", "generation_config.json")
+MAX_CONFIG_BYTES = 16 << 20
+
+
+def no_custom_code(folder) -> None:
+    """Refuse a transformers folder whose configs name code it ships (``auto_map``, ``custom_pipelines``):
+    gendergap runs only architectures the installed transformers has, so such a folder is one line."""
+    for name in HF_CONFIGS:
+        p = Path(folder) / name
+        if not os.path.lexists(p):
+            continue
+        regular_file(p, name, max_bytes=MAX_CONFIG_BYTES)
+        try:
+            cfg = json.loads(p.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as e:
+            raise UserError(f"{name} is not valid JSON ({str(e)[:100]})", path=p,
+                            fix="copy the model folder again") from None
+        # top level, or one level down (a processor_config.json nests its feature extractor's config)
+        levels = [cfg, *cfg.values()] if isinstance(cfg, dict) else []
+        found = [k for d in levels if isinstance(d, dict) for k in ("auto_map", "custom_pipelines") if k in d]
+        if found:
+            raise UserError(f"{name} names custom code ({found[0]}): loading it would run Python files from the folder",
+                            path=p, fix="gendergap never runs a model folder's code: use a model whose architecture "
+                                        "transformers ships (its config without auto_map)")
+
+
+def folder_files(folder) -> list[Path]:
+    """Every file under a handed folder, sorted; a symlinked directory inside it is refused (a walk that
+    does not enter it would leave its files unchecked, and the loader that does would read them), and
+    so is a special file."""
+    out = []
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        for d in dirs:
+            if os.path.islink(os.path.join(root, d)):
+                raise UserError("the folder holds a symlinked directory", path=Path(root) / d,
+                                fix="copy the files in place of the link (cp -rL)")
+        out += [Path(root) / f for f in files]
+    for f in out:
+        if is_special(f):   # a FIFO named like a vocabulary would block whichever library opens it
+            raise UserError("the folder holds a FIFO, device or socket", path=f, fix="give a regular file there")
+    return sorted(out)
