@@ -4,20 +4,19 @@ and out-of-range numbers), each run through the real command line.
 
 Every case must be refused by corpora.base.boundary's layer: exit 2, exactly one line on stderr
 holding the expected words, no marker file, nothing written outside the case's output folder, and
-no hang (a subprocess timeout). A new command or input field joins the suite by one CASES entry."""
+no hang (a per-case timeout). Each case runs the CLI in-process, as a fresh process would show it
+(tests/cli_helpers.run_fresh). A new command or input field joins the suite by one CASES entry."""
 from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+from cli_helpers import run_fresh  # noqa: E402
 
 CONFIG = """name: {study}
 corpus: {{synth: tiny}}
@@ -128,19 +127,19 @@ def _files(root: Path) -> dict[str, float]:
             if p.is_file() and not p.is_symlink()}
 
 
+@pytest.mark.timeout(60)
 @pytest.mark.parametrize("argv,setup,expected", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_hostile_input_is_refused_in_one_line(tmp_path, argv, setup, expected):
+def test_hostile_input_is_refused_in_one_line(tmp_path, capfd, monkeypatch, argv, setup, expected):
     case, out = tmp_path / "case", tmp_path / "out"
     case.mkdir()
     setup(case)
     (tmp_path / "victim.txt").write_text("the user's file\n")
     before = _files(tmp_path)
     args = [a.format(tmp=case, out=out) for a in argv]
-    p = subprocess.run([sys.executable, "-m", "gendergap.cli", "-q", *args], cwd=REPO, env=ENV,
-                       capture_output=True, text=True, timeout=60)
-    lines = p.stderr.splitlines()
-    assert p.returncode == 2, p.stderr[-2000:]
-    assert len(lines) == 1 and lines[0].startswith("gendergap: error: "), p.stderr[-2000:]
+    monkeypatch.chdir(tmp_path)             # a write relative to the working folder is caught below too
+    rc, _, lines = run_fresh(capfd, "-q", *args)
+    assert rc == 2, lines[-20:]
+    assert len(lines) == 1 and lines[0].startswith("gendergap: error: "), lines[-20:]
     assert expected in lines[0], lines[0]
     assert (tmp_path / "victim.txt").read_text() == "the user's file\n"
     after = {k: v for k, v in _files(tmp_path).items() if not k.startswith("out/")}

@@ -1,7 +1,9 @@
 """Hostile model folders (issue 37): a transformers folder is data. Custom code (``auto_map``) is never
 run and no prompt ever reads stdin; a pickle reached through a weights index under any suffix, or
 behind a symlinked directory, is checked first; a bad sampling rate or vocabulary is one line. Each case
-is a real tiny Wav2Vec2ForCTC folder, tampered, run through the real CLI in a subprocess."""
+is a real tiny Wav2Vec2ForCTC folder, tampered, run through the real CLI in-process as a fresh process would
+show it (tests/cli_helpers.run_fresh), with an empty stdin and with one answering "y"; each custom-code class
+also runs once in a real subprocess whose stdin answers "y", so a prompt reading fd 0 directly is caught too."""
 from __future__ import annotations
 
 import json
@@ -15,7 +17,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cli_helpers import run_fresh  # noqa: E402
+
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 CUSTOM = "import pathlib\npathlib.Path({marker!r}).touch()\n"   # what a folder's own .py would do
 
@@ -134,40 +138,63 @@ CASES = [
     (rate(-16000), "sampling_rate -16000 is outside", [TRANSCRIBE]),
     (rate(1e12), "sampling_rate 1000000000000.0 is outside", [TRANSCRIBE]),
 ]
-PARAMS = [pytest.param(t, says, cmd, stdin, id=f"{t.__name__}-{cmd[1]}-{'y' if stdin else 'devnull'}")
+PARAMS = [pytest.param(t, says, cmd, stdin, id=f"{t.__name__}-{cmd[1]}-{'y' if stdin else 'empty'}")
           for t, says, cmds in CASES for cmd in cmds
-          for stdin in ([None, "y\n"] if "custom code" in says else [None])]
+          for stdin in (["", "y\n"] if "custom code" in says else [""])]
+CUSTOM_CODE = [pytest.param(t, says, id=t.__name__) for t, says, _ in CASES if "custom code" in says]
 
 
 def _listing(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*")}
 
 
-@pytest.mark.parametrize("tamper,says,command,stdin", PARAMS)
-def test_a_hostile_model_folder_is_one_line(good, tmp_path, tamper, says, command, stdin):
-    model, out, marker = tmp_path / "model", tmp_path / "out", tmp_path / "MARKER"
-    shutil.copytree(good / "model", model)
+def _tampered(good: Path, tmp_path: Path, tamper) -> Path:
+    """A copy of the good folder at tmp_path/model, tampered (a payload would touch tmp_path/MARKER)."""
+    shutil.copytree(good / "model", tmp_path / "model")
     shutil.copy(good / "vocab.json", tmp_path / "vocab.json")
-    tamper(model, marker)
-    before = _listing(tmp_path)
-    argv = [a.format(model=model, table=good / "table.tsv", out=out) for a in command]
-    kw = {"input": stdin} if stdin else {"stdin": subprocess.DEVNULL}
-    env = {**ENV, "GENDERGAP_CHECKPOINTS": str(out / "ckpts.json")}
-    p = subprocess.run([sys.executable, "-m", "gendergap.cli", "-q", *argv], cwd=tmp_path, env=env,
-                       capture_output=True, text=True, timeout=90, **kw)
-    err = p.stderr.strip().splitlines()
-    assert p.returncode == 2 and len(err) == 1, p.stderr[-3000:]
+    tamper(tmp_path / "model", tmp_path / "MARKER")
+    return tmp_path / "model"
+
+
+def _argv(command, model: Path, good: Path, out: Path) -> list[str]:
+    return [a.format(model=model, table=good / "table.tsv", out=out) for a in command]
+
+
+def _assert_refused(tmp_path: Path, before: set[str], rc: int, err: list[str], says: str) -> None:
+    assert rc == 2 and len(err) == 1, err[-40:]
     assert says in err[0], err[0]
-    assert not marker.exists()                                  # no payload ran
+    assert not (tmp_path / "MARKER").exists()                   # no payload ran
     after = {f for f in _listing(tmp_path) - before if not f.startswith("out")}
     assert not after, after                                     # nothing written outside --out
 
 
-def test_the_untampered_folder_transcribes(good, tmp_path):
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("tamper,says,command,stdin", PARAMS)
+def test_a_hostile_model_folder_is_one_line(good, tmp_path, capfd, monkeypatch, tamper, says, command, stdin):
+    model, out = _tampered(good, tmp_path, tamper), tmp_path / "out"
+    before = _listing(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GENDERGAP_CHECKPOINTS", str(out / "ckpts.json"))
+    rc, _, err = run_fresh(capfd, "-q", *_argv(command, model, good, out), stdin=stdin)
+    _assert_refused(tmp_path, before, rc, err, says)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("tamper,says", CUSTOM_CODE)
+def test_custom_code_is_refused_in_a_real_process_whose_stdin_says_yes(good, tmp_path, tamper, says):
+    # a prompt reading fd 0 itself (not sys.stdin) would get "y" here: the refusal must come first
+    model, out = _tampered(good, tmp_path, tamper), tmp_path / "out"
+    before = _listing(tmp_path)
+    env = {**ENV, "GENDERGAP_CHECKPOINTS": str(out / "ckpts.json")}
+    p = subprocess.run([sys.executable, "-m", "gendergap.cli", "-q", *_argv(TRANSCRIBE, model, good, out)],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=90, input="y\n")
+    _assert_refused(tmp_path, before, p.returncode, p.stderr.strip().splitlines(), says)
+
+
+@pytest.mark.timeout(60)
+def test_the_untampered_folder_transcribes(good, tmp_path, capfd, monkeypatch):
     # the refusals above come from the tampering, not from the folder
-    p = subprocess.run([sys.executable, "-m", "gendergap.cli", "-q",
-                        *[a.format(model=good / "model", table=good / "table.tsv", out=tmp_path / "out")
-                          for a in TRANSCRIBE]], cwd=tmp_path, env=ENV, capture_output=True, text=True,
-                       timeout=90, stdin=subprocess.DEVNULL)
-    assert p.returncode == 0, p.stderr[-3000:]
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = run_fresh(capfd, "-q", *_argv(TRANSCRIBE, good / "model", good, tmp_path / "out"))
+    assert rc == 0, err[-40:]
     assert (tmp_path / "out").is_dir()

@@ -1,12 +1,11 @@
 """Hostile stores (issue 37): a results DB handed with --db and a prepared-audio cache left on disk are
-data, not trusted by existence. Real SQLite and real FLAC files, real CLI processes; no mocks."""
+data, not trusted by existence. Real SQLite and real FLAC files, the real CLI run in-process as a fresh
+process would show it (tests/cli_helpers.run_fresh); no mocks."""
 from __future__ import annotations
 
 import csv
 import hashlib
-import os
 import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,10 +13,9 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from scoring_data import make_corpus, write_inputs
-
-REPO = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cli_helpers import run_fresh  # noqa: E402
+from scoring_data import make_corpus, write_inputs  # noqa: E402
 
 # ----------------------------------------------------------------------------------------- results DBs
 
@@ -52,28 +50,29 @@ def _files(root: Path) -> dict[str, str]:
 
 @pytest.mark.parametrize("command", sorted(DB_COMMANDS))
 @pytest.mark.parametrize("case,sql,kind", DB_CASES, ids=[c[0] for c in DB_CASES])
-def test_a_crafted_results_db_is_refused_in_one_line(tmp_path, case, sql, kind, command):
+@pytest.mark.timeout(60)
+def test_a_crafted_results_db_is_refused_in_one_line(tmp_path, capfd, monkeypatch, case, sql, kind, command):
     write_inputs(tmp_path, *make_corpus(n_utts=16, n_speakers=4, seed=1))
     db = tmp_path / "crafted.db"
     _genuine_db(db)
     with sqlite3.connect(db) as c:
         c.executescript(sql)
     before = _files(tmp_path)
-    p = subprocess.run([sys.executable, "-m", "gendergap.cli", "-q", *map(str, DB_COMMANDS[command](tmp_path, db))],
-                       cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-    err = p.stderr.strip().splitlines()
-    assert p.returncode == 2 and len(err) == 1, p.stderr[-2000:]
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = run_fresh(capfd, "-q", *DB_COMMANDS[command](tmp_path, db))
+    assert rc == 2 and len(err) == 1, err[-40:]
     assert f"holds a{'n' if kind == 'index' else ''} {kind}" in err[0] and ".dump" in err[0], err[0]
     assert _files(tmp_path) == before      # the DB untouched (no trigger fired), nothing else written
 
 
-def test_the_genuine_db_still_opens(tmp_path):
+@pytest.mark.timeout(60)
+def test_the_genuine_db_still_opens(tmp_path, capfd, monkeypatch):
     # the refusal above must come from the crafted object, not from any DB
     db = tmp_path / "ok.db"
     _genuine_db(db)
-    p = subprocess.run([sys.executable, "-m", "gendergap.cli", "trace", "--db", str(db), "--run", "1", "--json"],
-                       cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-    assert p.returncode == 0, p.stderr[-2000:]
+    monkeypatch.chdir(tmp_path)
+    rc, _, err = run_fresh(capfd, "trace", "--db", db, "--run", 1, "--json")
+    assert rc == 0, err[-40:]
 
 
 # ------------------------------------------------------------------------------- prepared-audio cache
