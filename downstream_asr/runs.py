@@ -58,7 +58,8 @@ def decode_trained(recipe: str, ref, summary: dict, *, out: str, test: str, over
     meta = _decoder(recipe)(Path(out), test, Path(test).stem, data_root, trust=ref.trusted)
     config = {"recipe": recipe, **({"layer": layer} if recipe == "frozen" else {}), "model": str(Path(out).resolve()),
               "overrides": overrides, "optimizer_step": summary["optimizer_step"], "ssl": ref.describe(),
-              "runtime": meta["runtime"], **{k: summary[k] for k in ("world_size", "grad_accum", "global_batch_seconds")}}
+              "runtime": meta["runtime"], "batching": meta.get("batching"),
+              **{k: summary[k] for k in ("world_size", "grad_accum", "global_batch_seconds")}}
     return meta, config
 
 
@@ -79,7 +80,7 @@ def decode_model(model: str, test: str, *, name: str, data_root: str | None = No
         run_opts = {"device": device, "precision": precision, "eval_precision": precision}
     meta = _decoder(run["kind"])(model, test, name, data_root, run_opts=run_opts, trust=trust)
     config = {"recipe": run["kind"], "model": str(Path(model).resolve()), "overrides": run.get("overrides", {}),
-              "ssl": run["ssl"], "runtime": meta["runtime"]}
+              "ssl": run["ssl"], "runtime": meta["runtime"], "batching": meta.get("batching")}
     return meta, run, config
 
 

@@ -547,7 +547,8 @@ def result_config(m: Transcriber, meta: dict, *, model: str, batch_seconds: floa
     """What a result row of a transcribed table keeps: the model, how it ran, which rows."""
     from corpora.table import table_source
     return {"recipe": f"transcribe:{m.kind}", "model": str(Path(model).resolve()), "released": m.describe(),
-            "runtime": meta["runtime"], "batch_seconds": batch_seconds, "table": table_source(table), "split": split,
+            "runtime": meta["runtime"], "batch_seconds": batch_seconds, "batching": meta.get("batching"),
+            "table": table_source(table), "split": split,
             "corpus": corpus}
 
 
