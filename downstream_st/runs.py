@@ -94,6 +94,15 @@ def decode_store(feature_store: str | None, meta: dict, model: str, out: str) ->
     return str(Path(out).resolve().with_name(Path(out).name + ".work") / "features")
 
 
+def _check_before_decoding(model: str, meta: dict, trust: bool) -> None:
+    """The run dir's decoding flags and averaged checkpoint, refused in one line before features
+    are extracted (decode_st checks them again where it uses them)."""
+    from downstream_st.presets import check_flags
+    from ssl_pretrain.safe_load import check_before_fairseq
+    check_flags("decode", dict(meta["preset"].get("decode", {})), source=Path(model) / "st.json", trust=trust)
+    check_before_fairseq([p for p in [Path(meta["checkpoint"])] if p.is_file()], trust=trust)
+
+
 def decode_model(*, model: str, test: str, out: str, test_split: str | None = None, corpus: str | None = None,
                  beam: int | None = None, feature_store: str | None = None, features_index: str | None = None,
                  device: str | None = None, precision: str | None = None, registry: str | None = None,
@@ -110,8 +119,10 @@ def decode_model(*, model: str, test: str, out: str, test_split: str | None = No
     from ssl_pretrain.device import device_and_precision, runtime_info
 
     meta = read_model_meta(model)
-    # the handed run dir's data config may name files anywhere: checked before features are extracted
+    # what a handed run dir names is checked before any work: its data config's files, its decoding
+    # flags (an allowlist) and the checkpoint fairseq-generate will load (the safe loader)
     data_config_files(Path(model) / "data" / "config.yaml")
+    _check_before_decoding(model, meta, trust)
     device, precision = device_and_precision(device or meta["preset"]["device"],
                                              precision or meta["preset"]["precision"])
     meta["preset"] = on_device(meta["preset"], device, precision)

@@ -103,6 +103,9 @@ def output_file(path, what: str = "output") -> Path:
         return p
     except OSError as e:
         raise UserError(f"cannot use the {what} ({e.strerror})", path=p, fix="give another path") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise UserError(f"the {what}: this is a directory, not a file name", path=p,
+                        fix="give a file path inside it, e.g. DIR/result.json")
     if not stat.S_ISREG(st.st_mode):
         raise UserError(f"the {what} exists and is not a regular file", path=p,
                         fix="give a new file path (it is written to a temporary file, then renamed)")
