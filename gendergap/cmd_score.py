@@ -73,7 +73,7 @@ def _add_metric_leaves(sub) -> None:
         q.add_argument("--level", type=float, default=0.95, help="CI level (default: 0.95)")
         q.add_argument("--json", type=out_file("--json"), metavar="OUT", default=None, help="write the full result here (JSON)")
         q.add_argument("--db", default=None, help="also store the rows in this results DB (e.g. runs/results.db)")
-        q.add_argument("--checkpoint", default=None, type=path_name("--checkpoint"), help="model/checkpoint name for --db")
+        q.add_argument("--checkpoint", default=None, type=path_name("checkpoint name"), help="model/checkpoint name for --db")
         q.add_argument("--task", default=None, type=path_name("--task"), help=f"task name for --db (default: {name})")
         q.add_argument("--lang-pair", default="", help="language pair for --db, e.g. fr-en")
         q.add_argument("--subset", default="test", type=path_name("--subset"), help="subset name for --db (default: test)")

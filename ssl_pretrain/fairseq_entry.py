@@ -20,6 +20,7 @@ the parent's ``__main__`` module (this one) again before it loads anything.
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 
 import torch
@@ -29,6 +30,12 @@ from ssl_pretrain.safe_load import SAFE_GLOBALS
 
 torch.serialization.add_safe_globals(SAFE_GLOBALS)
 fairseq_batch_invariance.install()
+# Importing fairseq's speech_to_text models for the patch configures the root logger as a side
+# effect (a DEBUG handler, Python's default format), and fairseq_cli's own logging.basicConfig is then
+# a no-op: its logs would lose their "| train | epoch 001 |" format and gain DEBUG lines. Undo it.
+for _handler in list(logging.getLogger().handlers):
+    logging.getLogger().removeHandler(_handler)
+logging.getLogger().setLevel(logging.WARNING)
 
 ENTRIES = ("fairseq_cli.train", "fairseq_cli.generate", "fairseq_cli.hydra_train")
 

@@ -54,7 +54,8 @@ def check_name(name, what: str = "name", *, path=None, line: int | None = None) 
     elif s in (".", ".."):
         problem = "is a relative directory"
     elif any(_bad_char(c) for c in s):
-        problem = "contains a control or bidi character"
+        bad = next(c for c in s if _bad_char(c))
+        problem = f"holds a control character '{printable(bad)}' (control or bidi characters are refused)"
     if problem:
         raise UserError(f"{what} '{printable(s)[:80]}' {problem}: it becomes a file or folder name", path=path,
                         line=line, fix="use letters, digits, '-', '_' and '.' (e.g. F-tiny)")
@@ -102,7 +103,7 @@ def output_file(path, what: str = "output") -> Path:
     except FileNotFoundError:
         return p
     except OSError as e:
-        raise UserError(f"cannot use the {what} ({e.strerror})", path=p, fix="give another path") from None
+        raise UserError(e.strerror or f"cannot use the {what}", path=p, fix=f"give another path for the {what}") from None
     if stat.S_ISDIR(st.st_mode):
         raise UserError(f"the {what}: this is a directory, not a file name", path=p,
                         fix="give a file path inside it, e.g. DIR/result.json")
