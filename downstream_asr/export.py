@@ -216,7 +216,7 @@ def load_export(folder: Path, device: str = "cpu"):
     from hyperpyyaml import load_hyperpyyaml
     from speechbrain.inference.ASR import EncoderASR
 
-    from downstream_asr.transcribe import check_pickles
+    from ssl_pretrain.safe_load import check_model_folder
     from ssl_pretrain.safe_load import load_torch_file
 
     fix = "export the run again with `gendergap asr export RUN --out DIR`"
@@ -231,7 +231,7 @@ def load_export(folder: Path, device: str = "cpu"):
         raise UserError("hyperparams.yaml is not the one `asr export` wrote (edited since?): gendergap does not "
                         "evaluate a folder's own HyperPyYAML", path=yaml_path,
                         fix=f"{fix}, or load it as a SpeechBrain folder with --trust-checkpoint")
-    check_pickles(folder, trust=False)
+    check_model_folder(folder, trust=False)
     hparams = load_hyperpyyaml(render_yaml({**values, "source_dir": str(folder.resolve())}, INVARIANT_LOBE))
     hparams["head"].load_state_dict(load_torch_file(folder / "head.ckpt", what="head checkpoint"))
     hparams["tokenizer"].load(str(folder / "label_encoder.txt"))

@@ -48,6 +48,10 @@ FIXED = {"finetune": ("ssl_folder", "output_folder", "ssl_dim", "n_chars"),
          "frozen": ("output_folder", "n_layers", "feat_dim", "n_chars")}
 
 
+# plain values that take one of a few words (the others are checked where they are used)
+CHOICES = {"ssl_layers": ("last", "all"), "select_by": ("CER", "WER", "loss")}
+
+
 class _PlainLoader(yaml.SafeLoader):
     """Reads the package's HyperPyYAML templates as plain YAML (tagged values become None) to
     list the keys that hold plain values."""
@@ -106,6 +110,10 @@ def check_overrides(overrides: dict, kind: str, path: Path | None = None, marks:
                                     path=path, line=(marks or {}).get(here), fix=f"e.g. {key}.{next(iter(template[key]))}=...")
                 walk(value, template[key], here)
     walk(overrides, known, ())
+    for key, allowed in CHOICES.items():   # one of a few words: refused here, so a sweep's dry run finds it
+        if key in known and key in overrides and overrides[key] not in allowed:
+            raise UserError(f"hyper-parameter '{key}' is {overrides[key]!r}", path=path,
+                            line=(marks or {}).get((key,)), fix=f"use one of: {', '.join(allowed)}")
     try:  # plain JSON values only (a recursive or odd value from a YAML file cannot reach SpeechBrain)
         json.dumps(overrides)
     except (TypeError, ValueError) as e:

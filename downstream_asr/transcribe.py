@@ -84,14 +84,6 @@ def _hf_kind(path: Path) -> str:
                         "whisper, speech_to_text, ...)")
 
 
-def check_pickles(folder: Path, trust: bool) -> None:
-    """The folder checked before any library opens it (ssl_pretrain.safe_load.check_model_folder): no
-    custom code, no symlinked directory, every pickle -- by suffix or named by a weights index -- read
-    with the allowlist loader unless ``trust``."""
-    from ssl_pretrain.safe_load import check_model_folder
-    check_model_folder(folder, trust=trust)
-
-
 @dataclass
 class Transcriber:
     """What every adapter offers. ``transcribe`` takes 1-D float32 waveforms at ``sample_rate``."""
@@ -260,7 +252,8 @@ class HFModel(Transcriber):
     def __init__(self, folder: Path, kind: str, device: str, precision: str, trust: bool, language: str | None,
                  task: str, max_new_tokens: int | None):
         from transformers import AutoModelForCTC, AutoModelForSpeechSeq2Seq, AutoProcessor
-        check_pickles(folder, trust)
+        from ssl_pretrain.safe_load import check_model_folder
+        check_model_folder(folder, trust=trust)   # custom code, symlinked folders, every pickle
         if not any((folder / v).is_file() for v in ("vocab.json", "tokenizer.json")):
             # else transformers builds a tokenizer from None and fails with a TypeError deep inside
             raise UserError("no tokenizer vocabulary (vocab.json or tokenizer.json) in the model folder", path=folder,
@@ -284,12 +277,18 @@ class HFModel(Transcriber):
                          {"model_type": self.model_type, "language": language, "task": task})
 
     @property
+    def one_at_a_time(self) -> bool:
+        """Whether utterances go to the model one per call: for every architecture whose padding is not
+        known to be neutral (not a wav2vec 2.0-layout CTC model, not Whisper)."""
+        return not ((self.kind == "hf-ctc" and self._encoder() is not None) or self.model_type == "whisper")
+
+    @property
     def batching(self) -> str:
-        if self.kind == "hf-ctc" and self._encoder() is not None:
+        if self.one_at_a_time:
+            return "one utterance per call (this architecture's padding is not known to be neutral)"
+        if self.kind == "hf-ctc":
             return "batched by length (batch-invariant: ssl_pretrain.invariant)"
-        if self.model_type == "whisper":
-            return "batched (every input padded to 30 s by Whisper's processor: the batch changes nothing)"
-        return "one utterance per call (this architecture's padding is not known to be neutral)"
+        return "batched (every input padded to 30 s by Whisper's processor: the batch changes nothing)"
 
     def _encoder(self):
         """The wav2vec 2.0-layout encoder of a CTC model (wav2vec2, hubert, wavlm, data2vec-audio, ...),
@@ -307,7 +306,7 @@ class HFModel(Transcriber):
         return {k: v.to(self.device) for k, v in inputs.items()}
 
     def transcribe(self, wavs: list) -> list[str]:
-        if "one utterance" in self.batching:
+        if self.one_at_a_time:
             return [self._generate_or_ctc([w])[0] for w in wavs]
         return self._generate_or_ctc(wavs)
 

@@ -59,10 +59,10 @@ def paths_of(run: Path, table: str, work: Path) -> dict[str, dict]:
 
 
 def main(study: str) -> int:
-    import pandas as pd
+    from corpora.table import read_table
     study = Path(study)
     table = str(study / "corpus" / "utterances.tsv")
-    df = pd.read_csv(table, sep="\t", dtype=str)
+    df = read_table(table)
     genders = dict(zip(df["id"], df["gender"]))
     ok = True
     with tempfile.TemporaryDirectory() as tmp:

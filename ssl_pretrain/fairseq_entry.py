@@ -20,7 +20,6 @@ the parent's ``__main__`` module (this one) again before it loads anything.
 from __future__ import annotations
 
 import importlib
-import logging
 import sys
 
 import torch
@@ -28,16 +27,16 @@ import torch
 from ssl_pretrain import fairseq_batch_invariance
 from ssl_pretrain.safe_load import SAFE_GLOBALS
 
-torch.serialization.add_safe_globals(SAFE_GLOBALS)
-fairseq_batch_invariance.install()
-# Importing fairseq's speech_to_text models for the patch configures the root logger as a side
-# effect (a DEBUG handler, Python's default format), and fairseq_cli's own logging.basicConfig is then
-# a no-op: its logs would lose their "| train | epoch 001 |" format and gain DEBUG lines. Undo it.
-for _handler in list(logging.getLogger().handlers):
-    logging.getLogger().removeHandler(_handler)
-logging.getLogger().setLevel(logging.WARNING)
-
 ENTRIES = ("fairseq_cli.train", "fairseq_cli.generate", "fairseq_cli.hydra_train")
+
+torch.serialization.add_safe_globals(SAFE_GLOBALS)
+# The fairseq command's own module is imported before the patch imports fairseq's models, as it is
+# when fairseq runs alone: fairseq_cli.train configures logging at import (its "| train | epoch 001 |"
+# lines), and importing fairseq's models first would configure it another way. A spawned rank gets the
+# parent's sys.argv, so it imports the same module here.
+if len(sys.argv) > 1 and sys.argv[1] in ENTRIES:
+    importlib.import_module(sys.argv[1])
+fairseq_batch_invariance.install()
 
 
 def main(argv: list[str]) -> None:

@@ -24,7 +24,7 @@ ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONDONTW
 
 # Loads the export with speechbrain + transformers only: the repo is off sys.path and importing any
 # gendergap package raises, so a hidden dependency would fail here.
-FRESH = r"""
+FRESH_ONE_BY_ONE = r"""
 import json, sys
 OURS = {"gendergap", "corpora", "manifests", "ssl_pretrain", "downstream_asr", "downstream_st", "analysis"}
 class Refuse:
@@ -44,7 +44,6 @@ words = [asr.transcribe_batch(torch.tensor(sf.read(w, dtype="float32")[0])[None]
 unk = asr.tokenizer.unk_label
 print(json.dumps({uid: " ".join(w.replace(unk, "").split()) for uid, w in zip(wavs, words)}))
 """
-FRESH_ONE_BY_ONE = FRESH
 
 
 def cli(*args, check=True, **kw) -> subprocess.CompletedProcess:
@@ -98,7 +97,7 @@ def test_export_loads_without_gendergap_and_transcribe_equals_decode(trained, tm
     # SpeechBrain alone, in a fresh process
     table = __import__("pandas").read_csv(trained["table"], sep="\t")
     wavs = dict(zip(table["id"][table["split"] == "test"], table["audio"][table["split"] == "test"]))
-    fresh = subprocess.run([sys.executable, "-I", "-c", FRESH, str(out), json.dumps(wavs), str(REPO)], env=ENV,
+    fresh = subprocess.run([sys.executable, "-I", "-c", FRESH_ONE_BY_ONE, str(out), json.dumps(wavs), str(REPO)], env=ENV,
                            capture_output=True, text=True, cwd=tmp_path)
     assert fresh.returncode == 0, fresh.stderr[-3000:]
     assert json.loads(fresh.stdout.splitlines()[-1]) == decoded
