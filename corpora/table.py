@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from corpora.base.atomic import atomic_open
+from corpora.base.boundary import finite, is_special, regular_file
 from corpora.base.errors import UserError
 from corpora.base.textfile import read_utf8
 
@@ -180,7 +181,6 @@ MAX_SECONDS = 1e6   # ~11.6 days: longer than any recording; 1e308 or inf would 
 def _check_seconds(df: pd.DataFrame, source) -> None:
     """Offsets and durations are finite seconds (boundary.finite): an infinite or 1e308 duration
     becomes an overflowing sample count or a read of the whole disk further on."""
-    from corpora.base.boundary import finite
     for col in ("offset", "duration"):
         num = pd.to_numeric(df[col]).astype(float)
         bad = ~num.between(-MAX_SECONDS, MAX_SECONDS)   # NaN is not between anything
@@ -290,7 +290,12 @@ def resolve_audio(df: pd.DataFrame, table_path) -> pd.Series:
                         line=_line_of_id(paths[0], first) if len(paths) == 1 else None, fix=PIPE_FIX)
     # Several tables were merged (read_tables), which made their paths absolute already.
     base = table_paths(table_path)[0].resolve().parent
-    return df["audio"].map(lambda a: a if os.path.isabs(a) else str(base / a))
+    audio = df["audio"].map(lambda a: a if os.path.isabs(a) else str(base / a))
+    # a FIFO or device as audio blocks the first read for ever (in a loader worker Ctrl-C cannot reach)
+    special = next((a for a in sorted(set(audio)) if is_special(a)), None)
+    if special is not None:
+        regular_file(special, "audio file", fix=f"the table {table_source(table_path)} must name audio files")
+    return audio
 
 
 def _line_of_id(table_path, uid: str) -> int | None:

@@ -312,7 +312,24 @@ def relocate_meta(meta: dict, model_dir: Path, path: Path) -> dict:
             raise UserError(f"{key} {meta[key]} changed since the model was trained (sha256 {sha[:12]} then, "
                             f"{file_sha256(Path(meta[key]))[:12]} now)", path=path,
                             fix="restore that file, or pass the test features with --features-index")
+    _check_named_files(meta, model_dir, path)
     return meta
+
+
+def _check_named_files(meta: dict, model_dir: Path, source: Path) -> None:
+    """The files st.json names outside its dir are read as data only (the checkpoint by its sha256,
+    the index by its recorded sha256); still, a FIFO or device there would block the read for ever
+    and a registry the size of a disk would be parsed: refused in one line naming st.json."""
+    from corpora.base.boundary import MAX_CONFIG_BYTES, is_special, regular_file
+    for key in ("registry", "feature_index", "ssl_checkpoint"):
+        value = meta.get(key)
+        if value is not None and not isinstance(value, str):
+            raise UserError(f"st.json's {key} is a {type(value).__name__}, not a path", path=source,
+                            fix="restore st.json as `gendergap st train` wrote it")
+        where = model_dir / value if value else None   # a relative path is the run dir's
+        if where and (key == "registry" and where.exists() or is_special(where)):
+            regular_file(where, f"{key} named by st.json", max_bytes=MAX_CONFIG_BYTES if key == "registry" else None,
+                         fix="restore st.json as `gendergap st train` wrote it (or pass --registry, --features-index)")
 
 
 def read_model_meta(model_dir: str | os.PathLike) -> dict:

@@ -13,6 +13,7 @@ import os
 import sys
 
 from corpora.base.errors import UserError
+from gendergap.options import refuse_special_paths
 
 # group -> one-line help; the order is the order of a study.
 GROUPS = {
@@ -78,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        refuse_special_paths(args)
         rc = args.func(args)
     except UserError as e:
         if args.debug:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from pathlib import Path
 
 from gendergap.options import options_of, out_file, path_name
 
@@ -125,6 +126,9 @@ def run_score(args) -> int:
     from analysis.score_file import score_hypotheses, store_score, write_result
     from analysis.score_runs import print_result
 
+    if args.db and Path(args.db).exists():   # a DB that will be refused is refused before the scoring work
+        from analysis.store import ResultsStore
+        ResultsStore(args.db, readonly=True).close()
     result = score_hypotheses(**options_of(score_hypotheses, args))
     print_result(result)
     if args.db:  # the DB first: a failing --db step leaves no JSON behind

@@ -20,6 +20,20 @@ def path_name(what: str):
     return check
 
 
+def refuse_special_paths(args) -> None:
+    """Every command-line value that names an existing FIFO, device or socket is refused, whatever
+    the option: no gendergap command reads or writes one, and opening a FIFO blocks for ever (an
+    input) or hands a rename target that is not a file (an output). One check for every command, so
+    a new option is covered without a word; the readers of handed files check the paths *they*
+    name themselves (corpora.base.boundary.regular_file)."""
+    from corpora.base.boundary import is_special, regular_file
+    for dest, value in sorted(vars(args).items()):
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(v, (str, os.PathLike)) and str(v) and is_special(v):
+                regular_file(v, f"{dest.replace('_', '-')} argument",
+                             fix="gendergap reads and writes regular files and folders only: give one")
+
+
 def out_file(what: str):
     """An argparse ``type=`` for an output FILE: boundary.output_file refuses a FIFO or device
     (`--out /dev/full`) before any work, rather than replacing it or blocking on it."""

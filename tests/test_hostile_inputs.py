@@ -61,14 +61,19 @@ def table(audio_fifo: bool = False, column: str | None = None, value: str | None
     return setup
 
 
-def st_run(vocab: str = "vocab.txt", vocab_fifo: bool = False):
-    """A finished-looking ST run dir whose data/config.yaml names ``vocab`` (a victim beside --out)."""
+def st_run(vocab: str = "vocab.txt", vocab_fifo: bool = False, **named):
+    """A finished-looking ST run dir whose data/config.yaml names ``vocab`` (a victim beside --out);
+    ``named``: st.json keys naming a file outside the run dir (made a FIFO there)."""
     def setup(tmp: Path) -> None:
         run = tmp / "run"
         (run / "data").mkdir(parents=True)
         (run / "checkpoint_avg.pt").write_bytes(b"not read: the data config is refused first")
         (run / "st.json").write_text(json.dumps({"status": "done", "src_lang": "fr", "tgt_lang": "en",
-                                                 "feature_dim": 8, "checkpoint": "checkpoint_avg.pt"}))
+                                                 "feature_dim": 8, "checkpoint": "checkpoint_avg.pt", **named}))
+        for value in named.values():
+            os.mkfifo(run / value)
+        if named:   # the data config whole, so only the named file is hostile
+            (run / "data" / vocab).write_text("a 1\n")
         (run / "data" / "config.yaml").write_text(
             f"vocab_filename: {vocab}\nbpe_tokenizer: {{bpe: sentencepiece, sentencepiece_model: spm.model}}\n")
         (run / "data" / "spm.model").write_bytes(b"x")
@@ -104,6 +109,8 @@ CASES = [
     # paths read from handed files
     ("st-vocab-traversal", DECODE, st_run(vocab="../../victim.txt"), "path separator"),
     ("st-vocab-fifo", DECODE, st_run(vocab_fifo=True), "not a regular file"),
+    ("st-json-registry-fifo", DECODE, st_run(registry="../reg.fifo"), "registry named by st.json"),
+    ("st-json-index-fifo", DECODE, st_run(feature_index="../index.fifo"), "feature_index named by st.json"),
     # special files
     ("merge-out-dev-full", ["corpus", "merge", "{tmp}/a.tsv", "--out", "/dev/full"], nothing, "not a regular file"),
     ("index-out-fifo", ["corpus", "index", "--kind", "generic", "--root", "{tmp}", "--out", "{tmp}/out.fifo"],
@@ -119,7 +126,42 @@ CASES = [
     ("table-duration-1e308", BUILD + ["--format", "speechbrain"], table(column="duration", value="1e308"),
      "duration 1e+308"),
     ("table-offset-inf", BUILD + ["--format", "speechbrain"], table(column="offset", value="inf"), "offset inf"),
+    ("transcribe-audio-fifo", ["asr", "transcribe", "--model", "{tmp}/model", "--table", "{tmp}/c/table.tsv",
+                               "--split", "train", "--out", "{out}"], table(audio_fifo=True), "not a regular file"),
+    # a FIFO given as any command's input or output (cli.main's one check: options.refuse_special_paths)
+    *[(f"fifo-arg-{'-'.join(a[:2])}", a, fifo("f.fifo"), "not a") for a in [
+        ["corpus", "stats", "{tmp}/f.fifo"],
+        ["corpus", "synth", "--out", "{tmp}/f.fifo"],
+        ["manifest", "stats", "{tmp}/f.fifo"],
+        ["pretrain", "run", "--preset", "tiny", "--manifest", "{tmp}/f.fifo", "--out", "{out}"],
+        ["pretrain", "launch", "--preset", "tiny", "--manifest", "{tmp}/f.fifo", "--out", "{out}", "--dry-run"],
+        ["pretrain", "plan", "--preset", "tiny", "--hardware", "cpu", "--manifest", "{tmp}/f.fifo"],
+        ["ckpt", "convert", "{tmp}/f.fifo", "--out", "{out}/c"],
+        ["ckpt", "eval", "{tmp}/f.fifo", "--manifest", "{tmp}"],
+        ["ckpt", "pack", "{tmp}/f.fifo", "--out", "{out}/p.safetensors"],
+        ["ckpt", "features", "F", "--table", "{tmp}/f.fifo", "--out", "{out}"],
+        ["asr", "finetune", "--ckpt", "F", "--train", "{tmp}/f.fifo", "--valid", "{tmp}/f.fifo", "--out", "{out}"],
+        ["asr", "frozen", "--ckpt", "F", "--layer", "1", "--train", "{tmp}/f.fifo", "--valid", "{tmp}/f.fifo",
+         "--out", "{out}"],
+        ["asr", "decode", "--model", "{tmp}", "--test", "{tmp}/f.fifo"],
+        ["asr", "kaldi-export", "--ckpt", "F", "--layer", "1", "--table", "{tmp}/f.fifo", "--out", "{out}"],
+        ["asr", "kaldi-import", "--text", "{tmp}/f.fifo", "--data-dir", "{tmp}", "--out", "{out}/h.tsv"],
+        ["asr", "export", "{tmp}/f.fifo", "--out", "{out}/e"],
+        ["st", "train", "--ckpt", "F", "--layer", "1", "--train", "{tmp}/f.fifo", "--valid", "{tmp}/f.fifo", "--src", "fr", "--tgt", "en",
+         "--out", "{out}"],
+        ["probe", "correlate", "--db", "{tmp}/f.fifo", "--out", "{out}/c.tsv"],
+        ["score", "st", "--refs", "{tmp}/f.fifo", "--hyps", "{tmp}/f.fifo", "--speakers", "{tmp}/f.fifo"],
+        ["score", "compare", "--a", "{tmp}/f.fifo", "--b", "{tmp}/f.fifo"],
+        ["score", "mustshe", "--tsv", "{tmp}/f.fifo", "--hyps", "{tmp}/f.fifo", "--json", "{out}/m.json"],
+        ["score", "winomt", "--gold", "{tmp}/f.fifo", "--translations", "{tmp}/f.fifo", "--lang", "fr",
+         "--json", "{out}/w.json"],
+        ["study", "--config", "{tmp}/f.fifo", "--out", "{out}"],
+        ["trace", "--report", "{tmp}/f.fifo"],
+    ]],
 ]
+# commands that take no path and no name (nothing of theirs crosses the boundary)
+NO_PATH_OR_NAME = {"ckpt list": "reads only the registry $GENDERGAP_CHECKPOINTS names",
+                   "score delta": "takes two numbers"}
 
 
 def _files(root: Path) -> dict[str, float]:
@@ -152,6 +194,34 @@ def test_suite_covers_every_class():
     ids = [c[0] for c in CASES]
     for words in ("config-ckpt", "ckpt-add", "st-vocab", "out-", "fifo", "nan", "1e308"):
         assert any(words in i for i in ids), words
+
+
+def _leaf_commands() -> list[str]:
+    """Every leaf command of the CLI ("asr transcribe", "sweep", ...), read from its parser."""
+    import argparse
+
+    from gendergap.cli import build_parser
+
+    def walk(parser, prefix):
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            return [" ".join(prefix)]
+        return [leaf for name, sp in subs[0].choices.items() for leaf in walk(sp, prefix + [name])]
+    return walk(build_parser(), [])
+
+
+def test_every_command_is_in_a_hostile_table():
+    """A command that takes a path or a name has a case in one of the hostile suites' tables (this
+    file's CASES, the model suite's, the DB suite's); a new command fails here until it joins one."""
+    import test_hostile_models
+    import test_hostile_stores
+    argvs = [c[1] for c in CASES] + [c for c in (test_hostile_models.TRANSCRIBE, test_hostile_models.CKPT_ADD)]
+    argvs += [make(Path("d"), Path("db")) for make in test_hostile_stores.DB_COMMANDS.values()]
+    covered = {leaf for leaf in _leaf_commands() for argv in argvs
+               if [str(a) for a in argv[:len(leaf.split())]] == leaf.split()}
+    missing = sorted(set(_leaf_commands()) - covered - set(NO_PATH_OR_NAME))
+    assert not missing, f"commands with no hostile-input case (add one to a CASES table): {missing}"
+    assert set(NO_PATH_OR_NAME) <= set(_leaf_commands())
 
 
 def test_decode_never_writes_a_store_its_run_dir_names(tmp_path):

@@ -59,8 +59,9 @@ def test_a_crafted_results_db_is_refused_in_one_line(tmp_path, capfd, monkeypatc
         c.executescript(sql)
     before = _files(tmp_path)
     monkeypatch.chdir(tmp_path)
-    rc, _, err = run_fresh(capfd, "-q", *DB_COMMANDS[command](tmp_path, db))
+    rc, out, err = run_fresh(capfd, "-q", *DB_COMMANDS[command](tmp_path, db))
     assert rc == 2 and len(err) == 1, err[-40:]
+    assert out == ""                       # refused before any work: no score printed, then refused
     assert f"holds a{'n' if kind == 'index' else ''} {kind}" in err[0] and ".dump" in err[0], err[0]
     assert _files(tmp_path) == before      # the DB untouched (no trigger fired), nothing else written
 

@@ -62,7 +62,7 @@ def check_name(name, what: str = "name", *, path=None, line: int | None = None) 
     return s
 
 
-def regular_file(path, what: str = "file", *, max_bytes: int | None = None) -> Path:
+def regular_file(path, what: str = "file", *, max_bytes: int | None = None, fix: str | None = None) -> Path:
     """``path`` if it is a regular file (symlinks followed) of at most ``max_bytes``; a FIFO, device,
     socket or directory is refused before anything opens it."""
     p = Path(path)
@@ -72,7 +72,7 @@ def regular_file(path, what: str = "file", *, max_bytes: int | None = None) -> P
         raise UserError(f"cannot read the {what} ({e.strerror})", path=p, fix="check the path") from None
     if not stat.S_ISREG(st.st_mode):
         kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file (a FIFO, device or socket)"
-        raise UserError(f"the {what} is {kind}", path=p, fix=f"give a regular {what}")
+        raise UserError(f"the {what} is {kind}", path=p, fix=fix or f"give a regular {what}")
     if max_bytes is not None and st.st_size > max_bytes:
         raise UserError(f"the {what} is {st.st_size:,} bytes (at most {max_bytes:,} expected)", path=p,
                         fix=f"check that this is the {what} meant")

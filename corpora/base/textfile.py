@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from corpora.base.boundary import regular_file
 from corpora.base.errors import UserError
 
 
@@ -13,6 +14,8 @@ def read_utf8(path: str | os.PathLike, what: str = "file") -> str:
     ``what`` names the file's role in the message ("references", "MuST-SHE TSV", ...).
     """
     path = Path(path)
+    if path.exists():
+        regular_file(path, what)   # a FIFO or device would block the read for ever
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
