@@ -95,6 +95,8 @@ def check_model_folder(folder: str | os.PathLike, *, trust: bool = False) -> Non
     folder = Path(folder)
     no_custom_code(folder)
     files = folder_files(folder)
+    for p in sorted(p for p in files if p.suffix == ".safetensors"):
+        _check_safetensors_header(p)
     if trust:
         return
     pickles = {p for p in files if p.suffix in PICKLE_SUFFIXES}
@@ -103,6 +105,18 @@ def check_model_folder(folder: str | os.PathLike, *, trust: bool = False) -> Non
     for p in sorted(pickles):
         st = p.stat()
         _check_pickle_once(str(p), st.st_size, st.st_mtime_ns)
+
+
+def _check_safetensors_header(path: Path) -> None:
+    """The header of a safetensors file parses (only the header is read): a truncated or forged one
+    is one line naming the file, not safetensors' own error from deep inside transformers."""
+    from safetensors import SafetensorError, safe_open
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            f.keys()
+    except (SafetensorError, OSError, ValueError) as e:
+        raise UserError(f"not a valid safetensors file ({e})", path=path,
+                        fix="copy the model folder again (the file is truncated or was altered)") from None
 
 
 def _index_shards(index: Path) -> list[Path]:

@@ -113,6 +113,12 @@ def no_vocab(d, marker):
     (d / "vocab.json").unlink()
 
 
+def corrupt_safetensors(d, marker):
+    # a header length larger than the file: safetensors' own loader raises a bare Rust error
+    data = (d / "model.safetensors").read_bytes()
+    (d / "model.safetensors").write_bytes((10 ** 9).to_bytes(8, "little") + data[8:64])
+
+
 def rate(value):
     def set_rate(d, marker):
         cfg = json.loads((d / "processor_config.json").read_text())
@@ -134,6 +140,7 @@ CASES = [
     (symlinked_dir, "symlinked directory", [TRANSCRIBE, CKPT_ADD]),
     (fifo_vocab, "FIFO", [TRANSCRIBE, CKPT_ADD]),
     (no_vocab, "no tokenizer vocabulary", [TRANSCRIBE]),
+    (corrupt_safetensors, "model.safetensors", [TRANSCRIBE, CKPT_ADD]),
     (rate(0), "sampling_rate 0 is outside", [TRANSCRIBE]),
     (rate(-16000), "sampling_rate -16000 is outside", [TRANSCRIBE]),
     (rate(1e12), "sampling_rate 1000000000000.0 is outside", [TRANSCRIBE]),
