@@ -54,9 +54,9 @@ def speakers_of_csv(test_csv: str, table: str | list[str] | None):
         raise UserError("no ID column", path=test_csv, line=1, fix="give a SpeechBrain CSV")
     ids = csv["ID"].tolist()
     if table:   # one table, or several (--table repeated) merged as corpora.merge does
-        from corpora.table import read_tables, table_paths, table_source
-        paths = table_paths(table)
-        return read_speakers(paths[0] if len(paths) == 1 else read_tables(paths), ids, source=table_source(paths))
+        from corpora.utterances import UtteranceTable
+        frame = UtteranceTable.load(table, validate=False)   # id/speaker/gender are enough here
+        return read_speakers(frame.rows, ids, source=frame.source)
     if not {"spk_id", "gender"} <= set(csv.columns):
         raise UserError("the test CSV has no spk_id/gender columns for per-gender scoring", path=test_csv, line=1,
                         fix="pass --table with the utterance table the CSV was exported from")
@@ -88,7 +88,7 @@ def _num(x) -> str:
     return "n/a" if x is None else f"{x:.2f}"
 
 
-def score_st_run(*, refs: str, out: str, model: str, meta: dict, run: dict, test: str, corpus: str | None,
+def score_st_run(*, refs: str, out: str, model: str, meta: dict, run: dict, test: str | list[str], corpus: str | None,
                  test_split: str | None, runtime: dict, mustshe: str | None, bootstrap: int, seed: int,
                  db: str | None, name: str | None, subset: str, task: str) -> dict:
     """Score an ST model's decoded test set (``out``, against ``refs``): BLEU per gender (and
@@ -97,7 +97,7 @@ def score_st_run(*, refs: str, out: str, model: str, meta: dict, run: dict, test
     name = name or Path(str(meta.get("ssl_checkpoint") or meta.get("feature_index") or model)).stem
     config = {"st_model": str(Path(model).resolve()), "layer": meta.get("layer"),
               "runtime": runtime,
-              "preset": meta.get("preset_name"), "beam": run["beam"], "test": str(Path(test).resolve()),
+              "preset": meta.get("preset_name"), "beam": run["beam"], "test": [str(Path(t).resolve()) for t in test] if isinstance(test, list) else str(Path(test).resolve()),
               "corpus": corpus, "test_split": test_split, "bootstrap": bootstrap, "seed": seed}
     return score_translation(refs=refs, hyps=out, speakers=test, lang_pair=f"{meta['src_lang']}-{meta['tgt_lang']}",
                              mustshe=mustshe, bootstrap=bootstrap, seed=seed, db=db, checkpoint=name, subset=subset,

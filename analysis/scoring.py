@@ -24,7 +24,8 @@ from analysis.metrics import get_metric
 from corpora.base.errors import UserError
 from corpora.base.textfile import read_utf8
 from corpora.base.provenance import file_fingerprint
-from corpora.table import normalise_genders, read_table
+from corpora.table import normalise_genders
+from corpora.utterances import UtteranceTable
 
 log = logging.getLogger(__name__)
 
@@ -108,9 +109,9 @@ def read_speakers(table: str | os.PathLike | pd.DataFrame, ids: Sequence[str],
     """
     if isinstance(table, pd.DataFrame):
         df, source = table, source or "<table>"
-    else:
-        source = table
-        df = read_table(table, validate=False)  # a minimal id/speaker/gender table is enough here
+    else:   # one table or several (merged); a minimal id/speaker/gender table is enough here
+        loaded = UtteranceTable.load(table, validate=False)
+        df, source = loaded.rows, loaded.source
     missing_cols = [c for c in ("id", "speaker", "gender") if c not in df.columns]
     if missing_cols:
         raise UserError(f"the utterance table has no column(s) {', '.join(missing_cols)}", path=source, line=1,

@@ -51,15 +51,14 @@ def naive_extract(ssl, rows: pd.DataFrame, out: Path, layer, batch_seconds: floa
 def store_vs_naive(args) -> None:
     from analysis.probing import probe_splits
     from corpora.synth import synthesize
-    from corpora.table import read_table, resolve_audio
+    from corpora.utterances import UtteranceTable
     from ssl_pretrain.checkpoints import CheckpointRef
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         t0 = time.perf_counter()
         table_path = synthesize(tmp / "corpus", size=args.size, seed=0)
-        table = read_table(table_path)
-        table = table.assign(audio=resolve_audio(table, table_path).to_numpy())
+        table = UtteranceTable.load(table_path).audio_rows()
         print(f"corpus: built-in '{args.size}', {len(table)} utterances ({time.perf_counter() - t0:.0f} s to make)")
         splits = ["train", "valid", "test"]
         fr = table[(table["corpus"] == "synth-fr") & table["split"].isin(splits)].reset_index(drop=True)
@@ -99,7 +98,7 @@ def throughput(args) -> None:
     from torch.utils.flop_counter import FlopCounterMode
     from transformers import Wav2Vec2Model
 
-    from ssl_pretrain.convert import hf_config
+    from ssl_pretrain.architecture import hf_config
     from ssl_pretrain.features import FrozenSSL
     from ssl_pretrain.hardware import load_preset
 

@@ -70,13 +70,13 @@ def provide_table(table: str | os.PathLike, df: pd.DataFrame) -> None:
 def load_table(table: str | os.PathLike) -> tuple[pd.DataFrame | None, list[Finding]]:
     """The table, or the finding saying why it cannot be used (missing, unreadable, invalid:
     duplicate or empty ids, bad genders... as corpora.table.validate_table finds them)."""
-    from corpora.table import read_table
+    from corpora.utterances import UtteranceTable
 
     key = os.path.abspath(table)
     cache = _current().tables
     if key not in cache:
         try:
-            cache[key] = read_table(key)
+            cache[key] = UtteranceTable.load(key).rows   # audio absolute
         except UserError as e:
             where = (e.path or key) + (f":{e.line}" if e.line is not None else "")
             cache[key] = Finding(f"utterance table {where}: {e.message}", e.fix or "fix the table", scope="table")
@@ -227,14 +227,14 @@ def audio_findings(table: str | os.PathLike, rows: pd.DataFrame, *, rate: int | 
     table's; segments end inside their file; with ``rate``, every file is at that rate. Headers
     only, each file once per pass."""
     from corpora.audio_info import AudioInfo, probe_headers
-    from corpora.table import resolve_audio
+    from corpora.utterances import UtteranceTable
 
-    files = rows.drop_duplicates("audio")   # many segments share a recording: resolve each file once
-    try:
-        resolved = dict(zip(files["audio"], resolve_audio(files, table)))
+    files = rows.drop_duplicates("audio").reset_index(drop=True)   # many segments share a recording
+    try:   # rows of load_table: audio absolute; a Kaldi pipe or a FIFO is a finding
+        UtteranceTable(files, (Path(table),)).audio_rows()
     except UserError as e:
         return [Finding(str(e).split(" -- ")[0], e.fix or "")]
-    paths = rows["audio"].map(resolved)
+    paths = rows["audio"]
     state = _current()
     todo = [p for p in dict.fromkeys(paths) if p not in state.headers]
     if todo:

@@ -1,10 +1,10 @@
-"""One utterance table from several (``gendergap corpus merge``; ``read_tables`` in memory).
+"""One utterance table from several (``gendergap corpus merge``; in memory: corpora.utterances.UtteranceTable.load).
 
 The rules, in order (nothing is ever dropped silently: every rename, join and duplicate is in
 the report and in one summary line):
 
 1. **Audio paths absolute.** Each input's relative paths are relative to its own directory
-   (corpora.table.resolve_audio); Kaldi ``cmd |`` entries stay as given.
+   (resolved against it); Kaldi ``cmd |`` entries stay as given.
 2. **Translations joined within one corpus.** Rows of the SAME ``corpus`` value with the same
    ``id`` that are the same segment -- the same recording (same path, or same file name and
    size: each mTEDx pair ships its own copy of a talk), offset, duration, speaker, source text

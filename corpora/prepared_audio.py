@@ -36,7 +36,6 @@ import json
 import os
 import re
 import stat
-import tempfile
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -48,7 +47,7 @@ import numpy as np
 import soundfile as sf
 from tqdm.auto import tqdm
 
-from corpora.base.atomic import atomic_open
+from corpora.base.atomic import atomic_open, atomic_path
 from corpora.base.errors import UserError
 
 VERSION = 1   # bump when what is written for the same key changes (resampler, dither, layout)
@@ -174,25 +173,9 @@ def convert(src: str, dest: str | os.PathLike, *, start: int = 0, frames: int | 
         subtype = "PCM_16" if x.dtype == np.int16 else "FLOAT"
     if subtype == "PCM_16" and x.dtype != np.int16:
         x = np.clip(x, -1.0, 1.0)
-    dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    os.close(fd)
-    try:
-        sf.write(tmp, x[:, 0] if x.shape[1] == 1 else x, rate, format=fmt, subtype=subtype)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, dest)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with atomic_path(dest) as tmp:
+        sf.write(str(tmp), x[:, 0] if x.shape[1] == 1 else x, rate, format=fmt, subtype=subtype)
     return int(x.shape[0])
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def run_parallel(fn, items: list, jobs: int | None, desc: str, unit: str = "file") -> list:

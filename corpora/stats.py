@@ -13,7 +13,7 @@ import os
 import pandas as pd
 
 from corpora.base.errors import UserError
-from corpora.table import read_tables
+from corpora.utterances import UtteranceTable
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +184,7 @@ def table_stats(*, tables, format: str = "text", by: str | None = None) -> str:
     """`gendergap corpus stats`: ``tables`` (several: merged as `corpus merge` merges them) rendered
     as ``format``, grouped ``by`` a column (default: style, else split). The TOTAL row counts an
     audio segment several rows hold once and the output says so (gender_summary)."""
-    df = read_tables(tables)
+    df = UtteranceTable.load(tables).rows
     if by and by not in df.columns:
         raise UserError(f"--by {by!r} is not a column", path=tables[0], fix="one of: " + ", ".join(df.columns))
     summary = gender_summary(df, by=by)

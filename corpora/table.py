@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from corpora.base.atomic import atomic_open
-from corpora.base.boundary import finite, is_special, regular_file
+from corpora.base.boundary import finite
 from corpora.base.errors import UserError
 from corpora.base.textfile import read_utf8
 
@@ -231,21 +231,6 @@ def table_fingerprint(table):
     return file_fingerprint(paths[0]) if len(paths) == 1 else [file_fingerprint(p) for p in paths]
 
 
-def read_tables(table, validate: bool = True, gender_map: dict[str, str] | None = None) -> pd.DataFrame:
-    """The utterance table(s) a command reads: one path is read_table; several are merged in
-    memory by corpora.merge's rules (ids made unique, translations of one segment joined, audio
-    paths absolute), said in one log line. Never keeps only one of them."""
-    paths = table_paths(table)
-    if len(paths) == 1 and not gender_map:
-        return read_table(paths[0], validate=validate)
-    from corpora.merge import merge_tables   # lazy: corpora.merge builds on this module
-
-    df, report = merge_tables(paths, gender_map=gender_map)
-    if len(paths) > 1:
-        log.info("read %d tables merged in memory: %s", len(paths), report["summary"])
-    return df
-
-
 def write_table(df: pd.DataFrame, path: str | os.PathLike, validate: bool = True) -> Path:
     """Validate, then write atomically. Columns: the standard ones first, then the rest."""
     path = Path(path)
@@ -271,34 +256,7 @@ PIPE_FIX = ("dump the piped audio to files first (ESPnet: scripts/audio/format_w
             "command once into a .wav), point wav.scp at them and index the data dir again")
 
 
-def resolve_audio(df: pd.DataFrame, table_path) -> pd.Series:
-    """Absolute audio paths: relative ones are relative to the table's directory (``table_path``
-    may be the list of tables read_tables merged: their paths are absolute already).
-
-    Every command that reads audio for a model gets its paths here, so a Kaldi ``cmd |`` row
-    is refused here, in one line naming the table's line: the engines open paths with
-    libsndfile and would fail on the command further from the cause (or, joined to the table's
-    directory, on a file name that does not exist). Indexing keeps such rows without running
-    them (``corpus index --kind kaldi``); they have to be dumped to files to be read.
-    """
-    pipes = df["audio"].astype(str).str.rstrip().str.endswith("|")   # is_pipe, vectorised
-    if pipes.any():
-        first = str(df["id"][pipes].iloc[0])
-        paths = table_paths(table_path)
-        raise UserError(f"row {first!r} ({int(pipes.sum())} row(s) in all) names a piped command, not an audio "
-                        f"file: {str(df['audio'][pipes].iloc[0]).strip()!r}", path=table_source(table_path),
-                        line=_line_of_id(paths[0], first) if len(paths) == 1 else None, fix=PIPE_FIX)
-    # Several tables were merged (read_tables), which made their paths absolute already.
-    base = table_paths(table_path)[0].resolve().parent
-    audio = df["audio"].map(lambda a: a if os.path.isabs(a) else str(base / a))
-    # a FIFO or device as audio blocks the first read for ever (in a loader worker Ctrl-C cannot reach)
-    special = next((a for a in sorted(set(audio)) if is_special(a)), None)
-    if special is not None:
-        regular_file(special, "audio file", fix=f"the table {table_source(table_path)} must name audio files")
-    return audio
-
-
-def _line_of_id(table_path, uid: str) -> int | None:
+def line_of_id(table_path, uid: str) -> int | None:
     """The table file's line holding ``uid`` (header = line 1); None if it cannot be told."""
     try:
         ids = read_table(table_path, validate=False)["id"]

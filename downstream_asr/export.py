@@ -112,22 +112,22 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, *, trust: boo
     import torch
 
     from corpora.base.atomic import write_json, write_text
-    from downstream_asr.transcribe import RunDir
+    from downstream_asr.finetune import load_finetuned
+    from downstream_asr.runs import task_of
 
     run_dir, out = Path(run_dir), Path(out).absolute()
     if out.exists() and not (out / MARKER).is_file() and (not out.is_dir() or any(out.iterdir())):
         raise UserError("the output exists and is not an earlier `asr export` folder", path=out,
                         fix="give a new --out folder (an earlier export is replaced)")
-    model = RunDir(run_dir, "cpu", "fp32", trust)   # the run's best checkpoint, loaded safely
-    if model.info.get("results_task", "asr-e2e") != "asr-e2e":
+    brain, run, _, checkpoint = load_finetuned(run_dir, trust=trust)   # the best checkpoint, loaded safely
+    if task_of(run) != "asr-e2e":
         raise UserError("this run is a variant of the recipe (ssl_layers=all: a weighted sum of every layer), and "
                         "an EncoderASR export holds the recipe's last-layer model only", path=run_dir / "run.json",
                         fix="transcribe it as a run directory (`gendergap asr transcribe --model RUN_DIR`)")
-    brain = model.brain
-    run = json.loads((run_dir / "run.json").read_text(encoding="utf-8"))
     head = brain.modules.head
     linear0, linear1 = head[0], head[3]
-    values = {"source_dir": str(out), "sample_rate": int(model.sample_rate), "ssl_dim": int(linear0.in_features),
+    rate = int(brain.modules.wav2vec2.feature_extractor.sampling_rate)
+    values = {"source_dir": str(out), "sample_rate": rate, "ssl_dim": int(linear0.in_features),
               "dnn_neurons": int(linear0.out_features), "head_dropout": float(head[2].p),
               "n_chars": int(linear1.out_features)}
     stage = out.with_name(f".{out.name}.{os.getpid()}.partial")
@@ -140,8 +140,8 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, *, trust: boo
         torch.save({k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()}, stage / "head.ckpt")
         shutil.copyfile(run_dir / "vocab.txt", stage / "label_encoder.txt")
         write_text(stage / "hyperparams.yaml", render_yaml(values))
-        meta = {"format": FORMAT, "values": values, "name": model.name, "checkpoint": model.info["checkpoint"],
-                "text_norm": run["text_norm"], "text_norm_name": run["text_norm_name"], "ssl": run["ssl"]}
+        meta = {"format": FORMAT, "values": values, "name": run.get("ckpt_name") or run["ssl"]["name"],
+                "checkpoint": checkpoint, "text_norm": run["text_norm"], "text_norm_name": run["text_norm_name"], "ssl": run["ssl"]}
         write_json(stage / MARKER, meta)
         write_text(stage / "README.md", model_card(run_dir, run, meta, registry, commands))
         old = out.with_name(f".{out.name}.{os.getpid()}.old")

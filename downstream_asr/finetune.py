@@ -114,6 +114,25 @@ def build_brain(out_dir: Path, run: dict, vocab, run_opts: dict | None = None, t
     return brain, hparams
 
 
+def load_finetuned(out_dir: str | os.PathLike, device: str = "cpu", precision: str = "fp32", trust: bool = False):
+    """A fine-tuning run directory's best checkpoint, ready for inference (transcribe, export):
+    (brain in eval mode, run.json, vocabulary, checkpoint name). An `asr frozen` run is refused:
+    it reads features from the feature store, not audio."""
+    from downstream_asr.decode import read_run
+    from downstream_asr.text import load_vocab
+    out_dir = Path(out_dir)
+    run = read_run(out_dir)
+    if run["kind"] != "finetune":
+        raise UserError("an `asr frozen` run reads features from the feature store, not audio", path=out_dir,
+                        fix="decode it with `gendergap asr decode --model DIR --test CSV`")
+    vocab = load_vocab(out_dir / "vocab.txt")
+    opts = {"device": device, "precision": precision, "eval_precision": precision, "noprogressbar": True}
+    brain, _ = build_brain(out_dir, run, vocab, opts, trust=trust)
+    ckpt = recover_best(brain, out_dir, "gendergap asr finetune")
+    brain.modules.eval()
+    return brain, run, vocab, ckpt
+
+
 def train_finetune(ref, train_csv, valid_csv, out_dir, hparams_file=None, overrides: dict | None = None,
                    data_root: str | None = None, progress: bool = True, device: str = "cpu",
                    precision: str = "fp32", run_opts: dict | None = None, grad_accum: int | None = None,

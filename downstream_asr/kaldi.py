@@ -58,20 +58,15 @@ def export_table(*, ckpt: str, layer: str, table: str | list[str], out: str, spl
     """`asr kaldi-export`: the rows of ``table`` (of ``split``) as a Kaldi data dir in ``out``, with
     ``ckpt``'s ``layer`` features from the feature store (extracted there once). Returns kaldi_export's
     summary."""
-    from corpora.table import read_tables, resolve_audio, table_source
+    from corpora.utterances import UtteranceTable
     from ssl_pretrain.checkpoints import CheckpointRef
     from ssl_pretrain.feature_store import FeatureStore, extractor_for
 
-    rows = read_tables(table)   # one table, or several merged (corpora.merge)
-    if split:
-        rows = rows[rows["split"] == split]
-        if rows.empty:
-            raise UserError(f"no rows with split {split!r}", path=table_source(table), fix="check --split")
-    rows = rows.reset_index(drop=True)
-    audio = resolve_audio(rows, table).tolist()
+    rows = UtteranceTable.load(table).select(split=split).nonempty(f"split {split!r}", "check --split").audio_rows()
+    audio = rows["audio"].tolist()
     number = layer if layer == "last" else _int_layer(layer)
     extractor = extractor_for(CheckpointRef.resolve(ckpt, registry, trust=trust_checkpoint), device, precision)
-    view = FeatureStore(feature_store).view(extractor, rows.assign(audio=audio), number, batch_seconds=batch_seconds)
+    view = FeatureStore(feature_store).view(extractor, rows, number, batch_seconds=batch_seconds)
     return kaldi_export(view, rows, audio, out, repeat=2 if repeat_frames else 1)
 
 

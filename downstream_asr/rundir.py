@@ -37,7 +37,7 @@ from corpora.base.errors import UserError
 from downstream_asr.data import read_csv
 from downstream_asr.decode import merge
 from downstream_asr.text import TextNorm, build_vocab, load_vocab, save_vocab
-from ssl_pretrain.checkpoints import file_sha256  # cached per (path, size, mtime)
+from corpora.base.provenance import file_sha256  # cached per (path, size, mtime)
 
 log = logging.getLogger(__name__)
 

@@ -35,10 +35,10 @@ import torch
 
 from corpora.base.boundary import HF_LOCAL, finite
 from corpora.base.errors import UserError
+from downstream_asr import export
 
 log = logging.getLogger(__name__)
 
-EXPORT_MARKER = "gendergap-export.json"
 KINDS = ("run", "export", "speechbrain", "hf-ctc", "hf-seq2seq")
 FOLDER_FIX = ("give a local folder: a transformers model (config.json + weights + processor), a SpeechBrain "
               "model (hyperparams.yaml), an `asr export` folder or an `asr finetune` run directory; download "
@@ -54,7 +54,7 @@ def detect(folder: str | os.PathLike) -> str:
         raise UserError("the model is not a folder", path=path, fix=FOLDER_FIX)
     if (path / "run.json").is_file():
         return "run"
-    if (path / EXPORT_MARKER).is_file():
+    if (path / export.MARKER).is_file():
         return "export"
     if (path / "hyperparams.yaml").is_file():
         return "speechbrain"
@@ -129,23 +129,10 @@ class RunDir(Transcriber):
     """An `asr finetune` run directory: the Brain `asr decode` builds, its best checkpoint, greedy CTC."""
 
     def __init__(self, folder: Path, device: str, precision: str, trust: bool):
-        import speechbrain as sb
-
-        from downstream_asr.decode import read_run, recover_best
-        from downstream_asr.finetune import build_brain
-        from downstream_asr.text import load_vocab
-        run = read_run(folder)
-        if run["kind"] != "finetune":
-            raise UserError("an `asr frozen` run reads features from the feature store, not audio", path=folder,
-                            fix="decode it with `gendergap asr decode --model DIR --test CSV`")
-        vocab = load_vocab(folder / "vocab.txt")
-        opts = {"device": device, "precision": precision, "eval_precision": precision, "noprogressbar": True}
-        self.brain, _ = build_brain(folder, run, vocab, opts, trust=trust)
-        ckpt = recover_best(self.brain, folder, "gendergap asr finetune")
-        self.brain.modules.eval()
-        self.vocab, self._sb = vocab, sb
-        rate = int(self.brain.modules.wav2vec2.feature_extractor.sampling_rate)
+        from downstream_asr.finetune import load_finetuned
         from downstream_asr.runs import task_of
+        self.brain, run, self.vocab, ckpt = load_finetuned(folder, device, precision, trust)
+        rate = int(self.brain.modules.wav2vec2.feature_extractor.sampling_rate)
         super().__init__("run", run.get("ckpt_name") or run["ssl"]["name"], rate, device, precision,
                          {"checkpoint": ckpt, "text_norm": run["text_norm"], "text_norm_name": run["text_norm_name"],
                           "ssl": run["ssl"], "results_task": task_of(run)})
@@ -170,8 +157,7 @@ class ExportModel(Transcriber):
     batching = "batched by length (batch-invariant: downstream_asr.ctc_inference)"
 
     def __init__(self, folder: Path, device: str, precision: str):
-        from downstream_asr.export import load_export
-        asr, meta = load_export(folder, device)
+        asr, meta = export.load_export(folder, device)
         asr.mods.eval()
         self.modules = torch.nn.ModuleDict({"wav2vec2": asr.hparams.wav2vec2, "head": asr.hparams.head}).to(device)
         self.modules.eval()
@@ -373,16 +359,12 @@ def load_model(folder: str | os.PathLike, *, device: str = "cpu", precision: str
 
 def select_rows(table, split: str | None, corpus: str | None):
     """The utterance table's rows to transcribe (``split``, ``corpus``), in table order, with absolute audio."""
-    from corpora.table import read_tables, resolve_audio, table_source
-    df = read_tables(table)
+    from corpora.utterances import UtteranceTable
+    rows = UtteranceTable.load(table)
     for col, value in (("split", split), ("corpus", corpus)):
         if value:
-            df = df[df[col].astype(str) == value]
-            if df.empty:
-                raise UserError(f"no rows with {col} {value!r}", path=table_source(table),
-                                fix=f"check --{col} (the table's {col} column)")
-    df = df.reset_index(drop=True)
-    return df.assign(audio=resolve_audio(df, table).tolist())
+            rows = rows.select(**{col: value}).nonempty(f"{col} {value!r}", f"check --{col} (the table's {col} column)")
+    return rows.audio_rows()
 
 
 def _read_partial(path: Path, header: dict) -> dict[str, str]:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from corpora.base.atomic import atomic_path
 from corpora.base.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -90,10 +91,7 @@ def average_checkpoints(paths: list[str | os.PathLike], out: str | os.PathLike) 
     newest["model"] = averaged
     newest["last_optimizer_state"] = None
     newest.setdefault("extra_state", {})["averaged_from"] = [str(p) for p in paths]
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    torch.save(newest, tmp)
-    os.replace(tmp, out)
+    with atomic_path(out) as tmp:
+        torch.save(newest, tmp)
     log.info("averaged %d checkpoint(s) -> %s", len(paths), out)
     return out

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from corpora.base.errors import UserError
-from corpora.table import read_table, resolve_audio
+from corpora.utterances import UtteranceTable
 from downstream_st.data import attach_features, read_feature_index, require_target, select_rows
 
 log = logging.getLogger(__name__)
@@ -43,8 +43,7 @@ class FeatureSource:
         return {"ssl_checkpoint": self.ckpt, "layer": self.layer, "feature_store": self.store,
                 "registry": self.registry, "feature_index": self.index, "ssl_sha256": self.ssl_sha256}
 
-    def index_for(self, rows: pd.DataFrame, table_path: str | os.PathLike,
-                  progress: bool = True) -> tuple[pd.DataFrame, str, bool]:
+    def index_for(self, rows: UtteranceTable, progress: bool = True) -> tuple[pd.DataFrame, str, bool]:
         """(feature index for ``rows``, where it came from, whether its files need checking)."""
         if self.index:
             return read_feature_index(self.index), self.index, True
@@ -67,14 +66,13 @@ class FeatureSource:
                                 path=ref.path, fix="pass --registry (or restore the checkpoint) naming the model it "
                                 "was trained on")
         extractor = extractor_for(ref, self.device, self.precision)
-        segments = rows.assign(audio=resolve_audio(rows, table_path).to_numpy())
-        view = FeatureStore(self.store).view(extractor, segments, layer, progress=progress)
+        view = FeatureStore(self.store).view(extractor, rows.audio_rows(), layer, progress=progress)
         index = view.index_table(view.layers[0])
         index["_index_line"] = 0
         return index, str(view.dir), False
 
 
-def prepare_rows(table_path: str | os.PathLike, source: FeatureSource, *, corpus: str | None = None,
+def prepare_rows(table_path: str | os.PathLike | list, source: FeatureSource, *, corpus: str | None = None,
                  split: str | None = None, src: str | None = None, tgt: str | None = None,
                  expected_dim: int | None = None, progress: bool = True) -> pd.DataFrame:
     """Read, select and check the table's rows, then attach each row's feature file.
@@ -84,10 +82,11 @@ def prepare_rows(table_path: str | os.PathLike, source: FeatureSource, *, corpus
     needed, e.g. decoding without references). The result has ``feature_path``, ``n_frames``
     and ``_line``; ``result.attrs["feature_dim"]`` is D.
     """
-    table = read_table(table_path)
+    loaded = UtteranceTable.load(table_path)   # one table, or several merged (corpora.merge)
+    table = loaded.rows
     lang = src if (src and "lang" in table.columns and (table["lang"].astype(str) != "").all()) else None
-    rows = select_rows(table, table_path, corpus=corpus, split=split, lang=lang)
+    rows = select_rows(table, loaded.source, corpus=corpus, split=split, lang=lang)
     if tgt:
-        rows = require_target(rows, tgt, table_path)
-    index, where, check = source.index_for(rows, table_path, progress=progress)
+        rows = require_target(rows, tgt, loaded.source)
+    index, where, check = source.index_for(UtteranceTable(rows, loaded.sources), progress=progress)
     return attach_features(rows, index, where, expected_dim=expected_dim, check_files=check)

@@ -39,7 +39,19 @@ def limit_threads(preset: dict) -> None:
         torch.set_num_threads(int(preset["cpu_threads"]))
 
 
-def train_model(*, train: str, valid: str, src: str, tgt: str, out: str, device: str, precision: str,
+def _one_or_several(table):
+    """A table argument as given (repeated --train, --valid, --test: a list): one path as itself, so a
+    one-table run records what it always did; several as a list (merged as corpora.merge does)."""
+    if isinstance(table, (list, tuple)):
+        return str(table[0]) if len(table) == 1 else [str(t) for t in table]
+    return table
+
+
+def _resolved(table):
+    return [str(Path(t).resolve()) for t in table] if isinstance(table, list) else str(Path(table).resolve())
+
+
+def train_model(*, train: str | list[str], valid: str | list[str], src: str, tgt: str, out: str, device: str, precision: str,
                 store: str, ckpt: str | None = None, layer: str = "last", features_index: str | None = None,
                 registry: str | None = None, corpus: str | None = None, train_split: str | None = None,
                 valid_split: str | None = None, valid_corpus: str | None = None, preset: str = "tiny", seed: int | None = None, gpus: int = 1,
@@ -52,6 +64,7 @@ def train_model(*, train: str, valid: str, src: str, tgt: str, out: str, device:
     from downstream_st.train import train_st
     from ssl_pretrain.device import runtime_info
 
+    train, valid = _one_or_several(train), _one_or_several(valid)
     overrides = list(overrides) + ([f"seed={seed}"] if seed is not None else [])
     recipe = on_gpus(on_device(apply_overrides(load_preset(preset), overrides, trust=trust), device, precision), gpus)
     limit_threads(recipe)
@@ -64,7 +77,7 @@ def train_model(*, train: str, valid: str, src: str, tgt: str, out: str, device:
                               expected_dim=train_rows.attrs["feature_dim"])
     meta = {**source.describe(), "runtime": runtime_info(device, precision), "preset_name": str(preset),
             "overrides": overrides,
-            "tables": {"train": str(Path(train).resolve()), "valid": str(Path(valid).resolve())},
+            "tables": {"train": _resolved(train), "valid": _resolved(valid)},
             "selection": {"corpus": corpus, "train_split": train_split, "valid_split": valid_split,
                           "valid_corpus": valid_corpus}}
     summary = train_st(train_rows, valid_rows, out, preset=recipe, src_lang=src, tgt_lang=tgt,
@@ -103,7 +116,7 @@ def _check_before_decoding(model: str, meta: dict, trust: bool) -> None:
     check_before_fairseq([p for p in [Path(meta["checkpoint"])] if p.is_file()], trust=trust)
 
 
-def decode_model(*, model: str, test: str, out: str, test_split: str | None = None, corpus: str | None = None,
+def decode_model(*, model: str, test: str | list[str], out: str, test_split: str | None = None, corpus: str | None = None,
                  beam: int | None = None, feature_store: str | None = None, features_index: str | None = None,
                  device: str | None = None, precision: str | None = None, registry: str | None = None,
                  references: bool = True, trust: bool = False) -> dict:
@@ -118,6 +131,7 @@ def decode_model(*, model: str, test: str, out: str, test_split: str | None = No
     from downstream_st.train import read_model_meta
     from ssl_pretrain.device import device_and_precision, runtime_info
 
+    test = _one_or_several(test)
     meta = read_model_meta(model)
     # what a handed run dir names is checked before any work: its data config's files, its decoding
     # flags (an allowlist) and the checkpoint fairseq-generate will load (the safe loader)

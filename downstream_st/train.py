@@ -280,7 +280,7 @@ OUTSIDE_PATHS = ("feature_store", "registry", "feature_index", "ssl_checkpoint")
 def portable_paths(meta: dict, out_dir: Path) -> dict:
     """``meta`` with OUTSIDE_PATHS (and ``tables``) relative to ``out_dir``; the absolute paths
     and the sha256 of a feature index file go under ``inputs``. ``meta`` holds only paths that exist."""
-    from ssl_pretrain.checkpoints import file_sha256
+    from corpora.base.provenance import file_sha256
     meta, inputs = dict(meta), {}
     for key in OUTSIDE_PATHS:
         if isinstance(meta.get(key), str) and (key != "ssl_checkpoint" or Path(meta[key]).exists()):
@@ -290,7 +290,9 @@ def portable_paths(meta: dict, out_dir: Path) -> dict:
             inputs[key] = {"abs": str(where), **({"sha256": file_sha256(where)} if key == "feature_index" else {})}
             meta[key] = os.path.relpath(where, out_dir)
     if isinstance(meta.get("tables"), dict):
-        meta["tables"] = {k: os.path.relpath(Path(v).resolve(), out_dir) for k, v in meta["tables"].items()}
+        def rel(v):
+            return [rel(x) for x in v] if isinstance(v, list) else os.path.relpath(Path(v).resolve(), out_dir)
+        meta["tables"] = {k: rel(v) for k, v in meta["tables"].items()}
     return {**meta, "inputs": inputs}
 
 
@@ -298,7 +300,7 @@ def relocate_meta(meta: dict, model_dir: Path, path: Path) -> dict:
     """st.json as read from ``model_dir`` wherever it now lies: the checkpoint is the dir's own;
     a relative outside path resolves against the dir, else (a dir moved alone) the recorded absolute
     one. A feature index whose bytes changed since training is refused (another model's features)."""
-    from ssl_pretrain.checkpoints import file_sha256
+    from corpora.base.provenance import file_sha256
     meta = dict(meta)
     meta["checkpoint"] = str(model_dir / AVERAGED)   # never the path of the dir it was copied from
     for key, recorded in (meta.get("inputs") or {}).items():   # none in a run dir from before relative paths

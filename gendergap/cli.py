@@ -8,11 +8,11 @@ from __future__ import annotations
 import argparse
 import errno
 import importlib
-import logging
 import os
 import sys
 
 from corpora.base.errors import UserError
+from gendergap.logs import setup_logging
 from gendergap.options import refuse_special_paths
 
 # group -> one-line help; the order is the order of a study.
@@ -53,12 +53,6 @@ def build_parser() -> argparse.ArgumentParser:
     for group, help_ in GROUPS.items():
         importlib.import_module(f"gendergap.cmd_{group}").register(sub, group, help_)
     return parser
-
-
-def setup_logging(quiet: bool = False) -> None:
-    logging.basicConfig(level=logging.WARNING if quiet else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S",
-                        stream=sys.stderr, force=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -72,7 +72,7 @@ def run_eval(args) -> int:
 
 def run_pack(args) -> int:
     import os
-    from ssl_pretrain.evaluate import pack_checkpoint
+    from ssl_pretrain.packed import pack_checkpoint
     out = pack_checkpoint(_ref(args), args.out, half=not args.fp32, updates=args.updates)
     print(f"wrote {out} ({os.path.getsize(out) / 1e6:.2f} MB)")
     return 0

@@ -88,8 +88,10 @@ def register(subparsers, group: str, help: str) -> None:
                        description=DESCRIPTION, epilog=TRAIN_EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     _feature_options(t, training=True)
-    t.add_argument("--train", required=True, metavar="TABLE", help="utterance table with the training rows")
-    t.add_argument("--valid", required=True, metavar="TABLE", help="utterance table with the validation rows")
+    t.add_argument("--train", required=True, action="append", metavar="TABLE",
+                   help="utterance table with the training rows (repeat for several: merged as `corpus merge` does)")
+    t.add_argument("--valid", required=True, action="append", metavar="TABLE",
+                   help="utterance table with the validation rows (repeatable, as --train)")
     t.add_argument("--train-split", default=None, help="keep only rows whose split column is this (e.g. train)")
     t.add_argument("--valid-split", default=None, help="keep only rows whose split column is this (e.g. valid)")
     t.add_argument("--valid-corpus", default=None,
@@ -110,7 +112,8 @@ def register(subparsers, group: str, help: str) -> None:
                        description=DESCRIPTION, epilog=DECODE_EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     d.add_argument("--model", required=True, help="the --out dir of `gendergap st train`")
-    d.add_argument("--test", required=True, metavar="TABLE", help="utterance table with the test rows")
+    d.add_argument("--test", required=True, action="append", metavar="TABLE",
+                   help="utterance table with the test rows (repeat for several: merged as `corpus merge` does)")
     d.add_argument("--test-split", default=None, help="keep only rows whose split column is this (e.g. test)")
     d.add_argument("--corpus", default=None, help="keep only rows of this corpus (e.g. synth-fr)")
     d.add_argument("--out", type=out_file("--out"), required=True, metavar="HYP", help="hypotheses file to write (id<TAB>text)")

@@ -87,7 +87,9 @@ def rerun_commands(step: dict, into: str | Path) -> list[str]:
         moved[str(obj.out)] = str(into / Path(obj.out).name)
     if getattr(obj, "db", None):
         moved[str(obj.db)] = str(into / "results.db")
-    return [shlex.join(argv_of(leaf, {k: _move(v, moved) for k, v in kwargs.items()})) for leaf, kwargs in obj.calls()]
+    from gendergap.runs import CLI_LEAF
+    return [shlex.join(argv_of(CLI_LEAF[function], {k: _move(v, moved) for k, v in kwargs.items()}))
+            for function, kwargs in obj.calls()]
 
 
 def _move(value, moved: dict):

@@ -23,7 +23,7 @@ import graphlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Union
+from typing import Union
 
 from pydantic import BaseModel, Field, create_model
 
@@ -31,41 +31,11 @@ from corpora.base.boundary import check_name
 from corpora.base.errors import UserError
 from corpora.base.reserved import FBANK
 from corpora.base.strict_yaml import read_yaml, validate
-from gendergap.config_schema import BUILTIN_TASKS, Study, TaskBase, describe
+from gendergap.config_schema import BUILTIN_TASKS, Study, TaskBase, describe  # noqa: F401 (TaskBase: for task modules)
+from gendergap.tasks import TASKS, TaskType, register_task  # noqa: F401 (the registry, read here)
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 TASK_TYPES = tuple(BUILTIN_TASKS)   # the built-in types; task_types() also lists registered ones
-
-
-@dataclass(frozen=True)
-class TaskType:
-    """A downstream task type: its config keys (a TaskBase subclass), the planner adding its steps
-    to the study graph ((graph, task name, task config) -> None), and, for a task on frozen
-    features, what it reads from the feature store ((graph, checkpoint, task config) -> request)."""
-    schema: type[TaskBase]
-    planner: Callable
-    features: Callable | None = None
-
-
-TASKS: dict[str, TaskType] = {}   # the one registry of task types
-
-
-def register_task(type_: str, schema: type[TaskBase], planner: Callable, features: Callable | None = None) -> None:
-    """Make ``type_`` a task type (see TaskType). Registering the same type again does nothing;
-    another schema or planner under a taken name is refused, so a config never changes meaning
-    silently."""
-    if not (isinstance(schema, type) and issubclass(schema, TaskBase)):
-        raise TypeError(f"task type {type_!r}: {schema!r} is not a subclass of gendergap.config.TaskBase")
-    if not type_ or not isinstance(type_, str):
-        raise ValueError(f"a task type needs a non-empty name, got {type_!r}")
-    if not callable(planner):
-        raise TypeError(f"task type {type_!r}: its planner {planner!r} is not callable")
-    new = TaskType(schema, planner, features)
-    old = TASKS.get(type_)
-    if old is not None and (old.schema is not schema or old.planner is not planner):
-        raise ValueError(f"task type {type_!r} is already registered ({old.schema.__name__}, "
-                         f"{old.planner.__qualname__})")
-    TASKS[type_] = new
 
 
 def task_types() -> tuple[str, ...]:

@@ -82,7 +82,7 @@ def run_job(step, state_dir: str, interrupted=None) -> dict:
 def _run(step) -> None:
     """The step's run() with its job's threads, quiet logging, and its results recorded as its own."""
     from analysis.store import recording_step
-    from gendergap.cli import setup_logging
+    from gendergap.logs import setup_logging
 
     cpus = int(step.resources.get("cpus", 1))
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(cpus)

@@ -45,7 +45,7 @@ def run_study(config: str | Path | None, out: str | Path, pretrain: bool = False
     jobs = plan_jobs(cfg, out)
     t0 = time.perf_counter()
     print(f"gendergap study '{cfg.data['name']}' ({cfg.path}) -> {out}", flush=True)
-    from gendergap.cmd_sweep import preflight
+    from gendergap.preflight import preflight
     preflight(cfg, jobs, out)   # every job's inputs checked against the data before the first runs
     states = run_sweep(jobs, out, executor="local", parallel=parallel or cfg.data["executor"]["parallel"],
                        retry_failed=retry_failed)

@@ -19,7 +19,8 @@ from typing import Iterator
 from corpora.base.atomic import swap_in_dir, write_json
 from corpora.base.errors import UserError
 from corpora.base.provenance import engine_versions, git_sha
-from corpora.table import read_table, read_tables, resolve_audio, table_fingerprint, table_source, write_table
+from corpora.table import write_table
+from corpora.utterances import UtteranceTable
 from manifests.export_fairseq import export_wav2vec
 from manifests.export_kaldi import export_kaldi
 from manifests.export_s2t import export_s2t
@@ -59,7 +60,7 @@ def read_id_list(path: str | os.PathLike, column: str = "speaker") -> list:
     text = path.read_text(encoding="utf-8")
     first = text.splitlines()[0] if text.strip() else ""
     if "\t" in first and column in first.split("\t"):
-        table = read_table(path, validate=False)
+        table = UtteranceTable.load(path, validate=False).rows
         if column == "speaker" and "corpus" in table.columns:
             return sorted(set(zip(table["corpus"].astype(str), table["speaker"].astype(str))))
         return sorted(set(table[column]))
@@ -97,22 +98,23 @@ def build_manifests(table: str | os.PathLike, out: str | os.PathLike, *, gender:
     """
     if fmt not in FORMATS:
         raise UserError(f"unknown format {fmt!r}", fix="use one of: " + ", ".join(FORMATS))
-    df = read_tables(table)   # one table, or several merged (corpora.merge)
+    loaded = UtteranceTable.load(table)   # one table, or several merged (corpora.merge)
+    df = loaded.rows
     exclude_speakers = read_id_list(exclude_speakers_file) if exclude_speakers_file else []
     exclude_ids = read_id_list(exclude_ids_file, column="id") if exclude_ids_file else []
     sel = build_selection(df, gender, hours=hours, hours_per_gender=hours_per_gender, valid_hours=valid_hours,
-                          seed=seed, exclude_speakers=exclude_speakers, exclude_ids=exclude_ids, source=table_source(table),
+                          seed=seed, exclude_speakers=exclude_speakers, exclude_ids=exclude_ids, source=loaded.source,
                           **(selection_options or {}))
     final = Path(out).absolute()
     with staged_output(final, overwrite=overwrite) as stage:
         splits = {}
         for name, rows in sel.splits.items():
-            rows = rows.assign(audio=resolve_audio(rows, table))
+            rows = UtteranceTable(rows, loaded.sources).audio_rows()   # a Kaldi pipe refused
             write_table(rows, stage / f"selection_{name}.tsv")
             splits[name] = rows
         summary = export(fmt, splits, stage, final, **(export_options or {}))
         report = dict(sel.report, format=fmt, export=summary, summary=_one_line(sel.report),
-                      provenance={"table": table_fingerprint(table), "git_sha": git_sha(),
+                      provenance={"table": loaded.fingerprint, "git_sha": git_sha(),
                                   "versions": engine_versions()})
         write_json(stage / "selection_report.json", report)
     return report

@@ -65,7 +65,7 @@ def export_wav2vec(splits: dict[str, pd.DataFrame], out_dir: str | os.PathLike, 
                    audio_format: str = "flac", jobs: int | None = None) -> dict:
     """Write ``<split>.tsv`` per split (fairseq's default subsets are ``train`` and ``valid``).
 
-    ``splits`` hold utterance-table rows with ABSOLUTE audio paths (``corpora.table.resolve_audio``).
+    ``splits`` hold utterance-table rows with ABSOLUTE audio paths (``corpora.utterances.UtteranceTable``).
     ``materialise``: 'auto' cuts segments only, 'always' cuts every row into its own wav,
     'never' refuses segments. ``root``: the manifest's root line (default: the deepest common
     directory); every file must lie under it. ``final_dir``: where ``out_dir`` will be moved
@@ -105,7 +105,7 @@ def _audio_headers(all_rows: pd.DataFrame, want: int, resample: bool) -> dict:
     task.sample_rate (the feature store and the SpeechBrain pipelines resample as they read)."""
     rel = [a for a in all_rows["audio"] if not os.path.isabs(a)]
     if rel:
-        raise UserError(f"audio path {rel[0]!r} is relative", fix="resolve paths first (corpora.table.resolve_audio)")
+        raise UserError(f"audio path {rel[0]!r} is relative", fix="read the table with corpora.utterances.UtteranceTable.load (audio absolute)")
     # a FIFO blocks the header read for ever (in a worker thread Ctrl-C cannot reach): refuse it first
     special = next((a for a in sorted(set(all_rows["audio"])) if is_special(a)), None)
     if special is not None:

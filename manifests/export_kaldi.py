@@ -167,7 +167,7 @@ def _prepare_recordings(splits: dict[str, pd.DataFrame], resample: int | None, a
                                 "copies are written once into the prepared-audio cache; the corpus is not modified)")
         return {}
     cache = AudioCache(audio_cache or default_cache_dir(), Target(int(resample), "wav"))
-    paths = list(rates["audio"])   # files: pipes never get here (corpora.table.resolve_audio refuses them)
+    paths = list(rates["audio"])   # files: pipes never get here (UtteranceTable.audio_rows refuses them)
     headers = run_parallel(read_header, paths, jobs, "audio headers")
     todo = [a for a, h in zip(paths, headers)   # Kaldi reads RIFF wav of integer PCM itself
             if not (engine_readable(a, h, cache.target.sample_rate) and str(h.format) == "WAV"

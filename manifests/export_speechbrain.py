@@ -62,11 +62,9 @@ def export_table_splits(table: str | os.PathLike, corpus: str, splits: dict[str,
     """SpeechBrain CSVs of one corpus of an utterance table: ``splits`` maps each CSV (train,
     valid, test) to the table's split label. Audio paths are made absolute, so the CSVs work
     from any working directory."""
-    from corpora.table import read_table, resolve_audio
+    from corpora.utterances import UtteranceTable
 
-    df = read_table(table)
-    df = df[df["corpus"] == corpus].copy()
-    df["audio"] = resolve_audio(df, table)
+    df = UtteranceTable.load(table).select(corpus=corpus).audio_rows()
     parts = {}
     for role, split in splits.items():
         rows = df[df["split"] == split]

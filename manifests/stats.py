@@ -16,8 +16,12 @@ from pathlib import Path
 import pandas as pd
 
 from corpora.base.errors import UserError
-from corpora.table import read_table
+from corpora.utterances import UtteranceTable
 from manifests.select import hhmm, mixed_gender_speakers, of_speakers, speaker_keys
+
+
+def load_rows(path) -> pd.DataFrame:
+    return UtteranceTable.load(path).rows
 
 
 def gender_counts(splits: dict[str, pd.DataFrame]) -> pd.DataFrame:
@@ -124,8 +128,8 @@ def load_selection(path: str | os.PathLike) -> dict[str, pd.DataFrame]:
                             fix="point at a dir written by `gendergap manifest build`, or at a table .tsv")
         order = {"train": 0, "valid": 1, "test": 2}
         files.sort(key=lambda p: (order.get(p.stem[len("selection_"):], 9), p.name))
-        return {p.stem[len("selection_"):]: read_table(p) for p in files}
-    df = read_table(path)
+        return {p.stem[len("selection_"):]: load_rows(p) for p in files}
+    df = load_rows(path)
     return {s or "all": g for s, g in df.groupby("split", sort=False)}
 
 
@@ -159,7 +163,7 @@ def pretraining_sets_table(manifests: dict[str, str | os.PathLike]) -> pd.DataFr
     """Table 1 of the study: per pretraining set (a `manifest build` dir) and corpus, the train
     split's Duration M / F and # speakers M / F, then the set's TOTAL. Missing dirs are skipped;
     durations are hours:minutes, h:mm:ss when every set is under an hour."""
-    trains = {name: read_table(Path(mdir) / "selection_train.tsv") for name, mdir in manifests.items()
+    trains = {name: load_rows(Path(mdir) / "selection_train.tsv") for name, mdir in manifests.items()
               if (Path(mdir) / "selection_train.tsv").is_file()}
     seconds = _small(list(trains.values()))
     frames = []
@@ -195,7 +199,7 @@ def downstream_sets_table(sets: list[dict]) -> pd.DataFrame:
             if s["table"] not in tables:
                 if not Path(s["table"]).is_file():
                     continue
-                tables[s["table"]] = read_table(s["table"])
+                tables[s["table"]] = load_rows(s["table"])
             df = tables[s["table"]]
             rows = df[df["corpus"] == s["corpus"]]
             splits = {role: rows[rows["split"] == label] for role, label in s["splits"].items()}

@@ -25,7 +25,8 @@ from pathlib import Path
 from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
 from corpora.base.provenance import engine_versions, file_fingerprint, git_sha
-from corpora.table import read_table, resolve_audio, write_table
+from corpora.table import write_table
+from corpora.utterances import UtteranceTable
 from manifests.build import staged_output
 from manifests.export_speechbrain import export_speechbrain
 from manifests.splits import build_selection
@@ -44,7 +45,8 @@ def build_task_selection(table: str | os.PathLike, out: str | os.PathLike, *, co
     if (out / "selection_report.json").is_file():
         import json
         return json.loads((out / "selection_report.json").read_text(encoding="utf-8"))
-    df = read_table(table)
+    loaded = UtteranceTable.load(table)
+    df = loaded.rows
     rows = df[df["corpus"] == corpus]
     if rows.empty:
         known = ", ".join(sorted(set(df["corpus"]))) or "none"
@@ -63,7 +65,7 @@ def build_task_selection(table: str | os.PathLike, out: str | os.PathLike, *, co
     parts = {**sel.splits, "test": test}
     with staged_output(out, overwrite=True) as stage:
         for name, part in parts.items():
-            part = part.assign(audio=resolve_audio(part, table).to_numpy())
+            part = UtteranceTable(part, loaded.sources).audio_rows()   # a Kaldi pipe refused
             parts[name] = part
             write_table(part, stage / f"selection_{name}.tsv")
         export_speechbrain(parts, stage)

@@ -59,10 +59,10 @@ def paths_of(run: Path, table: str, work: Path) -> dict[str, dict]:
 
 
 def main(study: str) -> int:
-    from corpora.table import read_table
+    from corpora.utterances import UtteranceTable
     study = Path(study)
     table = str(study / "corpus" / "utterances.tsv")
-    df = read_table(table)
+    df = UtteranceTable.load(table).rows
     genders = dict(zip(df["id"], df["gender"]))
     ok = True
     with tempfile.TemporaryDirectory() as tmp:

@@ -52,14 +52,10 @@ def contrastive_text(ref: CheckpointRef, *, manifest: str, split: str, seed: int
 
 
 def table_rows(table: list[str], split: str | None):
-    """The utterance table(s) (several are merged as corpora.merge does), only ``split``'s rows when
-    given, and those rows with their audio paths resolved: (table, rows)."""
-    from corpora.table import read_tables, resolve_audio
-
-    df = read_tables(table)
-    if split:
-        df = df[df["split"] == split].reset_index(drop=True)
-    return df, df.assign(audio=resolve_audio(df, table).to_numpy())
+    """The rows of the utterance table(s) (several are merged as corpora.merge does) to read audio
+    of, only ``split``'s when given."""
+    from corpora.utterances import UtteranceTable
+    return UtteranceTable.load(table).select(split=split or None).audio_rows()
 
 
 def retrieval_lines(ref: CheckpointRef, *, table: list[str], split_rows: str | None, seed: int, feature_store: str,
@@ -69,7 +65,7 @@ def retrieval_lines(ref: CheckpointRef, *, table: list[str], split_rows: str | N
     from ssl_pretrain.evaluate import retrieval_by_layer
     from ssl_pretrain.feature_store import FeatureStore, extractor_for
 
-    df, rows = table_rows(table, split_rows)
+    rows = df = table_rows(table, split_rows)
     store = FeatureStore(feature_store)
     yield (f"cross-speaker sentence retrieval by layer ({len(df)} utterances, "
            f"{df['speaker'].nunique()} speakers; chance ~1/{df.groupby('speaker').size().min()})")
@@ -86,7 +82,7 @@ def extract_features(*, checkpoint: str, registry: str | None, table: list[str],
     from ssl_pretrain.feature_store import FeatureStore, extractor_for
 
     device, precision = device_and_precision(device, precision)
-    _, rows = table_rows(table, split)
+    rows = table_rows(table, split)
     layers = layer if layer in ("last", "all") else layer_number(layer)
     ref = CheckpointRef.resolve(checkpoint, registry, trust=trust_checkpoint)
     return FeatureStore(feature_store).view(extractor_for(ref, device, precision), rows, layers,

@@ -27,7 +27,6 @@ The rules live here once:
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import os
@@ -35,6 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from corpora.base.errors import UserError
+from corpora.base.provenance import file_sha256  # noqa: F401 (also this module's, for its callers)
 from corpora.base.reserved import FBANK  # the reserved name of the filterbank baseline
 from ssl_pretrain.registry import Registry, check_name
 
@@ -77,22 +77,6 @@ def name_for_path(path: Path) -> str:
         folder = path.parent
         return folder.parent.name if folder.name == "checkpoints" else folder.name
     return path.stem if path.is_file() else path.name
-
-
-@functools.lru_cache(maxsize=64)
-def _sha256(path: str, size: int, mtime_ns: int) -> str:
-    """sha256 of a file's bytes; cached per (path, size, mtime) within a process."""
-    del size, mtime_ns  # part of the cache key only
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def file_sha256(path: Path) -> str:
-    st = path.stat()
-    return _sha256(str(path.resolve()), st.st_size, st.st_mtime_ns)
 
 
 @dataclass(frozen=True)

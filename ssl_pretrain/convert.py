@@ -7,7 +7,6 @@ layer's hidden states against fairseq's own forward pass.
 """
 from __future__ import annotations
 
-import ast
 import os
 import re
 import shutil
@@ -16,6 +15,8 @@ from pathlib import Path
 
 from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
+from ssl_pretrain.architecture import hf_config
+from ssl_pretrain.packed import is_packed, load_packed
 
 # fairseq model names that are fine-tuned wrappers, not pretraining checkpoints
 FINETUNED_MODELS = {"wav2vec_ctc": "a CTC fine-tuned model", "wav2vec_seq2seq": "a seq2seq fine-tuned model",
@@ -26,7 +27,7 @@ PRETRAINING_ONLY = ("quantizer.", "project_q.", "final_proj.", "project_inp.", "
 def load_fairseq_checkpoint(path: str | os.PathLike, trust: bool = False) -> dict:
     """A fairseq checkpoint dict, read on the CPU without unpickling arbitrary objects (see
     ssl_pretrain.safe_load; ``trust`` unpickles everything), or a packed .safetensors release."""
-    from ssl_pretrain.safe_load import is_packed, load_packed, load_torch_file
+    from ssl_pretrain.safe_load import load_torch_file
     if is_packed(path):
         return load_packed(path)
     return load_torch_file(path, trust=trust, what="fairseq checkpoint")
@@ -61,53 +62,6 @@ def model_config(ckpt: dict, path: str | os.PathLike = "<checkpoint>") -> dict:
             raise UserError(f"model.{key}={mcfg[key]!r} has no transformers Wav2Vec2Model equivalent", path=path,
                             fix=f"only {key}={want!r} models convert")
     return mcfg
-
-
-FAIRSEQ_CONV = "[(512, 10, 5)] + [(512, 3, 2)] * 4 + [(512,2,2)] + [(512,2,2)]"  # Wav2Vec2Config default
-
-
-def conv_layers(spec) -> list[tuple[int, int, int]]:
-    """fairseq's conv_feature_layers string (a Python expression fairseq eval()s) without eval:
-    only list/tuple literals, ``+`` and ``*`` are accepted."""
-    if not isinstance(spec, str):
-        return [tuple(c) for c in spec]
-
-    def ev(node):
-        if isinstance(node, ast.Expression):
-            return ev(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, int):
-            return node.value
-        if isinstance(node, (ast.List, ast.Tuple)):
-            items = [ev(e) for e in node.elts]
-            return items if isinstance(node, ast.List) else tuple(items)
-        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mult)):
-            a, b = ev(node.left), ev(node.right)
-            return a + b if isinstance(node.op, ast.Add) else a * b
-        raise UserError(f"cannot read conv_feature_layers {spec!r}", fix="write it as a list of (dim, kernel, stride)")
-    return [tuple(c) for c in ev(ast.parse(spec, mode="eval"))]
-
-
-def hf_config(mcfg: dict):
-    """A transformers Wav2Vec2Config with the same shapes and norms as the fairseq model."""
-    from transformers import Wav2Vec2Config
-    conv = conv_layers(mcfg.get("conv_feature_layers", FAIRSEQ_CONV))
-    return Wav2Vec2Config(
-        hidden_size=int(mcfg["encoder_embed_dim"]), num_hidden_layers=int(mcfg["encoder_layers"]),
-        num_attention_heads=int(mcfg["encoder_attention_heads"]),
-        intermediate_size=int(mcfg["encoder_ffn_embed_dim"]),
-        hidden_act=mcfg.get("activation_fn", "gelu"), feat_extract_activation="gelu",
-        conv_dim=[c[0] for c in conv], conv_kernel=[c[1] for c in conv], conv_stride=[c[2] for c in conv],
-        conv_bias=bool(mcfg.get("conv_bias", False)),
-        feat_extract_norm="layer" if mcfg.get("extractor_mode", "default") == "layer_norm" else "group",
-        do_stable_layer_norm=bool(mcfg.get("layer_norm_first", False)),
-        num_conv_pos_embeddings=int(mcfg.get("conv_pos", 128)),
-        num_conv_pos_embedding_groups=int(mcfg.get("conv_pos_groups", 16)),
-        hidden_dropout=float(mcfg.get("dropout", 0.1)), attention_dropout=float(mcfg.get("attention_dropout", 0.1)),
-        activation_dropout=float(mcfg.get("activation_dropout", 0.0)),
-        feat_proj_dropout=float(mcfg.get("dropout_input", 0.0)), layerdrop=float(mcfg.get("encoder_layerdrop", 0.0)),
-        layer_norm_eps=1e-5,  # fairseq's LayerNorm / GroupNorm eps
-        apply_spec_augment=True, mask_time_prob=0.05,  # fine-tuning defaults; inert in eval()
-    )
 
 
 def _rename(key: str) -> str | None:

@@ -105,20 +105,6 @@ def _seeded_masks(model, mcfg, sample, seed: int) -> torch.Tensor:
     return torch.from_numpy(mask)
 
 
-def pack_checkpoint(ref, out: str | os.PathLike, half: bool = True, updates: int | None = None) -> Path:
-    """A small release copy of a pretraining checkpoint: one .safetensors file holding the
-    weights (fp16 by default) and, as header metadata, the fairseq config and update count
-    (ssl_pretrain.safe_load.save_packed). Optimizer state and training counters are dropped
-    (they are most of a .pt); the converter, feature extraction and ``contrastive_accuracy``
-    read the result, and reading it runs no code."""
-    from ssl_pretrain.safe_load import save_packed
-    out = Path(out)
-    if out.suffix != ".safetensors":
-        raise UserError(f"a packed checkpoint is a .safetensors file, not {out.suffix or 'a file without suffix'}",
-                        path=out, fix=f"e.g. --out {out.with_suffix('.safetensors').name}")
-    return save_packed(ref.fairseq_state(), out, half=half, updates=updates)
-
-
 def chamfer_similarity(x: np.ndarray, y: np.ndarray) -> float:
     """Symmetric mean of each frame's best cosine match in the other utterance ([T, D] arrays).
 

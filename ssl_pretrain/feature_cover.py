@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from corpora.table import resolve_audio
 from ssl_pretrain.feature_store import FeatureStore
 
 
@@ -27,8 +26,8 @@ def union_layers(options: list[str], n_outputs: int) -> list[int]:
     return sorted(wanted)
 
 
-def extract_covering(store: str, extractor, table: str, requests: list[tuple[pd.DataFrame, str]]) -> list:
-    """Extract what ``requests`` ((table rows, layer option) each) need into the store at ``store``,
+def extract_covering(store: str, extractor, requests: list[tuple[pd.DataFrame, str]]) -> list:
+    """Extract what ``requests`` ((rows of an UtteranceTable, audio absolute; layer option) each) need into the store at ``store``,
     merged as the module docstring says; returns the store views written (or found)."""
     wanted = [(rows, set(union_layers([layers], extractor.n_outputs))) for rows, layers in requests]
     entries: list[list] = []  # [rows, layers]
@@ -44,6 +43,5 @@ def extract_covering(store: str, extractor, table: str, requests: list[tuple[pd.
     views = []
     for rows, layers in entries:
         rows = rows.reset_index(drop=True)
-        rows = rows.assign(audio=resolve_audio(rows, table).to_numpy())
         views.append(FeatureStore(store).view(extractor, rows, sorted(layers), progress=False))
     return views

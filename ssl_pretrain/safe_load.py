@@ -36,7 +36,6 @@ import torch
 from corpora.base.errors import UserError
 
 SAFE_GLOBALS = [argparse.Namespace]
-PACKED_FORMAT = "gendergap-packed-wav2vec2/1"
 TRUST_FIX = ("if you trust whoever made this file, pass --trust-checkpoint (on `gendergap sweep`/`study` for a "
              "study's checkpoints) to load it with full unpickling")
 
@@ -144,7 +143,7 @@ def unsafe_classes(path: str | os.PathLike) -> list[str]:
     """The classes a .pt would unpickle beyond torch's safe set and our allowlist, read from its
     pickle opcodes without loading a tensor (cheap enough to check a whole study config first)."""
     path = Path(path)
-    if is_packed(path) or not path.is_file():
+    if path.suffix == ".safetensors" or not path.is_file():   # safetensors: no pickle in it
         return []
     allowed = {f"{c.__module__}.{c.__qualname__}" for c in SAFE_GLOBALS}
     try:
@@ -152,74 +151,3 @@ def unsafe_classes(path: str | os.PathLike) -> list[str]:
     except Exception:  # noqa: BLE001 -- not a zip checkpoint: load_torch_file will say so, with the reason
         return []
     return sorted(set(found) - allowed)
-
-
-def save_packed(state: dict, out: str | os.PathLike, half: bool = True, updates: int | None = None) -> Path:
-    """A fairseq wav2vec 2.0 checkpoint dict as one .safetensors file (weights + config metadata).
-    ``updates`` replaces the checkpoint's own update count (e.g. the total of a warm-started run)."""
-    from safetensors.torch import save_file
-
-    out = Path(out)
-    weights = {k: (v.half() if half and v.is_floating_point() else v).contiguous() for k, v in state["model"].items()}
-    history = state.get("optimizer_history") or [{}]
-    meta = {"format": PACKED_FORMAT, "fairseq_cfg": json.dumps(state["cfg"]),
-            "num_updates": str(updates if updates is not None else history[-1].get("num_updates"))}
-    tmp = out.with_name(f".{out.name}.tmp")  # beside the target, then renamed: never half a release
-    save_file(weights, str(tmp), metadata=meta)
-    os.replace(tmp, out)
-    return out
-
-
-def is_packed(path: str | os.PathLike) -> bool:
-    return Path(path).suffix == ".safetensors"
-
-
-def load_packed(path: str | os.PathLike) -> dict:
-    """A packed release back as the fairseq checkpoint dict the rest of gendergap reads."""
-    from safetensors import SafetensorError, safe_open
-    path = Path(path)
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            meta = f.metadata() or {}
-            if meta.get("format") != PACKED_FORMAT:
-                raise UserError(f"not a gendergap packed checkpoint (format {meta.get('format')!r})", path=path,
-                                fix="give a file written by `gendergap ckpt pack`, a fairseq .pt or a transformers folder")
-            weights = {k: f.get_tensor(k) for k in f.keys()}
-    except (SafetensorError, OSError) as e:
-        raise UserError(f"cannot read as safetensors ({e})", path=path,
-                        fix="give a file written by `gendergap ckpt pack`") from None
-    return {"cfg": _packed_cfg(meta, path), "model": weights, "args": None,
-            "optimizer_history": [{"num_updates": _packed_updates(meta, path)}]}
-
-
-def _packed_cfg(meta: dict, path: Path) -> dict:
-    """The header's fairseq config, checked to be what `ckpt pack` writes: JSON with a ``model``
-    section whose shapes build a transformers Wav2Vec2Config (so an edited header fails here, in one
-    line, not as a KeyError in whatever command first builds the model)."""
-    fix = "the release's metadata was edited or damaged: re-pack it (gendergap ckpt pack) or download it again"
-    if "fairseq_cfg" not in meta:
-        raise UserError("packed checkpoint has no fairseq_cfg metadata", path=path, fix=fix)
-    try:
-        cfg = json.loads(meta["fairseq_cfg"])
-    except json.JSONDecodeError as e:
-        raise UserError(f"packed checkpoint's fairseq_cfg metadata is not JSON ({e.msg})", path=path, fix=fix) from None
-    if not isinstance(cfg, dict) or not isinstance(cfg.get("model"), dict):
-        raise UserError("packed checkpoint's fairseq_cfg metadata has no `model` section", path=path, fix=fix)
-    from ssl_pretrain.convert import hf_config
-    try:
-        hf_config(cfg["model"])
-    except (KeyError, ValueError, TypeError, AttributeError, SyntaxError) as e:
-        raise UserError(f"packed checkpoint's fairseq_cfg.model is not a wav2vec 2.0 config ({type(e).__name__}: "
-                        f"{str(e).splitlines()[0][:100] if str(e) else ''})", path=path, fix=fix) from None
-    return cfg
-
-
-def _packed_updates(meta: dict, path: Path) -> int | None:
-    updates = meta.get("num_updates")
-    if updates in (None, "", "None"):
-        return None
-    try:
-        return int(updates)
-    except ValueError:
-        raise UserError(f"packed checkpoint's num_updates metadata {updates[:40]!r} is not a number", path=path,
-                        fix="re-pack it (gendergap ckpt pack) or download it again") from None

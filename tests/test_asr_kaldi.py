@@ -6,7 +6,7 @@ import pytest
 
 from asr_helpers import one_thread, tiny_wav2vec2, write_corpus  # noqa: F401 (fixture)
 from corpora.base.errors import UserError
-from corpora.table import read_table, resolve_audio
+from corpora.utterances import UtteranceTable
 from downstream_asr.kaldi import kaldi_export, kaldi_import
 from manifests.export_kaldi import validate_kaldi_dir
 
@@ -20,9 +20,9 @@ def exported(tmp_path_factory):
     root = tmp_path_factory.mktemp("kaldi")
     paths = write_corpus(root / "data", {"test": 6})
     ref = CheckpointRef.resolve(tiny_wav2vec2(root / "w2v"))
-    table = read_table(paths["table"])
-    audio = resolve_audio(table, paths["table"]).tolist()
-    view = FeatureStore(root / "store").view(SSLExtractor(ref), table.assign(audio=audio), 1, progress=False)
+    table = UtteranceTable.load(paths["table"]).audio_rows()
+    audio = table["audio"].tolist()
+    view = FeatureStore(root / "store").view(SSLExtractor(ref), table, 1, progress=False)
     out = {repeat: kaldi_export(view, table, audio, root / f"k{repeat}", repeat=repeat) for repeat in (1, 2)}
     return {"root": root, "ssl": ref.load(), "table": table, "paths": paths, "summary": out}
 

@@ -11,11 +11,14 @@ import textwrap
 import time
 
 import numpy as np
+import os
+
 import pytest
 import soundfile as sf
 
 from corpora.base.errors import UserError
-from corpora.table import read_table, resolve_audio
+from corpora.table import read_table
+from corpora.utterances import UtteranceTable
 from fixtures_corpora import make_generic, make_kaldi, make_winost, write_audio
 from cli_helpers import run_lines as run
 
@@ -160,9 +163,10 @@ def piped_kaldi_table(tmp_path, capsys):
 
 def test_piped_audio_is_one_clear_line_where_audio_is_read(tmp_path, capsys):
     table = piped_kaldi_table(tmp_path, capsys)
-    df = read_table(table)
+    loaded = UtteranceTable.load(table)   # a pipe row is kept as given: it can be indexed and counted
+    df = loaded.rows
     with pytest.raises(UserError) as e:
-        resolve_audio(df, table)
+        loaded.audio_rows()
     line = str(e.value)
     assert line.startswith(f"{table}:2: ") and "piped command" in line and "s1-rec1-000" in line
     assert "format_wav_scp.sh" in line                      # what to do: dump the audio to files
@@ -173,7 +177,8 @@ def test_piped_audio_is_one_clear_line_where_audio_is_read(tmp_path, capsys):
     assert "piped command" in err[0] and f"{table}:2:" in err[0]
     assert not out.exists() and not list(tmp_path.glob(".m.*"))
     # Rows from plain files still resolve.
-    assert resolve_audio(df[df["audio"].str.endswith(".flac")], table).str.endswith("rec2.flac").all()
+    plain = UtteranceTable(df[df["audio"].str.endswith(".flac")], loaded.sources).audio_rows()
+    assert plain["audio"].str.endswith("rec2.flac").all() and plain["audio"].map(os.path.isabs).all()
 
 
 # ------------------------------------------------------------------ segment past the end, generic

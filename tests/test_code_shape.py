@@ -97,8 +97,8 @@ def test_no_package_imports_a_higher_layer():
 
 def test_the_steps_reach_package_functions_not_the_cli():
     """The CLI only wires: no module of gendergap/steps/ imports a command-line module, and every
-    CLI leaf a step runs (LEAF_FUNCTIONS) is a keyword function outside gendergap/cmd_*.py."""
-    from gendergap.steps.base import LEAF_FUNCTIONS
+    CLI leaf's function a step runs (gendergap.runs.CLI_LEAF) lies outside gendergap/cmd_*.py."""
+    from gendergap.runs import CLI_LEAF
 
     breaches = []
     for rel, module, tree in _modules(("gendergap",)):
@@ -109,4 +109,99 @@ def test_the_steps_reach_package_functions_not_the_cli():
                 names = _imported(node, module, rel.name == "__init__.py")
                 breaches += [f"{rel}:{node.lineno}: {n}" for n in names if n.startswith("gendergap.cmd_")]
     assert not breaches, "steps importing the CLI: " + ", ".join(breaches)
-    assert LEAF_FUNCTIONS and not [f for f in LEAF_FUNCTIONS.values() if f.startswith("gendergap.cmd_")]
+    assert CLI_LEAF and not [f for f in CLI_LEAF if f.__module__.startswith("gendergap.cmd_")]
+
+
+def _file_graph() -> dict[str, set[str]]:
+    """module -> the project modules it imports (at module level or inside a function alike: a lazy
+    import is still a dependency, and a circle closed by one is still a circle)."""
+    modules = {module: (rel, tree) for rel, module, tree in _modules(PACKAGES + ("gendergap",))}
+    graph = {}
+    for module, (rel, tree) in modules.items():
+        deps = set()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                names = _imported(node, module, rel.name == "__init__.py")
+            elif _is_import_module_call(node):
+                names = [node.args[0].value]
+            else:
+                continue
+            # `from pkg import a, b` names the modules pkg.a and pkg.b when they are modules (their
+            # package's __init__ then only runs first); pkg itself when any name is not a module
+            if isinstance(node, ast.ImportFrom) and len(names) > 1 and all(n in modules for n in names[1:]):
+                names = names[1:]
+            deps |= {n for n in names if n in modules and n != module}
+        graph[module] = deps
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_circle_among_files():
+    """No two files import each other, directly or round a longer circle, lazy imports included: a
+    circle means a concept is split between files (docs/architecture.md)."""
+    cycles = _cycles(_file_graph())
+    assert not cycles, "import circles (move the shared concept into one module):\n" + \
+        "\n".join(" <-> ".join(c) for c in cycles)
+
+
+# reads of a file with pandas that is NOT an utterance table, each with what it is
+NOT_TABLES = {
+    "ssl_pretrain/feature_store.py": "the store's own rows.tsv / index files",
+    "downstream_asr/perturb.py": "a SpeechBrain CSV it wrote itself",
+    "downstream_asr/data.py": "SpeechBrain CSVs (ID, wav, duration, wrd)",
+    "downstream_st/data.py": "a feature index TSV (id, feature path, frames)",
+    "analysis/trace.py": "a report's CSV table",
+    "analysis/score_runs.py": "a SpeechBrain test CSV (ID, spk_id, gender)",
+}
+# the loader: one TSV (corpora/table.py), several merged (corpora/merge.py), the value (corpora/utterances.py)
+TABLE_LOADER = {"corpora/table.py", "corpora/merge.py", "corpora/utterances.py"}
+
+
+def test_every_table_read_goes_through_the_one_loader():
+    """Only the loader reads an utterance table file: no other module calls corpora.table.read_table,
+    and pandas.read_csv appears only where the file read is another format (NOT_TABLES, each named)."""
+    breaches = []
+    for rel, _module, tree in _modules(PACKAGES + ("gendergap",)):
+        if str(rel) in TABLE_LOADER:
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            pandas = isinstance(func, ast.Attribute) and getattr(func.value, "id", "") in ("pd", "pandas")
+            if name == "read_table" or (pandas and name == "read_csv" and str(rel) not in NOT_TABLES):
+                breaches.append(f"{rel}:{node.lineno}: {name}")
+    assert not breaches, "table reads outside corpora.utterances.UtteranceTable.load:\n" + "\n".join(breaches)
+    assert all((ROOT / p).is_file() for p in NOT_TABLES), "a NOT_TABLES entry names a file that is gone"

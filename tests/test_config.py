@@ -300,11 +300,13 @@ def plan_toy(g, name, t) -> None:
 
 
 @pytest.fixture
-def toy_registered(monkeypatch):
+def toy_registered():
     task_types()   # the built-in types first
-    monkeypatch.setattr(config, "TASKS", dict(config.TASKS))  # registered for this test only
+    saved = dict(config.TASKS)   # the one registry (gendergap.tasks), restored after this test
     register_task("toy", ToyTask, plan_toy)
-    return ToyTask
+    yield ToyTask
+    config.TASKS.clear()
+    config.TASKS.update(saved)
 
 
 def test_a_task_type_registered_from_outside(tmp_path, toy_registered):

@@ -20,7 +20,8 @@ import soundfile as sf
 import torch
 
 from asr_helpers import one_thread, tiny_wav2vec2, write_corpus  # noqa: F401 (fixture)
-from corpora.table import read_table, resolve_audio, write_table
+from corpora.table import read_table, write_table
+from corpora.utterances import UtteranceTable
 from gendergap.cli import main
 from ssl_pretrain.checkpoints import CheckpointRef
 from ssl_pretrain.feature_store import COUNTERS, FbankExtractor, FeatureStore, SSLExtractor
@@ -42,8 +43,7 @@ def corpus(tmp_path_factory):
 
 
 def _rows(table_path):
-    table = read_table(table_path)
-    return table.assign(audio=resolve_audio(table, table_path).to_numpy())
+    return UtteranceTable.load(table_path).audio_rows()
 
 
 def test_frozen_asr_st_and_probes_read_one_extraction(corpus, tmp_path):

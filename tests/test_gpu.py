@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from asr_helpers import tiny_wav2vec2, write_corpus
-from corpora.table import read_table, resolve_audio
+from corpora.utterances import UtteranceTable
 from gendergap.cli import main
 from ssl_pretrain.checkpoints import CheckpointRef
 from ssl_pretrain.feature_store import FeatureStore, SSLExtractor
@@ -31,8 +31,7 @@ def corpus(tmp_path_factory):
 
 @pytest.mark.parametrize("precision,tolerance", [("fp16", 0.01), ("bf16", 0.03)])
 def test_extraction_on_cuda_matches_cpu_fp32(corpus, tmp_path, precision, tolerance):
-    table = read_table(corpus["table"])
-    rows = table.assign(audio=resolve_audio(table, corpus["table"]).to_numpy())
+    rows = UtteranceTable.load(corpus["table"]).audio_rows()
     ref = CheckpointRef.resolve(SHIPPED / "tiny-female.safetensors")
     store = FeatureStore(tmp_path / "store")
     cpu = store.view(SSLExtractor(ref, "cpu", "fp32"), rows, "all", dtype="float32", progress=False)

@@ -28,9 +28,8 @@ def corpus(tmp_path_factory):
 
 
 def _sel(table):
-    df = read_table(table)
-    from corpora.table import resolve_audio
-    return df.assign(audio=resolve_audio(df, table))
+    from corpora.utterances import UtteranceTable
+    return UtteranceTable.load(table).audio_rows()
 
 
 # ------------------------------------------------------------------ fairseq wav2vec

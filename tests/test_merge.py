@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from corpora.table import read_table, read_tables
+from corpora.table import read_table
+from corpora.utterances import UtteranceTable
 from fixtures_corpora import make_mtedx_pairs
 from gendergap.config import load_config
 from gendergap.plan import plan_jobs
@@ -133,9 +134,14 @@ def test_the_same_table_twice_is_refused(named, tmp_path, capsys):
     assert rc == 2 and len(err) == 1 and "table given twice" in err[0] and not out.exists()
 
 
-def test_read_tables_of_one_table_is_that_table(named):
-    pd.testing.assert_frame_equal(read_tables([named[1]]), read_table(named[1]))
-    assert len(read_tables(named)) == 21
+def test_loading_one_table_is_that_table_with_its_audio_absolute(named):
+    one, own = UtteranceTable.load([named[1]]), read_table(named[1])
+    assert one.sources == (named[1],) and one.source == str(named[1])
+    pd.testing.assert_frame_equal(one.rows.drop(columns="audio"), own.drop(columns="audio"))
+    assert list(one.rows["audio"]) == [str(named[1].resolve().parent / a) for a in own["audio"]]
+    merged = UtteranceTable.load(named)
+    assert len(merged) == 21 and merged.rows["audio"].str.startswith("/").all()
+    assert len(merged.select(split="train")) == (merged.rows["split"] == "train").sum() > 0
 
 
 def test_table_twice_in_manifest_build_uses_both(named, tmp_path, capsys):

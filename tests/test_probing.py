@@ -257,11 +257,10 @@ def test_probe_run_end_to_end_on_tiny_wavs(tmp_path, capsys):
     assert f1.between(0, 100).all()
     assert (out / "f1_by_layer.png").stat().st_size > 1000 and (out / "attention_profile.png").stat().st_size > 1000
     # the random-init twin really has other weights: its features differ
-    from corpora.table import read_table, resolve_audio
+    from corpora.utterances import UtteranceTable
     from ssl_pretrain.checkpoints import CheckpointRef
     from ssl_pretrain.feature_store import COUNTERS, FeatureStore, SSLExtractor
-    rows = read_table(table)
-    rows = rows.assign(audio=resolve_audio(rows, table).to_numpy())
+    rows = UtteranceTable.load(table).audio_rows()
     rows = rows[rows["id"] == "trainF0-00"]
     ref = CheckpointRef.resolve(model, name="tiny")
     a = FeatureStore(fstore).view(SSLExtractor(ref), rows, "all", progress=False).get("trainF0-00")

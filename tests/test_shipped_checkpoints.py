@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from corpora.synth import synthesize
-from corpora.table import read_table, resolve_audio
+from corpora.utterances import UtteranceTable
 from manifests.export_fairseq import export_wav2vec
 from ssl_pretrain.checkpoints import CheckpointRef, register_checkpoint
 from ssl_pretrain.evaluate import contrastive_accuracy, retrieval_by_layer
@@ -30,9 +30,7 @@ def unseen(tmp_path_factory):
     """The test speakers of the built-in corpus (voices no checkpoint heard), as a table and a manifest."""
     root = tmp_path_factory.mktemp("shipped")
     table_path = synthesize(root / "corpus", size="tiny", seed=0)
-    table = read_table(table_path)
-    test = table[(table["corpus"] == "synth-fr") & (table["split"] == "test")].reset_index(drop=True)
-    test = test.assign(audio=resolve_audio(test, table_path))
+    test = UtteranceTable.load(table_path).select(corpus="synth-fr", split="test").audio_rows()
     export_wav2vec({"train": test, "valid": test}, root / "manifest")
     return test, root / "manifest"
 

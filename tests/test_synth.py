@@ -19,7 +19,8 @@ import soundfile as sf
 from corpora.base.errors import UserError
 from corpora.synth import synthesize
 from corpora.synth import gender_set, lexicon, sentences
-from corpora.table import read_table, resolve_audio
+from corpora.table import read_table
+from corpora.utterances import UtteranceTable
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -31,7 +32,7 @@ def tiny(tmp_path_factory) -> Path:
 
 def _table(path: Path) -> pd.DataFrame:
     df = read_table(path)
-    df["path"] = resolve_audio(df, path)
+    df["path"] = UtteranceTable.load(path).audio_rows()["audio"]
     return df
 
 

@@ -31,13 +31,11 @@ def utt_seconds(table: str, corpus: str, split: str, scale: float, checkpoint: s
     stored as one run."""
     from analysis.store import ResultsStore
     from corpora.base.provenance import file_fingerprint
-    from corpora.table import read_table, resolve_audio
+    from corpora.utterances import UtteranceTable
     from ssl_pretrain.checkpoints import CheckpointRef
     from ssl_pretrain.feature_store import FeatureStore, extractor_for
 
-    df = read_table(table)
-    rows = df[(df["corpus"] == corpus) & (df["split"] == split)].reset_index(drop=True)
-    rows = rows.assign(audio=resolve_audio(rows, table).to_numpy())
+    rows = UtteranceTable.load(table).select(corpus=corpus, split=split).audio_rows()
     extractor = extractor_for(CheckpointRef.resolve(checkpoint, registry), device, precision)
     view = FeatureStore(store).view(extractor, rows, layer, progress=False)
     frames = rows["id"].map(view.n_frames)

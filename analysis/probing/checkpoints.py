@@ -20,15 +20,14 @@ from analysis.probing.run import ProbeResult, f1_by_layer, probe_layers, rows_fo
 
 
 def probe_data(table: str, *, corpus: str | None, seed: int, max_utts: dict) -> tuple[dict, pd.DataFrame]:
-    """(splits, rows): the table's balanced train/valid/test splits, and their rows with resolved audio."""
-    from corpora.table import read_tables, resolve_audio, table_source
+    """(splits, rows): the table's balanced train/valid/test splits, and their rows (audio absolute)."""
+    from corpora.utterances import UtteranceTable
 
-    frame = read_tables(table)   # one table, or several merged (corpora.merge)
-    if corpus:
-        frame = frame[frame["corpus"].isin(corpus.split(","))].reset_index(drop=True)
-    splits = probe_splits(frame, seed=seed, source=table_source(table), max_utts=max_utts)
-    rows = pd.concat([splits[s] for s in ("train", "valid", "test")], ignore_index=True)
-    rows = rows.assign(audio=resolve_audio(rows, table).to_numpy())
+    frame = UtteranceTable.load(table)   # one table, or several merged (corpora.merge)
+    rows = frame.rows[frame.rows["corpus"].isin(corpus.split(","))] if corpus else frame.rows
+    splits = probe_splits(rows.reset_index(drop=True), seed=seed, source=frame.source, max_utts=max_utts)
+    rows = UtteranceTable(pd.concat([splits[s] for s in ("train", "valid", "test")], ignore_index=True),
+                          frame.sources).audio_rows()
     print("probe data: " + ", ".join(f"{s} {len(splits[s])} utts ({splits[s]['speaker'].nunique()} speakers)"
                                      for s in ("train", "valid", "test")))
     return splits, rows

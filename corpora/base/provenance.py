@@ -40,6 +40,23 @@ def git_sha() -> str:
         return "unknown"
 
 
+@functools.lru_cache(maxsize=256)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
+    del size, mtime_ns  # part of the cache key only
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """sha256 of a file's bytes, the one file hash of the project; cached per (path, size, mtime)
+    within a process (a checkpoint is hashed by every command that resolves it)."""
+    st = os.stat(path)
+    return _sha256(str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+
+
 def canonical_json(obj) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 

@@ -19,7 +19,6 @@ killed run is simply redone.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import multiprocessing
 import random
@@ -31,7 +30,7 @@ from tqdm.auto import tqdm
 
 from corpora.base.atomic import atomic_open, write_json
 from corpora.base.errors import UserError
-from corpora.base.provenance import engine_versions
+from corpora.base.provenance import engine_versions, file_sha256
 from corpora.synth import gender_set, sentences
 from corpora.synth.voices import Speaker, make_speakers
 from corpora.synth.worker import SAMPLE_RATE, speak_speaker
@@ -138,14 +137,6 @@ def _gender_utterances(size: Size, seed: int) -> tuple[list[Utterance], dict[str
     return out, mustshe
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _checksums_match(out_dir: Path, config: dict) -> bool:
     """True when a previous run with this config finished and no file changed since."""
     sums, cfg = out_dir / "checksums.sha256", out_dir / "synth_config.json"
@@ -160,7 +151,7 @@ def _checksums_match(out_dir: Path, config: dict) -> bool:
     for line in sums.read_text(encoding="utf-8").splitlines():
         digest, _, rel = line.partition("  ")
         path = out_dir / rel
-        if not path.is_file() or _sha256(path) != digest:
+        if not path.is_file() or file_sha256(path) != digest:
             return False
     return True
 
@@ -230,7 +221,7 @@ def synthesize(out_dir, size: str = "mini", seed: int = 0, workers: int = WORKER
     written.append(out_dir / "synth_config.json")
 
     lines = [f"{facts[u.id]['sha256']}  audio/{u.speaker.id}/{u.id}.wav" for u in utterances]
-    lines += [f"{_sha256(p)}  {p.name}" for p in written]
+    lines += [f"{file_sha256(p)}  {p.name}" for p in written]
     with atomic_open(out_dir / "checksums.sha256") as fh:
         fh.write("\n".join(lines) + "\n")
     print(f"synthetic corpus: {len(table)} utterances, {table['duration'].sum() / 3600:.2f} h, "

@@ -28,7 +28,7 @@ def st_train(*, train: str, valid: str, src: str, tgt: str, out: str, ckpt: str 
                        trust=trust_checkpoint)
 
 
-def st_decode(*, model: str, test: str, out: str, test_split: str | None = None, corpus: str | None = None,
+def st_decode(*, model: str, test: str | list[str], out: str, test_split: str | None = None, corpus: str | None = None,
               beam: int | None = None, feature_store: str | None = None, features_index: str | None = None,
               device: str | None = None, precision: str | None = None, registry: str | None = None,
               no_score: bool = False, mustshe: str | None = None, bootstrap: int = 1000, seed: int = 12345,
@@ -40,6 +40,7 @@ def st_decode(*, model: str, test: str, out: str, test_split: str | None = None,
     from analysis.score_runs import score_st_run
     from downstream_st.runs import decode_model
 
+    test = test[0] if isinstance(test, list) and len(test) == 1 else test   # one table: recorded as before
     d = decode_model(model=model, test=test, out=out, test_split=test_split, corpus=corpus, beam=beam,
                      feature_store=feature_store, features_index=features_index, device=device, precision=precision,
                      registry=registry, references=not no_score, trust=trust_checkpoint)

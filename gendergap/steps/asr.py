@@ -8,8 +8,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from gendergap.config_schema import AsrE2ETask, AsrFrozenTask
+from gendergap.runs import asr_finetune, asr_frozen
 from gendergap.steps.base import Graph, ModelStep, register_task, task_runtime
 from gendergap.steps.seeds import SUBSET, add_seeded
 from gendergap.steps.selection import task_data
@@ -54,14 +56,14 @@ class AsrStep(ModelStep):
         # (downstream_asr.ctc_inference): results made before it depended on the batching
         return {"forward": "batch-invariant"} if self.recipe == "finetune" else {}
 
-    def calls(self) -> list[tuple[str, dict]]:
+    def calls(self) -> list[tuple[Callable, dict]]:
         common = dict(ckpt=self.ckpt, registry=self.registry, train=self.train, valid=self.valid, test=self.test,
                       table=self.table, out=self.out, db=self.db, subset=self.subset, bootstrap=self.bootstrap,
                       seed=self.bootstrap_seed, hparams=self.hparams, overrides=list(self.overrides), no_progress=True,
                       device=self.device, precision=self.precision, trust_checkpoint=self.trust)
         if self.recipe == "finetune":
-            return [("asr finetune", common)]
-        return [("asr frozen", dict(common, layer=self.layer, feature_store=self.feature_store))]
+            return [(asr_finetune, common)]
+        return [(asr_frozen, dict(common, layer=self.layer, feature_store=self.feature_store))]
 
 
 def plan_asr(g: Graph, tname: str, t: dict) -> None:

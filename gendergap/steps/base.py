@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, ClassVar
 
 from corpora.base.provenance import config_hash
-from gendergap.config import TASKS, register_task  # noqa: F401 (the one task registry)
+from gendergap.tasks import TASKS, register_task  # noqa: F401 (the one task registry)
 
 LIGHT = {"cpus": 1, "mem_gb": 2, "gpus": 0, "time_min": 30}  # data wiring, scoring, the report
 GRAPH_FIELDS = ("name", "deps", "resources", "task", "checkpoint", "pair", "outputs", "key")
@@ -104,10 +104,11 @@ class Step:
             raise NotImplementedError(f"{type(self).__name__}.run")
         run_calls(calls)
 
-    def calls(self) -> list[tuple[str, dict]]:
-        """What running the step means as CLI leaves: [(leaf, its keyword arguments)], e.g.
-        ("asr frozen", {ckpt: ..., layer: ...}). ``run()`` calls them; `gendergap trace` prints them
-        as the command lines that redo exactly this step. Empty: the step is no CLI leaf's work."""
+    def calls(self) -> list[tuple[Callable, dict]]:
+        """What running the step means as CLI leaves' functions: [(function, its keyword arguments)],
+        e.g. (gendergap.runs.asr_frozen, {ckpt: ..., layer: ...}). ``run()`` calls them; `gendergap
+        trace` prints them as the command lines that redo exactly this step (gendergap.runs.CLI_LEAF).
+        Empty: the step is no CLI leaf's work."""
         return []
 
     def check(self, ctx: "CheckContext") -> list["Problem"]:
@@ -118,19 +119,9 @@ class Step:
         return []
 
 
-# CLI leaf -> the keyword function it calls (gendergap/runs/: names = its option dests; gendergap/options.call)
-LEAF_FUNCTIONS = {"asr finetune": "gendergap.runs.asr:asr_finetune", "asr frozen": "gendergap.runs.asr:asr_frozen",
-                  "st train": "gendergap.runs.st:st_train", "st decode": "gendergap.runs.st:st_decode",
-                  "probe run": "gendergap.runs.probe:probe_run",
-                  "asr transcribe": "gendergap.runs.transcribe:asr_transcribe"}
-
-
-def run_calls(calls: list[tuple[str, dict]]) -> None:
-    import importlib
-
-    for leaf, kwargs in calls:
-        module, name = LEAF_FUNCTIONS[leaf].split(":")
-        getattr(importlib.import_module(module), name)(**kwargs)
+def run_calls(calls: list[tuple[Callable, dict]]) -> None:
+    for function, kwargs in calls:
+        function(**kwargs)
 
 
 @dataclass(kw_only=True)
@@ -196,7 +187,7 @@ Planner = Callable[["Graph", str, dict], None]   # (graph, task name, validated 
 # (graph, checkpoint, task config) -> what the task reads from the feature store: {corpus, splits,
 # layers, probe_seed} (FeaturesStep, gendergap/steps/models.py), or a list of them (rows of several corpora)
 FeatureRequest = Callable[["Graph", str, dict], "dict | list[dict]"]
-# A task type is registered once, schema + planner + feature request together: gendergap.config.register_task
+# A task type is registered once, schema + planner + feature request together: gendergap.tasks.register_task
 # (re-exported here for step modules). Besides its step class and its package function, that is all
 # a new downstream task needs (docs/architecture.md).
 

@@ -38,13 +38,9 @@ class MergeStep(Step):
     out: str
 
     def run(self) -> None:
-        from corpora.base.atomic import write_json
-        from corpora.merge import merge_tables
-        from corpora.table import write_table
+        from corpora.merge import merge_files
 
-        df, report = merge_tables(self.tables, gender_map=self.gender_map)
-        write_json(f"{self.out}.merge.json", report)
-        write_table(df, self.out)
+        report = merge_files(tables=self.tables, out=self.out, gender_map=self.gender_map)
         print(f"{self.out}: {report['summary']}", flush=True)
 
     def check(self, ctx: CheckContext) -> list[Problem]:
@@ -70,16 +66,11 @@ class MergeStep(Step):
 
 def content_hash(path: str) -> str:
     """The first 16 hex digits of the file's sha256 ("missing" if there is none yet)."""
-    import hashlib
-
-    h = hashlib.sha256()
+    from corpora.base.provenance import file_sha256
     try:
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
+        return file_sha256(path)[:16]
     except OSError:
         return "missing"
-    return h.hexdigest()[:16]
 
 
 @dataclass(kw_only=True)

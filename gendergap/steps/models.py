@@ -99,17 +99,17 @@ def _extract_features(table: str, ckpt: str, registry: str, store: str, requests
     The built-in study gets one entry with every layer of synth-fr (frozen ASR, fr->en ST, probes)
     and one with layer 1 of the gender set (en->fr ST).
     """
-    from corpora.table import read_table
+    from corpora.utterances import UtteranceTable
     from ssl_pretrain.checkpoints import CheckpointRef
     from ssl_pretrain.device import device_and_precision
     from ssl_pretrain.feature_cover import extract_covering
     from ssl_pretrain.feature_store import extractor_for
 
     device, precision = device_and_precision(device, precision)
-    df = read_table(table)
+    df = UtteranceTable.load(table).audio_rows()
     extractor = extractor_for(CheckpointRef.resolve(ckpt, registry, trust=trust), device, precision)
     wanted = [(_rows(df, req, table), req["layers"]) for req in requests]
-    for view in extract_covering(store, extractor, table, wanted):
+    for view in extract_covering(store, extractor, wanted):
         print(f"features of {ckpt}: {len(view)} utterances, layers {view.layers}, {device} {precision} "
               f"-> {view.dir}", flush=True)
 

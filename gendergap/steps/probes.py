@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from gendergap.config_schema import ProbesTask
+from gendergap.runs import probe_run
 from gendergap.steps.base import CheckContext, Graph, ModelStep, Problem, problems, register_task, task_runtime
 
 
@@ -27,8 +29,8 @@ class ProbesStep(ModelStep):
     db: str
     seed: int
 
-    def calls(self) -> list[tuple[str, dict]]:
-        return [("probe run", dict(
+    def calls(self) -> list[tuple[Callable, dict]]:
+        return [(probe_run, dict(
             ckpt=[self.ckpt], registry=self.registry, table=self.table, corpus=self.corpus, layers=self.layers,
             probes=",".join(self.probes), control=self.control, random_init=self.random_init,
             feature_store=self.feature_store, out=self.out, db=self.db, seed=self.seed, device=self.device,

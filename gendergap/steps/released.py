@@ -20,11 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Callable, Literal
 
 from pydantic import Field
 
 from gendergap.config_schema import Section, TaskBase
+from gendergap.runs import asr_transcribe
 from gendergap.steps.base import CheckContext, Graph, ModelStep, Problem, problems, register_task, task_runtime
 
 TYPE = "asr-released"
@@ -77,8 +78,8 @@ class ReleasedStep(ModelStep):
     ADDED_FIELDS = ("tgt",)
     KEY_NAMES = {"bootstrap_seed": "seed"}
 
-    def calls(self) -> list[tuple[str, dict]]:
-        return [("asr transcribe", dict(
+    def calls(self) -> list[tuple[Callable, dict]]:
+        return [(asr_transcribe, dict(
             model=self.model, table=self.table, split=self.split, corpus=self.corpus, out=self.out,
             name=self.model_name, language=self.language, task=self.mode, max_new_tokens=self.max_new_tokens,
             batch_seconds=self.batch_seconds, no_progress=True, device=self.device, precision=self.precision,

@@ -8,8 +8,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from gendergap.config_schema import StTask
+from gendergap.runs import st_decode, st_train
 from gendergap.steps.base import CheckContext, Graph, ModelStep, Problem, Step, problems, register_task, task_runtime
 from gendergap.steps.seeds import SUBSET, add_seeded
 
@@ -55,7 +57,7 @@ class StStep(ModelStep):
         # caps (ssl_pretrain.fairseq_batch_invariance): results made before depended on the batching
         return {"forward": "batch-invariant"}
 
-    def calls(self) -> list[tuple[str, dict]]:
+    def calls(self) -> list[tuple[Callable, dict]]:
         train = dict(ckpt=self.ckpt, layer=self.layer, registry=self.registry, feature_store=self.feature_store,
                      device=self.device, precision=self.precision, trust_checkpoint=self.trust, corpus=self.corpus,
                      train=self.table, train_split=self.splits["train"], valid=self.table,
@@ -67,7 +69,7 @@ class StStep(ModelStep):
                       name=self.ckpt, bootstrap=self.bootstrap, seed=self.bootstrap_seed, task=self.task_type,
                       trust_checkpoint=self.trust,
                       **({"subset": self.subset} if self.subset else {}))
-        return [("st train", train), ("st decode", decode)]
+        return [(st_train, train), (st_decode, decode)]
 
     def check(self, ctx: CheckContext) -> list[Problem]:
         """The pair's rows (translations, speakers' genders, audio) and fairseq's batching of them."""
