@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -81,9 +82,11 @@ def test_a_killed_extraction_resumes_from_its_finished_shards(corpus, tmp_path):
     the same features as an uninterrupted extraction."""
     table = read_table(corpus["table"])
     # the last row (the longest, so the last shard) reads a FIFO: the extraction blocks there,
-    # deterministically, with every earlier shard finished and the last one half-written
+    # deterministically, with every earlier shard finished and the last one half-written. A FIFO
+    # named by a table is refused when the table is read (UtteranceTable.audio_rows), so the file
+    # is a regular one then, and becomes the FIFO once the first shard is written
     fifo = tmp_path / "blocking.wav"
-    os.mkfifo(fifo)
+    shutil.copyfile(UtteranceTable.load(corpus["table"]).rows["audio"].iloc[0], fifo)
     table.loc[len(table) - 1, ["audio", "duration"]] = [str(fifo), 2.0]
     path = tmp_path / "t.tsv"
     write_table(table, path)
@@ -93,6 +96,11 @@ def test_a_killed_extraction_resumes_from_its_finished_shards(corpus, tmp_path):
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.time() + 120
+        while not list((tmp_path / "store").rglob("shard-*.tsv")) and time.time() < deadline:
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            time.sleep(0.05)
+        os.unlink(fifo)
+        os.mkfifo(fifo)
         while len(list((tmp_path / "store").rglob("shard-*.tsv"))) < 15 and time.time() < deadline:
             assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
             time.sleep(0.1)
