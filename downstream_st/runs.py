@@ -39,7 +39,7 @@ def limit_threads(preset: dict) -> None:
         torch.set_num_threads(int(preset["cpu_threads"]))
 
 
-def _one_or_several(table):
+def one_or_several(table):
     """A table argument as given (repeated --train, --valid, --test: a list): one path as itself, so a
     one-table run records what it always did; several as a list (merged as corpora.merge does)."""
     if isinstance(table, (list, tuple)):
@@ -64,7 +64,7 @@ def train_model(*, train: str | list[str], valid: str | list[str], src: str, tgt
     from downstream_st.train import train_st
     from ssl_pretrain.device import runtime_info
 
-    train, valid = _one_or_several(train), _one_or_several(valid)
+    train, valid = one_or_several(train), one_or_several(valid)
     overrides = list(overrides) + ([f"seed={seed}"] if seed is not None else [])
     recipe = on_gpus(on_device(apply_overrides(load_preset(preset), overrides, trust=trust), device, precision), gpus)
     limit_threads(recipe)
@@ -131,7 +131,7 @@ def decode_model(*, model: str, test: str | list[str], out: str, test_split: str
     from downstream_st.train import read_model_meta
     from ssl_pretrain.device import device_and_precision, runtime_info
 
-    test = _one_or_several(test)
+    test = one_or_several(test)
     meta = read_model_meta(model)
     # what a handed run dir names is checked before any work: its data config's files, its decoding
     # flags (an allowlist) and the checkpoint fairseq-generate will load (the safe loader)

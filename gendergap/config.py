@@ -32,7 +32,7 @@ from corpora.base.errors import UserError
 from corpora.base.reserved import FBANK
 from corpora.base.strict_yaml import read_yaml, validate
 from gendergap.config_schema import BUILTIN_TASKS, Study, TaskBase, describe  # noqa: F401 (TaskBase: for task modules)
-from gendergap.tasks import TASKS, TaskType, register_task  # noqa: F401 (the registry, read here)
+from gendergap.tasks import TASKS
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 TASK_TYPES = tuple(BUILTIN_TASKS)   # the built-in types; task_types() also lists registered ones

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from corpora.base.errors import UserError
 from gendergap.config import StudyConfig
-from gendergap.config import TASKS
+from gendergap.tasks import TASKS
 from gendergap.steps import Graph, Step
 from gendergap.steps.data import plan_corpus
 from gendergap.steps.models import plan_checkpoints, plan_features

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from corpora.base.errors import UserError
-from corpora.base.provenance import file_sha256  # noqa: F401 (also this module's, for its callers)
+from corpora.base.provenance import file_sha256
 from corpora.base.reserved import FBANK  # the reserved name of the filterbank baseline
 from ssl_pretrain.registry import Registry, check_name
 

@@ -13,7 +13,8 @@ from pydantic import Field
 
 from corpora.base.errors import UserError
 from gendergap import config
-from gendergap.config import CONFIG_DIR, TaskBase, load_config, register_task, schema_json, schema_text, task_types
+from gendergap.config import CONFIG_DIR, TaskBase, load_config, schema_json, schema_text, task_types
+from gendergap.tasks import register_task
 from gendergap.plan import plan_jobs
 
 GOOD = """\

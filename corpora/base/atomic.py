@@ -21,21 +21,12 @@ def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None =
         from corpora.base.errors import UserError
         raise UserError("this is a directory, not a file name", path=path,
                         fix=f"give a file name, e.g. {path / 'out.json'}")
-    path.parent.mkdir(parents=True, exist_ok=True)
     binary = "b" in mode
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, mode, encoding=None if binary else encoding,
-                       newline=None if binary else "") as f:
+    with atomic_path(path) as tmp:
+        with open(tmp, mode, encoding=None if binary else encoding, newline=None if binary else "") as f:
             yield f
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give what open() would have given
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
 
 
 @contextlib.contextmanager

@@ -38,9 +38,9 @@ def st_decode(*, model: str, test: str | list[str], out: str, test_split: str | 
     (and MuST-SHE gender accuracy with ``mustshe``), store the rows in ``db`` and write OUT.json.
     ``seed`` is the bootstrap's. Returns what OUT.json holds (None with ``no_score``)."""
     from analysis.score_runs import score_st_run
-    from downstream_st.runs import decode_model
+    from downstream_st.runs import decode_model, one_or_several
 
-    test = test[0] if isinstance(test, list) and len(test) == 1 else test   # one table: recorded as before
+    test = one_or_several(test)   # one table: recorded as before
     d = decode_model(model=model, test=test, out=out, test_split=test_split, corpus=corpus, beam=beam,
                      feature_store=feature_store, features_index=features_index, device=device, precision=precision,
                      registry=registry, references=not no_score, trust=trust_checkpoint)
