@@ -146,7 +146,7 @@ def test_two_slurm_jobs_write_one_results_db(slurm_cluster, tmp_path):
 
 def test_asr_job_killed_by_slurm_mid_epoch_resumes(slurm_cluster, tmp_path, capsys):
     """`asr finetune` with intra-epoch checkpoints runs as a SLURM job; `scancel --signal=KILL`
-    ends it once a checkpoint is complete; the same command run again resumes at that
+    ends it once its first checkpoint is complete (the job waits there to be killed); the same command run again resumes at that
     checkpoint's optimizer step, inside the first epoch."""
     import re
     import subprocess
@@ -161,9 +161,22 @@ def test_asr_job_killed_by_slurm_mid_epoch_resumes(slurm_cluster, tmp_path, caps
             "valid_batch_seconds=6", "ckpt_interval_steps=4", "number_of_epochs=50"]
 
     def train(args: list[str]) -> int:  # runs on the node: the CLI in the job's own process
+        import time as node_time
+
         import torch
         torch.set_num_threads(1)
+        from downstream_asr.common import CTCBrain
         from gendergap.cli import main as cli_main
+        save = CTCBrain._save_intra_epoch_ckpt
+
+        def save_then_stall(self):
+            # The job stalls right after its first interval checkpoint, as a preempted job would
+            # be caught there: SLURM's kill then lands mid-epoch however late it comes (a fast
+            # node could otherwise finish epochs, and save end-of-epoch checkpoints, before it).
+            save(self)
+            node_time.sleep(600)
+
+        CTCBrain._save_intra_epoch_ckpt = save_then_stall
         return cli_main(args)
 
     job = slurm_cluster.executor(tmp_path / "logs", timeout_min=10, name="gg-asr-kill").submit(train, argv)
@@ -189,5 +202,6 @@ def test_asr_job_killed_by_slurm_mid_epoch_resumes(slurm_cluster, tmp_path, caps
                       resumed[0])
     assert found, resumed
     step, epochs, batches = map(int, found.groups())
+    assert saved == 4  # the first interval checkpoint, where the job stalled
     assert step == saved and step % 4 == 0 and batches > 0 and step > epochs * batches  # inside an epoch
     assert json.loads((out / "train_summary.json").read_text())["optimizer_step"] == saved + 2
