@@ -128,7 +128,9 @@ def plot_probes_by_layer(grid: pd.DataFrame, path: str | os.PathLike) -> Path | 
     attention probe is solid and mean pooling dashed; other probe types are drawn only when
     neither is present (the table has them all). ``NAME+random-init`` twins are grey with their
     trained model's marker; ``<probe>+shuffled`` controls are dotted and should sit near 50. A
-    reference row with one layer (FBANK) is a red horizontal line.
+    reference row with one layer (FBANK) is a red horizontal line. Models of different depths (a
+    HuBERT Base beside a WavLM Large, say) are drawn against layer / depth, so that their first and
+    last layers line up.
     """
     if grid is None or grid.empty:
         return None
@@ -138,6 +140,13 @@ def plot_probes_by_layer(grid: pd.DataFrame, path: str | os.PathLike) -> Path | 
     if not probes:
         return None
     bases = list(dict.fromkeys(str(c).removesuffix(RANDOM_INIT_SUFFIX) for c in grid["checkpoint"]))
+    depth = {c: int(g["layer"].max()) for c, g in grid.groupby("checkpoint", sort=False)
+             if not (is_reference(c) and g["layer"].nunique() == 1)}
+    relative = len(set(depth.values())) > 1
+
+    def x_of(ckpt, layers):
+        return layers / max(depth[ckpt], 1) if relative else layers
+
     fig = Figure(figsize=(8.5, 4.2), layout="constrained")
     ax = fig.add_subplot(1, 1, 1)
     for ckpt, g in grid.groupby("checkpoint", sort=False):
@@ -156,12 +165,16 @@ def plot_probes_by_layer(grid: pd.DataFrame, path: str | os.PathLike) -> Path | 
             for col, ls in ((probe, PROBE_STYLES.get(probe, "-.")), (probe + SHUFFLED_SUFFIX, ":")):
                 if col not in g or g[col].isna().all():
                     continue
-                ax.plot(g["layer"], g[col], marker=MARKERS[i % len(MARKERS)], ms=4, color=colour, ls=ls,
+                ax.plot(x_of(ckpt, g["layer"]), g[col], marker=MARKERS[i % len(MARKERS)], ms=4, color=colour, ls=ls,
                         label=f"{ckpt} · {col}")
     ax.axhline(50, color="grey", lw=0.8, ls=(0, (1, 4)))  # chance for two balanced classes
-    ax.set_xlabel("layer (0 = transformer input)")
+    if relative:
+        ax.set_xlabel("layer / depth (0 = transformer input, 1 = last layer; depths: "
+                      + ", ".join(f"{c} {d}" for c, d in depth.items() if not str(c).endswith(RANDOM_INIT_SUFFIX)) + ")")
+    else:
+        ax.set_xlabel("layer (0 = transformer input)")
+        ax.set_xticks(sorted(int(x) for x in grid["layer"].unique()))
     ax.set_ylabel("macro F1 (%)")
-    ax.set_xticks(sorted(int(x) for x in grid["layer"].unique()))
     ax.set_ylim(0, 102)
     # long handles, or a dashed line shows as solid in the legend
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False, handlelength=3.5)

@@ -201,10 +201,15 @@ def mustshe_table(df: pd.DataFrame) -> pd.DataFrame:
 PRETRAINING_FIELDS = ("updates", "hours", "male_pct", "female_pct", "unknown_pct")
 
 
+MODEL_FIELDS = ("family", "parameters", "layers", "hidden_size")
+
+
 def pretraining_table(entries: list[dict]) -> pd.DataFrame:
-    """Table 3: one row per registry entry, in the registry's order; a missing field is NaN."""
-    rows = [{"model": e["name"], **{f: e.get(f) for f in PRETRAINING_FIELDS}} for e in entries]
-    return pd.DataFrame(rows, columns=["model", *PRETRAINING_FIELDS]).astype({f: float for f in PRETRAINING_FIELDS})
+    """Table 3: one row per registry entry, in the registry's order, with the model's family and
+    size (ssl_pretrain.families.describe, recorded at registration); a missing field is NaN."""
+    numeric = (*PRETRAINING_FIELDS, "parameters", "layers", "hidden_size")
+    rows = [{"model": e["name"], **{f: e.get(f) for f in (*MODEL_FIELDS, *PRETRAINING_FIELDS)}} for e in entries]
+    return pd.DataFrame(rows, columns=["model", *MODEL_FIELDS, *PRETRAINING_FIELDS]).astype({f: float for f in numeric})
 
 
 def winomt_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -321,9 +326,10 @@ def st_layout(t: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-PRETRAINING_HEADER = ["Model", "# updates", "# hours", "M, %", "F, %", "U, %"]
-PRETRAINING_CAPTION = ("Pre-trained wav2vec 2.0 models: number of updates and hours of pre-training speech, and the "
-                       "share of male (M), female (F) and unknown-gender (U) speech in it.")
+PRETRAINING_HEADER = ["Model", "Family", "Params", "Layers", "# updates", "# hours", "M, %", "F, %", "U, %"]
+PRETRAINING_CAPTION = ("Pre-trained self-supervised models: family, parameters and transformer layers, number of "
+                       "updates and hours of pre-training speech, and the share of male (M), female (F) and "
+                       "unknown-gender (U) speech in it.")
 
 
 def fmt_plain(x, digits: int = 2) -> str:
@@ -336,7 +342,9 @@ def fmt_plain(x, digits: int = 2) -> str:
 
 
 def pretraining_layout(t: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
-    rows = [[r["model"], fmt_plain(r["updates"], 0), fmt_plain(r["hours"])] +
+    from ssl_pretrain.families import label, size_label
+    rows = [[r["model"], label(r["family"]), size_label(r["parameters"]), fmt_plain(r["layers"], 0),
+             fmt_plain(r["updates"], 0), fmt_plain(r["hours"])] +
             [fmt_plain(r[f]) for f in ("male_pct", "female_pct", "unknown_pct")] for r in t.to_dict("records")]
     return PRETRAINING_HEADER, rows
 

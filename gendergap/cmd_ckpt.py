@@ -97,11 +97,15 @@ def register(subparsers, group: str, help: str) -> None:
 
     _add_registry_leaves(sub)
     _add_model_leaves(sub)
+    for leaf in sub.choices.values():   # `ckpt add NAME PATH --registry R` reads as well as `ckpt --registry R add`
+        leaf.add_argument("--registry", default=argparse.SUPPRESS,
+                          help="registry JSON file (default runs/checkpoints.json)")
 
 
 def _add_registry_leaves(sub) -> None:
     """`ckpt add`, `ckpt list` and `ckpt convert`."""
-    a = sub.add_parser("add", help="register a fairseq .pt or a Hugging Face wav2vec2 folder",
+    a = sub.add_parser("add", help="register a fairseq .pt or a Hugging Face folder (wav2vec 2.0, XLS-R, MMS, "
+                       "HuBERT, WavLM, data2vec, wav2vec 2.0 conformer, w2v-BERT 2.0)",
                        description="Register a checkpoint with its pretraining data make-up.", epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     a.add_argument("name", type=path_name("checkpoint name"))

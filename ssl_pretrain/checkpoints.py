@@ -4,6 +4,7 @@
     ref = CheckpointRef.resolve("runs/ssl/F/checkpoints/checkpoint_best.pt")  # fairseq .pt
     ref = CheckpointRef.resolve("ssl_pretrain/shipped/tiny-female.safetensors")  # a packed release
     ref = CheckpointRef.resolve("models/wav2vec2-FR-1K-large")                # a transformers folder
+    ref = CheckpointRef.resolve("models/wavlm-base-plus")    # HuBERT, WavLM, data2vec, w2v-BERT too
     ref.name, ref.kind, ref.content_hash      # "F", "fairseq", sha256 of the weights' files
     twin = ref.twin(seed=0)                   # "F+random-init": same architecture, fresh weights
     ssl = ref.load(device="cuda:0", precision="bf16")   # a frozen feature extractor
@@ -12,6 +13,9 @@
 The rules live here once:
 - **name**: a registered name as is; for a path, the run folder of a fairseq ``checkpoint*.pt``
   (``runs/F/checkpoints/checkpoint_best.pt`` -> ``F``), else the file's stem or the folder's name.
+- **families**: a transformers folder of any family in ssl_pretrain.families (wav2vec2 with XLS-R
+  and MMS, hubert, wavlm, data2vec-audio, wav2vec2-conformer, wav2vec2-bert) loads through
+  transformers' AutoModel; ``model_facts`` says what it is (family, size, front-end, sample rate).
 - **safe loading**: a .pt is read with ``weights_only=True`` and an allowlist
   (ssl_pretrain/safe_load.py); ``trusted`` (``--trust-checkpoint``) unpickles it fully.
 - **content hash**: sha256 over the checkpoint's files (a .pt, or a folder's config and weights),
@@ -36,6 +40,7 @@ from pathlib import Path
 from corpora.base.errors import UserError
 from corpora.base.provenance import file_sha256
 from corpora.base.reserved import FBANK  # the reserved name of the filterbank baseline
+from ssl_pretrain.families import Family, check_finetunable, describe, family_of, read_preprocessor
 from ssl_pretrain.registry import Registry, check_name
 
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json")
@@ -47,21 +52,21 @@ def is_fbank(name) -> bool:
 
 
 def check_hf_folder(path: Path, trust: bool = False) -> dict:
-    """A transformers wav2vec2 folder: config.json (model_type wav2vec2) + weights, checked by
+    """A transformers folder of a supported family (ssl_pretrain.families) + weights, checked by
     ssl_pretrain.safe_load.check_model_folder before transformers reads it (it unpickles a
     ``pytorch_model.bin`` or the shards its index names; it runs an ``auto_map``'s code)."""
     cfg_path = path / "config.json"
     if not cfg_path.is_file():
         raise UserError("no config.json in the model folder", path=path,
-                        fix="give a Hugging Face wav2vec2 folder (config.json + model.safetensors) or a fairseq .pt")
+                        fix="give a Hugging Face model folder (config.json + model.safetensors) or a fairseq .pt")
     try:
         cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as e:
         raise UserError(f"config.json is not valid JSON ({e.msg})", path=cfg_path, line=e.lineno,
                         fix="download the model folder again") from None
-    if cfg.get("model_type") not in ("wav2vec2",):
-        raise UserError(f"model_type is {cfg.get('model_type')!r}, not 'wav2vec2'", path=cfg_path,
-                        fix="give a wav2vec 2.0 model folder")
+    if not isinstance(cfg, dict):
+        raise UserError("config.json is not a JSON object", path=cfg_path, fix="download the model folder again")
+    family_of(cfg, cfg_path)   # one line listing the supported families otherwise
     from ssl_pretrain.safe_load import check_model_folder
     check_model_folder(path, trust=trust)   # custom code, symlinked folders, every pickle (index shards too)
     if not any((path / w).is_file() for w in HF_WEIGHTS):
@@ -179,28 +184,60 @@ class CheckpointRef:
         return state
 
     def inspect(self) -> dict:
-        """kind and update count (a fine-tuned or non-wav2vec2 checkpoint is a UserError)."""
+        """kind, update count and model_facts (a fine-tuned or unsupported checkpoint is a UserError)."""
         if self.is_fbank:
             return {"kind": "fbank", "updates": 0}
         if self.kind == "hf":
             src = self.path / "gendergap_source.json"
-            return {"kind": "hf", "updates": json.loads(src.read_text())["num_updates"] if src.is_file() else None}
+            updates = json.loads(src.read_text())["num_updates"] if src.is_file() else None
+            return {"kind": "hf", "updates": updates, **self.model_facts()}
         from ssl_pretrain.convert import num_updates
-        return {"kind": self.kind, "updates": num_updates(self.fairseq_state())}
+        state = self.fairseq_state()
+        return {"kind": self.kind, "updates": num_updates(state), **self.model_facts(state)}
+
+    @property
+    def family(self) -> Family | None:
+        """The model family (None for FBANK); a fairseq checkpoint is wav2vec 2.0."""
+        if self.is_fbank:
+            return None
+        if self.kind != "hf":
+            return family_of({"model_type": "wav2vec2"}, self.path)
+        return family_of(json.loads((self.path / "config.json").read_text(encoding="utf-8")), self.path)
+
+    def model_facts(self, state: dict | None = None) -> dict:
+        """family, parameters, layers, hidden_size, front_end, sample_rate (ssl_pretrain.families.describe)."""
+        self._needs_model("is not a model")
+        if self.kind == "hf":
+            cfg = json.loads((self.path / "config.json").read_text(encoding="utf-8"))
+            return describe(cfg, read_preprocessor(self.path), self.path)
+        from ssl_pretrain.architecture import hf_config
+        from ssl_pretrain.convert import model_config
+        state = state if state is not None else self.fairseq_state()
+        task = state.get("cfg", {}).get("task", {}) if state.get("cfg") is not None else vars(state.get("args", {}))
+        return describe(hf_config(model_config(state, self.path)).to_dict(),
+                        {"sampling_rate": task.get("sample_rate", 16000)}, self.path)
+
+    def check_finetunable(self) -> None:
+        """One line when asr-e2e cannot fine-tune this checkpoint's family (w2v-BERT)."""
+        self._needs_model("cannot be fine-tuned")
+        check_finetunable(self.family, self.name)
 
     def load(self, device: str = "cpu", precision: str = "fp32"):
         """The encoder as a frozen feature extractor (ssl_pretrain.features.FrozenSSL)."""
         self._needs_model("has no encoder to load (read it through the feature store)")
         import torch
         from ssl_pretrain.features import FrozenSSL
+        fbank = None
         if self.kind == "hf":
-            from transformers import Wav2Vec2Model
-            from corpora.base.boundary import HF_LOCAL, finite
-            model = Wav2Vec2Model.from_pretrained(str(self.path), **HF_LOCAL)
-            pre = self.path / "preprocessor_config.json"
-            meta = json.loads(pre.read_text()) if pre.is_file() else {}
-            rate = finite(meta.get("sampling_rate", 16000), "sampling_rate", lo=1000, hi=384000, path=pre)
-            normalize, rate = bool(meta.get("do_normalize", False)), int(rate)
+            from transformers import AutoModel
+            from corpora.base.boundary import HF_LOCAL
+            model = AutoModel.from_pretrained(str(self.path), **HF_LOCAL)
+            meta = read_preprocessor(self.path)
+            normalize, rate = bool(meta.get("do_normalize", False)), int(meta.get("sampling_rate", 16000))
+            if self.family.input == "fbank":
+                # built from the JSON as data (never an Auto class reading a class name from the file)
+                from transformers import SeamlessM4TFeatureExtractor
+                fbank = SeamlessM4TFeatureExtractor.from_dict(meta)
         else:
             from ssl_pretrain.convert import fairseq_to_transformers
             model, info = fairseq_to_transformers(self.fairseq_state(), self.path)
@@ -208,13 +245,13 @@ class CheckpointRef:
         if self.is_twin:
             torch.manual_seed(self.random_init_seed)
             model = type(model)(model.config)
-        return FrozenSSL(model, normalize, rate, self.name, device=device, precision=precision)
+        return FrozenSSL(model, normalize, rate, self.name, device=device, precision=precision, fbank=fbank)
 
     def hf_folder(self, cache_root: str | os.PathLike) -> Path:
         """A transformers folder for fine-tuning (SpeechBrain reads one): the folder itself, or a
         fairseq checkpoint converted once into ``cache_root/<name>-<hash>`` (reused while the
         .pt's content is unchanged)."""
-        self._needs_model("cannot be fine-tuned")
+        self.check_finetunable()
         if self.is_twin:
             raise UserError(f"{self.name} is a random-init twin: fine-tuning starts from real weights",
                             fix="fine-tune the checkpoint itself")
@@ -230,13 +267,18 @@ class CheckpointRef:
 
 def register_checkpoint(registry: Registry, name: str, path: str | os.PathLike, *, replace_entry: bool = False,
                         trust: bool = False, **table3) -> dict:
-    """Check a checkpoint (a pretraining wav2vec 2.0 .pt or a transformers folder) and register it."""
+    """Check a checkpoint (a pretraining wav2vec 2.0 .pt or a transformers folder of a supported
+    family) and register it with its model facts (family, size, front-end, sample rate)."""
     check_name(name)
     path = Path(path)
     if not path.exists():
         raise UserError("checkpoint path not found", path=path, fix="give a fairseq .pt file or a transformers folder")
     found = CheckpointRef.resolve(path, trust=trust).inspect()
     updates = table3.pop("updates", None)
+    model = {k: found.get(k) for k in MODEL_FACTS}
     return registry.add(name, path, kind=found["kind"], updates=updates if updates is not None else found["updates"],
-                        replace=replace_entry, **table3)
+                        replace=replace_entry, model=model, **table3)
+
+
+MODEL_FACTS = ("family", "parameters", "layers", "hidden_size", "front_end", "sample_rate")
 

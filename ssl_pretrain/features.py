@@ -1,8 +1,8 @@
-"""A wav2vec 2.0 encoder as a frozen feature extractor, and the audio reading every extractor shares.
+"""A self-supervised encoder as a frozen feature extractor, and the audio reading every extractor shares.
 
 One forward path for every checkpoint: fairseq checkpoints are converted in memory to
-transformers' Wav2Vec2Model (ssl_pretrain.convert), Hugging Face folders load directly; both
-through ssl_pretrain.checkpoints.CheckpointRef.load. `hidden_states` returns the layers asked
+transformers' Wav2Vec2Model (ssl_pretrain.convert), Hugging Face folders of every family in
+ssl_pretrain.families load directly; both through ssl_pretrain.checkpoints.CheckpointRef.load. `hidden_states` returns the layers asked
 for: index 0 is the transformer's input, index i the output of layer i (for pre-LN "large"
 models the last one after the final LayerNorm, which is what fairseq returns as the encoder
 output). It runs on the chosen device under autocast (ssl_pretrain.device); features are
@@ -11,7 +11,6 @@ stored by ssl_pretrain.feature_store.
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,21 +19,23 @@ import torch
 
 from corpora.base.errors import UserError
 from ssl_pretrain.device import autocast
-from ssl_pretrain.invariant import conv_features, frame_mask, layer_states, normalise, project
+from ssl_pretrain.families import frame_shift_s
+from ssl_pretrain.invariant import check_plain_encoder, frame_mask, front_end, layer_states, normalise, project
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class FrozenSSL:
-    """A wav2vec 2.0 encoder in eval mode with gradients off, on ``device``; forward passes run
-    under autocast to ``precision`` (the weights stay fp32)."""
+    """An encoder in eval mode with gradients off, on ``device``; forward passes run under autocast
+    to ``precision`` (the weights stay fp32). ``fbank``: a filterbank family's feature extractor."""
     model: "torch.nn.Module"
     normalize: bool
     sample_rate: int
     source: str
     device: str = "cpu"
     precision: str = "fp32"
+    fbank: object = None
 
     def __post_init__(self):
         self.model.to(self.device).eval()
@@ -51,8 +52,8 @@ class FrozenSSL:
 
     @property
     def frame_shift_s(self) -> float:
-        """Seconds between output frames (20 ms for the standard conv stack)."""
-        return math.prod(self.model.config.conv_stride) / self.sample_rate
+        """Seconds between output frames (20 ms for the standard conv stack and for w2v-BERT)."""
+        return frame_shift_s(self.model.config, self.sample_rate)
 
     def _prepare(self, wave: np.ndarray) -> torch.Tensor:
         x = torch.as_tensor(np.asarray(wave, dtype=np.float32)).to(self.device)
@@ -69,10 +70,11 @@ class FrozenSSL:
         if bad:
             raise UserError(f"layer {bad[0]} does not exist (the model has layers 0..{self.num_layers})",
                             fix=f"pass layers between 0 and {self.num_layers}, 'last' or 'all'")
+        check_plain_encoder(model)
         xs = [self._prepare(w) for w in waves]
         with autocast(self.device, self.precision):
             # the batch-invariant forward every scoring path shares (ssl_pretrain.invariant)
-            feats, frames = conv_features(model, xs)
+            feats, frames = front_end(model, xs, self.fbank)
             mask = frame_mask(frames, feats.shape[1])
             captured = layer_states(model, project(model, feats), mask, keep)
         states = torch.stack([c.to(dtype) for c in captured])

@@ -16,11 +16,17 @@ the one forward of every path that scores (ssl_pretrain.features for the feature
 fine-tuning module of downstream_asr for training-time validation, decode, transcribe and export).
 On a single utterance it computes exactly what the plain forward computes.
 
-Works for every transformers model with the wav2vec 2.0 layout: ``feature_extractor``,
-``feature_projection``, ``encoder`` and ``_get_feat_extract_output_lengths`` (wav2vec2, hubert,
-wavlm, data2vec-audio, wav2vec2-conformer).
+Works for every family of ssl_pretrain.families: a front-end (the conv stack of wav2vec2, hubert,
+wavlm, data2vec-audio and wav2vec2-conformer; w2v-BERT's log-mel filterbanks, computed per
+utterance by its feature extractor), ``feature_projection`` and ``encoder``. Two encoders mix frames
+over time outside attention: data2vec's five positional convolutions and the conformer's depthwise
+convolution. A lone utterance's convolution sees zero padding past its end; in a batch it would see
+the other utterances' padded frames, which the layers before it made non-zero.
+``padded_frames_zeroed`` puts zeros there, so those convolutions compute what they compute alone.
 """
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 import torch
 
@@ -45,6 +51,25 @@ def unpad(wavs: torch.Tensor, lengths: torch.Tensor, normalize: bool) -> list[to
     return [normalise(x) for x in xs] if normalize else xs
 
 
+def front_end(model, xs: list[torch.Tensor], fbank=None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The model's front-end on 1-D waveforms: (features [B, T, C] zero-padded, frames [B]).
+    ``fbank``: the feature extractor of a filterbank family (w2v-BERT), run per utterance."""
+    if model.config.model_type == "wav2vec2-bert":
+        return filterbank_features(fbank, xs)
+    return conv_features(model, xs)
+
+
+def filterbank_features(fbank, xs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """w2v-BERT's input: its feature extractor's stacked log-mel frames, one utterance at a time
+    (it normalises each mel bin over the utterance's own frames), then padded."""
+    if fbank is None:
+        raise ValueError("a filterbank model needs its feature extractor (preprocessor_config.json)")
+    per_utt = [torch.as_tensor(fbank(x.detach().float().cpu().numpy(), sampling_rate=fbank.sampling_rate,
+                                     return_tensors="np")["input_features"][0]) for x in xs]
+    frames = torch.tensor([len(f) for f in per_utt], device=xs[0].device)
+    return torch.nn.utils.rnn.pad_sequence(per_utt, batch_first=True).to(xs[0].device), frames
+
+
 def conv_features(model, xs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """The convolutional front-end on 1-D waveforms: (features [B, T, C] zero-padded, frames [B])."""
     lengths = torch.tensor([len(x) for x in xs], device=xs[0].device)
@@ -63,6 +88,28 @@ def frame_mask(frames: torch.Tensor, n_frames: int) -> torch.Tensor:
     return torch.arange(n_frames, device=frames.device)[None, :] < frames[:, None]
 
 
+@contextmanager
+def padded_frames_zeroed(model, mask: torch.Tensor):
+    """While inside, every temporal convolution of the encoder reads zeros on padded frames (its
+    input [B, C, T] with T the mask's length; a causal convolution's left-padded input is left
+    alone, as its model masks it already). Kernel-1 convolutions are unaffected, real frames too."""
+    keep = mask[:, None, :]
+
+    def zero_padding(module, args):
+        x = args[0]
+        if x.dim() == 3 and x.shape[-1] == keep.shape[-1] and x.shape[0] == keep.shape[0]:
+            return (x * keep.to(x.dtype),) + tuple(args[1:])
+        return None
+
+    hooks = [m.register_forward_pre_hook(zero_padding) for m in model.encoder.modules()
+             if isinstance(m, torch.nn.Conv1d) and m.kernel_size[0] > 1]
+    try:
+        yield
+    finally:
+        for h in hooks:
+            h.remove()
+
+
 def project(model, feats: torch.Tensor) -> torch.Tensor:
     """The feature projection (wav2vec2/wavlm/data2vec return (hidden, normed features); hubert hidden)."""
     out = model.feature_projection(feats)
@@ -70,15 +117,14 @@ def project(model, feats: torch.Tensor) -> torch.Tensor:
 
 
 def encode(model, wavs: torch.Tensor, lengths: torch.Tensor, *, normalize: bool,
-           all_layers: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+           all_layers: bool = False, fbank=None) -> tuple[torch.Tensor, torch.Tensor]:
     """The encoder's last hidden states for a padded batch of waveforms [B, T] with ``lengths``
     samples each: (states [B, T', D], frames [B]); frames past an utterance's own are not its own.
     ``all_layers``: every layer's instead, [L + 1, B, T', D] (transformers' ``hidden_states``: index 0
     the first layer's input, L the last output). In training mode the model's SpecAugment
     (``apply_spec_augment``) masks real frames only."""
-    if getattr(model, "adapter", None) is not None:
-        raise ValueError("wav2vec 2.0 models with an adapter are not supported")
-    feats, frames = conv_features(model, unpad(wavs, lengths, normalize))
+    check_plain_encoder(model)
+    feats, frames = front_end(model, unpad(wavs, lengths, normalize), fbank)
     mask = frame_mask(frames, feats.shape[1])
     hidden = project(model, feats)
     if hasattr(model, "_mask_hidden_states"):
@@ -88,8 +134,15 @@ def encode(model, wavs: torch.Tensor, lengths: torch.Tensor, *, normalize: bool,
     return run_encoder(model, hidden, mask), frames
 
 
+def check_plain_encoder(model) -> None:
+    """The encoder's last layer is the model's output: no adapter, no intermediate FFN after it."""
+    if getattr(model, "adapter", None) is not None or getattr(model, "intermediate_ffn", None) is not None:
+        raise ValueError("models with an adapter (add_adapter) are not supported: their output is not the encoder's")
+
+
 def run_encoder(model, hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    out = model.encoder(hidden, attention_mask=mask)
+    with padded_frames_zeroed(model, mask):
+        out = model.encoder(hidden, attention_mask=mask)
     return out[0] if isinstance(out, tuple) else out.last_hidden_state
 
 

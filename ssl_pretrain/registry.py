@@ -1,10 +1,11 @@
 """The checkpoint registry: named SSL models with their pretraining data make-up (Table 3).
 
 A JSON file (default runs/checkpoints.json), rewritten atomically on every change. Each entry:
-name, path, kind (fairseq | hf), hours, male_pct, female_pct, unknown_pct, updates, added.
+name, path, kind (fairseq | packed | hf), hours, male_pct, female_pct, unknown_pct, updates, added, and
+the model's facts (family, parameters, layers, hidden_size, front_end, sample_rate).
 Entries are checked before they are added (ssl_pretrain.checkpoints.register_checkpoint): a
 fairseq file must be a wav2vec 2.0 *pretraining* checkpoint (a fine-tuned CTC model is
-refused), a folder must be a transformers wav2vec2 model. This module only keeps the JSON.
+refused), a folder must be a transformers model of a supported family (ssl_pretrain.families). This module only keeps the JSON.
 """
 from __future__ import annotations
 
@@ -64,7 +65,8 @@ class Registry:
 
     def add(self, name: str, path: str | os.PathLike, *, kind: str, updates: int | None = None,
             hours: float | None = None, male_pct: float | None = None, female_pct: float | None = None,
-            unknown_pct: float | None = None, replace: bool = False, note: str = "") -> dict:
+            unknown_pct: float | None = None, replace: bool = False, note: str = "",
+            model: dict | None = None) -> dict:
         """Add (or with ``replace`` update) an entry for an already checked checkpoint; returns it."""
         check_name(name)
         pcts = [p for p in (male_pct, female_pct, unknown_pct) if p is not None]
@@ -84,14 +86,14 @@ class Registry:
         stored = os.path.relpath(path, base) if path.is_relative_to(base) else str(path)  # relocatable
         entry = {"name": name, "path": stored, "kind": kind, "hours": hours, "male_pct": male_pct,
                  "female_pct": female_pct, "unknown_pct": unknown_pct,
-                 "updates": updates,
+                 "updates": updates, **(model or {}),
                  "added": time.strftime("%Y-%m-%dT%H:%M:%S"), "note": note}
         entries = [e for e in entries if e["name"] != name] + [entry]
         write_json(self.path, {"checkpoints": entries})
         return dict(entry, path=str(path))
 
     def table(self) -> str:
-        """Table 3 of the reference study: model, # updates, # hours, M %, F %, U %."""
+        """Table 3 of the reference study: model, family, parameters, # updates, # hours, M %, F %, U %."""
         def fmt(v, kind):
             if v is None:
                 return "-"
@@ -100,9 +102,11 @@ class Registry:
             if kind == "hours":
                 return f"{v:,.0f}" if v >= 100 else f"{v:g}"
             return f"{v:g}"
-        rows = [("Model", "# updates", "# hours", "M,%", "F,%", "U,%", "kind")]
+        from ssl_pretrain.families import label, size_label
+        rows = [("Model", "family", "params", "# updates", "# hours", "M,%", "F,%", "U,%", "kind")]
         for e in self.entries():
-            rows.append((e["name"], fmt(e.get("updates"), "updates"), fmt(e.get("hours"), "hours"),
+            rows.append((e["name"], label(e.get("family")), size_label(e.get("parameters")),
+                         fmt(e.get("updates"), "updates"), fmt(e.get("hours"), "hours"),
                          fmt(e.get("male_pct"), "pct"), fmt(e.get("female_pct"), "pct"),
                          fmt(e.get("unknown_pct"), "pct"), e["kind"]))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]

@@ -93,6 +93,7 @@ def register_study_checkpoints(registry: str, entries: list[dict], trust: bool =
         if e.get("pretrain_dir") and (Path(e["pretrain_dir"]) / "updates.txt").is_file():
             extra["updates"] = int((Path(e["pretrain_dir"]) / "updates.txt").read_text())
         old = known.get(e["name"])
-        if old and Path(old["path"]) == Path(path).resolve() and all(old.get(k) == v for k, v in extra.items()):
+        if (old and Path(old["path"]) == Path(path).resolve() and all(old.get(k) == v for k, v in extra.items())
+                and old.get("family")):   # an entry from before model facts were recorded is redone
             continue
         register_checkpoint(reg, e["name"], path, replace_entry=True, note=e.get("note") or "", trust=trust, **extra)

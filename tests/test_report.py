@@ -188,11 +188,11 @@ def test_no_probe_rows_no_probe_plot(tmp_path):
 
 REGISTRY = {"checkpoints": [
     {"name": "LB_1K", "path": "/x/lb.pt", "kind": "fairseq", "hours": 1096, "male_pct": 47.4, "female_pct": 52.5,
-     "unknown_pct": 0, "updates": 200000},
+     "unknown_pct": 0, "updates": 200000, "family": "wav2vec2", "parameters": 317_390_592, "layers": 24},
     {"name": "F-tiny", "path": "/x/f.pt", "kind": "fairseq", "hours": 0.28, "male_pct": 0.0, "female_pct": 100.0,
-     "unknown_pct": 0.0, "updates": 996},
+     "unknown_pct": 0.0, "updates": 996, "family": "wav2vec2", "parameters": 94_410, "layers": 2},
     # imported without its make-up: fields missing or null
-    {"name": "Imported", "path": "/x/hf", "kind": "hf", "hours": None, "updates": None},
+    {"name": "Imported", "path": "/x/hf", "kind": "hf", "hours": None, "updates": None, "family": "wavlm"},
     {"name": "Unscored", "path": "/x/u.pt", "kind": "fairseq", "hours": 7739, "male_pct": 23.9, "female_pct": 13.4,
      "unknown_pct": 62.6, "updates": 500000},
 ]}
@@ -207,13 +207,15 @@ def test_table3_from_the_registry(tmp_path):
         assert written[f"table3_pretraining.{ext}"] == out / f"table3_pretraining.{ext}" and (out / f"table3_pretraining.{ext}").is_file()
     t3 = (out / "table3_pretraining.md").read_text(encoding="utf-8")
     lines = [ln for ln in t3.splitlines() if ln.startswith("| ")]
-    assert lines == ["| Model | # updates | # hours | M, % | F, % | U, % |",
-                     "| LB_1K | 200,000 | 1,096 | 47.4 | 52.5 | 0 |",  # the registry's order, every entry
-                     "| F-tiny | 996 | 0.28 | 0 | 100 | 0 |",
-                     "| Imported | - | - | - | - | - |",
-                     "| Unscored | 500,000 | 7,739 | 23.9 | 13.4 | 62.6 |"]
+    assert lines == ["| Model | Family | Params | Layers | # updates | # hours | M, % | F, % | U, % |",
+                     # the registry's order, every entry
+                     "| LB_1K | wav2vec 2.0 | 317M | 24 | 200,000 | 1,096 | 47.4 | 52.5 | 0 |",
+                     "| F-tiny | wav2vec 2.0 | 94.4K | 2 | 996 | 0.28 | 0 | 100 | 0 |",
+                     "| Imported | WavLM | - | - | - | - | - | - | - |",
+                     "| Unscored | - | - | - | 500,000 | 7,739 | 23.9 | 13.4 | 62.6 |"]
     tex = (out / "table3_pretraining.tex").read_text(encoding="utf-8")
-    assert r"\# updates" in tex and r"M, \%" in tex and r"LB\_1K & 200,000 & 1,096 & 47.4 & 52.5 & 0 \\" in tex
+    assert r"\# updates" in tex and r"M, \%" in tex
+    assert r"LB\_1K & wav2vec 2.0 & 317M & 24 & 200,000 & 1,096 & 47.4 & 52.5 & 0 \\" in tex
     csv = pd.read_csv(out / "table3_pretraining.csv")
     assert list(csv["model"]) == [e["name"] for e in REGISTRY["checkpoints"]]
     for e, r in zip(REGISTRY["checkpoints"], csv.to_dict("records")):
@@ -224,7 +226,7 @@ def test_table3_from_the_registry(tmp_path):
                 assert r[field] == pytest.approx(e[field])
     md = written["report.md"].read_text(encoding="utf-8")
     assert md.index("## Table 3 — pre-training data") < md.index("## Table 4")  # first table of the report
-    assert "| Imported | - | - | - | - | - |" in md
+    assert "| Imported | WavLM | - | - | - | - | - | - | - |" in md
     assert "Scored but not in the registry" not in md
 
     # a checkpoint with scores but no registry entry is named, not silently dropped

@@ -73,6 +73,8 @@ def plan_asr(g: Graph, tname: str, t: dict) -> None:
     for ck in g.checkpoints_of(t):
         if not frozen and g.is_baseline(ck):
             continue  # nothing to fine-tune
+        if not frozen:
+            _refuse_unfinetunable(g, tname, ck)
         run = Path(g.out) / tname / ck
         step = AsrStep(
             name=f"{tname}:{ck}", recipe="frozen" if frozen else "finetune", ckpt=ck, registry=g.registry,
@@ -89,6 +91,20 @@ def plan_asr(g: Graph, tname: str, t: dict) -> None:
             step, name=f"{step.name}:seed{s}", out=str(run / f"seed{s}"), subset=f"{SUBSET}@seed{s}",
             overrides=[*t["overrides"], f"seed={s}"], deps=list(step.deps), outputs=[str(run / f"seed{s}")]),
             str(run / f"seed{s}" / f"{SUBSET}.wer.json")) for s in t["seeds"]])
+
+
+def _refuse_unfinetunable(g: Graph, tname: str, ck: str) -> None:
+    """A family SpeechBrain cannot fine-tune (w2v-BERT) is refused at planning, so at the dry run,
+    in one line on the checkpoint's config line; not hours into a sweep."""
+    from corpora.base.errors import UserError
+    from ssl_pretrain.families import NOT_FINETUNABLE, folder_family
+
+    path = g.cfg.checkpoints[ck].get("path")
+    family = folder_family(g.path(path)) if path else None
+    if family is not None and not family.finetune:
+        raise UserError(f"task {tname!r} fine-tunes checkpoint {ck!r}, a {family.label} model: {NOT_FINETUNABLE}",
+                        path=g.cfg.path, line=g.cfg.lines.get(f"checkpoints.{ck}"),
+                        fix=f"list the other checkpoints under tasks.{tname}.checkpoints")
 
 
 register_task("asr-e2e", AsrE2ETask, plan_asr)

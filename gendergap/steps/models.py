@@ -43,7 +43,8 @@ class CheckpointsStep(Step):
 
     def check(self, ctx: CheckContext) -> list[Problem]:
         """Each checkpoint path exists, and unpickles nothing a genuine checkpoint does not (unless
-        the sweep's --trust-checkpoint): a crafted file is refused before any job runs."""
+        the sweep's --trust-checkpoint); a transformers folder is of a supported family and needs
+        no custom code: a crafted file is refused before any job runs."""
         from corpora.base.errors import UserError
         from ssl_pretrain.registry import run_checkpoint
         from ssl_pretrain.safe_load import unsafe_classes
@@ -60,6 +61,13 @@ class CheckpointsStep(Step):
                 path, _ = run_checkpoint(e["path"])   # a run folder: its best, else its last checkpoint
             except UserError as err:
                 found.append(Problem(f"{e['path']}: {err.message}", "fix its `path:`", key))
+                continue
+            if Path(path).is_dir():   # a transformers folder: a supported family, no custom code
+                from ssl_pretrain.checkpoints import check_hf_folder
+                try:
+                    check_hf_folder(Path(path), trust=self.trust)
+                except UserError as err:
+                    found.append(Problem(err.message, err.fix or "fix its `path:`", key))
                 continue
             unsafe = [] if self.trust else unsafe_classes(path)
             if unsafe:
