@@ -327,9 +327,19 @@ def st_layout(t: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
 
 
 PRETRAINING_HEADER = ["Model", "Family", "Params", "Layers", "# updates", "# hours", "M, %", "F, %", "U, %"]
-PRETRAINING_CAPTION = ("Pre-trained self-supervised models: family, parameters and transformer layers, number of "
+PRETRAINING_CAPTION = ("Pre-trained self-supervised models: family (transformers model type), parameters and transformer layers, number of "
                        "updates and hours of pre-training speech, and the share of male (M), female (F) and "
                        "unknown-gender (U) speech in it.")
+
+
+def fmt_count(n) -> str:
+    """A parameter count as papers print it: 94.4M, 317M, 23.1K; "-" when unknown."""
+    if _nan(n):
+        return "-"
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if float(n) >= scale:
+            return f"{float(n) / scale:.3g}{unit}"
+    return f"{float(n):.0f}"
 
 
 def fmt_plain(x, digits: int = 2) -> str:
@@ -342,8 +352,8 @@ def fmt_plain(x, digits: int = 2) -> str:
 
 
 def pretraining_layout(t: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
-    from ssl_pretrain.families import label, size_label
-    rows = [[r["model"], label(r["family"]), size_label(r["parameters"]), fmt_plain(r["layers"], 0),
+    rows = [[r["model"], "-" if _nan(r["family"]) else str(r["family"]), fmt_count(r["parameters"]),
+             fmt_plain(r["layers"], 0),
              fmt_plain(r["updates"], 0), fmt_plain(r["hours"])] +
             [fmt_plain(r[f]) for f in ("male_pct", "female_pct", "unknown_pct")] for r in t.to_dict("records")]
     return PRETRAINING_HEADER, rows

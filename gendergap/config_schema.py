@@ -208,7 +208,8 @@ class Checkpoint(Section):
         "20 ms; the checkpoint must be named FBANK). Runs the frozen-feature tasks, not asr-e2e")
     shipped: str | None = Field(None, description="a checkpoint shipped with gendergap (tiny-female, tiny-male, "
                                 "tiny-balanced)")
-    path: str | None = Field(None, description="a fairseq .pt or a transformers folder")
+    path: str | None = Field(None, description="a fairseq .pt, or a transformers folder of a supported family: "
+                             "wav2vec2 (XLS-R, MMS), hubert, wavlm, data2vec-audio, wav2vec2-conformer, wav2vec2-bert")
     pretrain: str | None = Field(None, description="pretrain it in this study on this pretraining set "
                                  "(see pretraining.sets)")
     pretrained_on: str | None = Field(None, description="the pretraining set it was made from (Table 3's hours "

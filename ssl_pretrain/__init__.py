@@ -9,6 +9,8 @@
     study_checkpoints.py  the study's own tiny checkpoints: pretrained until they learn, registered
     registry.py           named checkpoints with their pretraining gender make-up (Table 3)
     checkpoints.py        CheckpointRef: one reference to any checkpoint a command is given
+    families.py           the SSL families a transformers folder may be (wav2vec2, hubert, wavlm, ...)
+    invariant.py          the batch-invariant forward every scoring path shares, for every family
     safe_load.py          torch files loaded without running code; the packed release format
     convert.py            fairseq checkpoint -> transformers Wav2Vec2Model folder
     evaluate.py           contrastive accuracy vs a random-init twin; fp16 release copies

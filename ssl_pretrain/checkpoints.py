@@ -66,9 +66,9 @@ def check_hf_folder(path: Path, trust: bool = False) -> dict:
                         fix="download the model folder again") from None
     if not isinstance(cfg, dict):
         raise UserError("config.json is not a JSON object", path=cfg_path, fix="download the model folder again")
-    family_of(cfg, cfg_path)   # one line listing the supported families otherwise
     from ssl_pretrain.safe_load import check_model_folder
     check_model_folder(path, trust=trust)   # custom code, symlinked folders, every pickle (index shards too)
+    family_of(cfg, cfg_path)   # one line listing the supported families otherwise
     if not any((path / w).is_file() for w in HF_WEIGHTS):
         raise UserError("no weights (model.safetensors / pytorch_model.bin) in the model folder", path=path,
                         fix="download the whole model folder")

@@ -51,13 +51,6 @@ NOT_FINETUNABLE = ("SpeechBrain's wav2vec 2.0 lobe takes waveforms; w2v-BERT 2.0
                    "filterbanks: run it in the frozen-feature tasks (asr-frozen, st, probe)")
 
 
-def label(model_type) -> str:
-    """The family's table name ("WavLM"); what is recorded, as is, for an unknown one; "-" for none."""
-    if not model_type or (isinstance(model_type, float) and math.isnan(model_type)):
-        return "-"
-    return FAMILIES[model_type].label if model_type in FAMILIES else str(model_type)
-
-
 def size_label(parameters) -> str:
     """A parameter count as tables print it: 94.4M, 317M, 23.1K; "-" when unknown."""
     try:

@@ -209,13 +209,13 @@ def test_table3_from_the_registry(tmp_path):
     lines = [ln for ln in t3.splitlines() if ln.startswith("| ")]
     assert lines == ["| Model | Family | Params | Layers | # updates | # hours | M, % | F, % | U, % |",
                      # the registry's order, every entry
-                     "| LB_1K | wav2vec 2.0 | 317M | 24 | 200,000 | 1,096 | 47.4 | 52.5 | 0 |",
-                     "| F-tiny | wav2vec 2.0 | 94.4K | 2 | 996 | 0.28 | 0 | 100 | 0 |",
-                     "| Imported | WavLM | - | - | - | - | - | - | - |",
+                     "| LB_1K | wav2vec2 | 317M | 24 | 200,000 | 1,096 | 47.4 | 52.5 | 0 |",
+                     "| F-tiny | wav2vec2 | 94.4K | 2 | 996 | 0.28 | 0 | 100 | 0 |",
+                     "| Imported | wavlm | - | - | - | - | - | - | - |",
                      "| Unscored | - | - | - | 500,000 | 7,739 | 23.9 | 13.4 | 62.6 |"]
     tex = (out / "table3_pretraining.tex").read_text(encoding="utf-8")
     assert r"\# updates" in tex and r"M, \%" in tex
-    assert r"LB\_1K & wav2vec 2.0 & 317M & 24 & 200,000 & 1,096 & 47.4 & 52.5 & 0 \\" in tex
+    assert r"LB\_1K & wav2vec2 & 317M & 24 & 200,000 & 1,096 & 47.4 & 52.5 & 0 \\" in tex
     csv = pd.read_csv(out / "table3_pretraining.csv")
     assert list(csv["model"]) == [e["name"] for e in REGISTRY["checkpoints"]]
     for e, r in zip(REGISTRY["checkpoints"], csv.to_dict("records")):
@@ -226,7 +226,7 @@ def test_table3_from_the_registry(tmp_path):
                 assert r[field] == pytest.approx(e[field])
     md = written["report.md"].read_text(encoding="utf-8")
     assert md.index("## Table 3 — pre-training data") < md.index("## Table 4")  # first table of the report
-    assert "| Imported | WavLM | - | - | - | - | - | - | - |" in md
+    assert "| Imported | wavlm | - | - | - | - | - | - | - |" in md
     assert "Scored but not in the registry" not in md
 
     # a checkpoint with scores but no registry entry is named, not silently dropped
