@@ -89,7 +89,8 @@ def _pretrain_kill_resume_register_convert_features(tmp_path, capsys):
     assert main(["ckpt", "--registry", str(reg), "list"]) == 0
     table = capsys.readouterr().out
     row = next(line for line in table.splitlines() if line.startswith("tiny-F"))
-    assert row.split()[1:6] == [str(MAX_UPDATE), "0.004", "0", "100", "0"]
+    assert row.split()[1] == "wav2vec2"   # the family, then the parameter count (e.g. 537K)
+    assert row.split()[3:8] == [str(MAX_UPDATE), "0.004", "0", "100", "0"]
 
     # 4. convert; every layer equals fairseq's forward pass on the same audio
     hf_dir = tmp_path / "tiny-F-hf"
