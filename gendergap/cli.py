@@ -25,6 +25,7 @@ GROUPS = {
     "st": "downstream speech translation on frozen features (fairseq s2t)",
     "probe": "gender probes on each layer's hidden states",
     "score": "per-gender WER/BLEU, Δrel with speaker-level CIs, MuST-SHE, WinoMT",
+    "bench": "measure this machine's throughput for the cost table of `sweep --dry-run`",
     "sweep": "every downstream task per checkpoint, locally or on SLURM",
     "report": "the paper's tables and plots from the results store",
     "trace": "a report cell, score or run -> its run, its step, the command that redoes it",

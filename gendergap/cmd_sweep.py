@@ -68,6 +68,10 @@ def register(subparsers, group: str, help_: str) -> None:
     p.add_argument("--dry-run", action="store_true", help="validate the config, print the plan (every job with its resources; under SLURM the job arrays) and "
                    "check every job's inputs against the data (exit 2 on any problem); run nothing")
     p.add_argument("--retry-failed", action="store_true", help="run jobs that failed before again")
+    p.add_argument("--force", action="store_true", help="run even where the cost estimate says a file system "
+                   "is too small (the dry run and every real run compare the disk estimate with the free space)")
+    p.add_argument("--profile", metavar="FILE", help="throughput profile for the cost estimate (default: "
+                   "~/.cache/gendergap/profile.json from `gendergap bench`, else the README's measured defaults)")
     p.add_argument("--schema", action="store_true", help="print every config key with its type, default, meaning")
     p.add_argument("--trust-checkpoint", action="store_true", help=TRUST_HELP)
     p.set_defaults(func=run)
@@ -114,6 +118,26 @@ def print_plan(jobs, out, states, executor: str = "local", slurm: dict | None = 
                   + (f" partition {slurm['partition']}" if slurm.get("partition") else ""))
 
 
+def print_cost(jobs, states: dict, parallel: int, executor: str, profile: str | None = None,
+               force: bool = False) -> None:
+    """The cost table of the jobs still to run (gendergap.cost), a note where jobs ask for a GPU
+    this machine lacks, and the disk check: a UserError per file system too small, unless --force."""
+    from gendergap.cost import check_space, cost_table, estimate, load_profile
+
+    prof = load_profile(profile)
+    est = estimate(jobs, states, prof)
+    print(cost_table(est, parallel if executor == "local" else len(est), prof))
+    gpu = [j.name for j in jobs if (j.resources or {}).get("gpus") and states.get(j.name) != "done"]
+    if gpu and executor == "local":
+        import torch
+        if not torch.cuda.is_available():
+            print(f"note: {len(gpu)} job(s) ask for a GPU (resources.gpus) and this machine has none: they run on "
+                  "the CPU here, and each result row records the device it ran on")
+    for line in check_space(est, force=force):
+        print(f"warning: {line} (--force: running anyway)")
+    sys.stdout.flush()
+
+
 def run(args) -> int:
     from gendergap import sweep
 
@@ -132,6 +156,8 @@ def run(args) -> int:
             sys.stdout.flush()
             preflight(cfg, jobs, out)
             print("inputs checked: no problem found")
+            print_cost(jobs, {r["job"]: r["state"] for r in rows}, args.parallel or cfg.data["executor"]["parallel"],
+                       executor, profile=args.profile, force=args.force)
             return 0
         counts = {}
         for r in rows:
@@ -142,6 +168,8 @@ def run(args) -> int:
         return 0
     sweep.check_executor(executor)
     preflight(cfg, jobs, out)
+    print_cost(jobs, {r["job"]: r["state"] for r in sweep.summary(jobs, out)},
+               args.parallel or cfg.data["executor"]["parallel"], executor, profile=args.profile, force=args.force)
     states = sweep.run_sweep(jobs, out, executor=executor, parallel=args.parallel or cfg.data["executor"]["parallel"],
                              retry_failed=args.retry_failed, slurm=cfg.data["executor"])
     bad = [n for n, s in states.items() if s in ("failed", "blocked")]

@@ -51,11 +51,14 @@ def run_study(config: str | Path | None, out: str | Path, pretrain: bool = False
                        retry_failed=retry_failed)
     wall = time.perf_counter() - t0
     rows = summary(jobs, out)
-    print_stages(rows, wall)
+    estimates = _estimates(jobs, {r["job"]: r["state"] for r in rows})
+    print_stages(rows, wall, estimates)
     if (out / "features").is_dir():
         from ssl_pretrain.feature_store import bytes_on_disk
+        guess = sum(sum(e.disk.values()) for e in estimates if e.stage == "features") if estimates else 0
         print(f"  frozen features on disk: {bytes_on_disk(out / 'features') / 1e6:.0f} MB in {out / 'features'} "
-              "(one store entry per checkpoint, shared by asr-frozen, st, gender-st and probes)")
+              "(one store entry per checkpoint, shared by asr-frozen, st, gender-st and probes)"
+              + (f"; estimated {guess / 1e6:.0f} MB" if guess else ""))
     bad = [r for r in rows if states.get(r["job"]) in ("failed", "blocked")]
     print(f"\noutputs in {out}:")
     for what, path in (("report", out / "report" / "report.md"), ("results DB", out / "results.db"),
@@ -74,15 +77,32 @@ def run_study(config: str | Path | None, out: str | Path, pretrain: bool = False
     return 0
 
 
-def print_stages(rows: list[dict], wall: float) -> None:
-    """Per stage (job kind): jobs, summed job seconds, and the wall-clock span they covered."""
-    print("\nstage          jobs   job time   wall span")
+def _estimates(jobs, states: dict) -> list:
+    """What the cost model (gendergap.cost) says every job costs, now that its inputs exist: the
+    estimate the dry run gives, set beside what the jobs took."""
+    from gendergap.cost import estimate
+    try:
+        return estimate(jobs, states, every_job=True)
+    except UserError as e:   # a broken profile must not hide the study's results
+        print(f"(no cost estimate: {e})")
+        return []
+
+
+def print_stages(rows: list[dict], wall: float, estimates: list | None = None) -> None:
+    """Per stage (job kind): jobs, summed job seconds against the cost estimate, and the wall-clock
+    span they covered."""
+    guess: dict[str, float] = {}
+    for e in estimates or []:
+        if e.seconds is not None:
+            guess[e.stage] = guess.get(e.stage, 0.0) + e.seconds
+    print("\nstage          jobs   job time   estimate   wall span")
     for kind in STAGE_ORDER:
         mine = [r for r in rows if r["kind"] == kind and r["seconds"] is not None]
         if not mine:
             continue
         span = max(r["finished"] for r in mine) - min(r["started"] for r in mine)
-        print(f"  {kind:12s} {len(mine):4d} {sum(r['seconds'] for r in mine):8.1f} s {span:9.1f} s")
+        est = f"{guess[kind]:8.1f} s" if kind in guess else f"{'-':>10s}"
+        print(f"  {kind:12s} {len(mine):4d} {sum(r['seconds'] for r in mine):8.1f} s {est} {span:9.1f} s")
     print(f"  {'this run':12s} {'':4s} {'':10s} {wall:9.1f} s (wall clock, skipped jobs included)")
 
 

@@ -103,14 +103,34 @@ def frame_shift_s(config, sample_rate: int) -> float:
 def count_parameters(cfg: dict) -> int | None:
     """The parameter count of the config's model, built on the meta device (no memory, no weights)."""
     import torch
-    from transformers import AutoConfig, AutoModel
+    from transformers import MODEL_MAPPING, AutoConfig
     try:
         config = AutoConfig.for_model(cfg["model_type"], **{k: v for k, v in cfg.items() if k != "model_type"})
+        cls = MODEL_MAPPING[type(config)]   # imported outside the meta device (see forward_gflops)
         with torch.device("meta"):
-            model = AutoModel.from_config(config)
+            model = cls(config)
     except (TypeError, ValueError, KeyError, AttributeError, IndexError):  # an odd config: no count
         return None
     return int(sum(p.numel() for p in model.parameters()))
+
+
+def forward_gflops(config, seconds: float = 10.0) -> float:
+    """GFLOP per second of audio of the encoder's forward, counted by torch's FlopCounterMode on the
+    meta device (shapes only: no memory, no weights) for one ``seconds``-long utterance."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import MODEL_MAPPING
+
+    cls = MODEL_MAPPING[type(config)]   # imported here, not under the meta device: a module imported
+    with torch.device("meta"):          # there keeps meta tensors as its constants (torchaudio's did)
+        model = cls(config).eval()
+    if config.model_type == "wav2vec2-bert":
+        x = torch.zeros(1, int(seconds * 50), int(getattr(config, "feature_projection_input_dim", 160)), device="meta")
+    else:
+        x = torch.zeros(1, int(seconds * 16000), device="meta")
+    with FlopCounterMode(display=False) as counter, torch.no_grad():
+        model(x)
+    return counter.get_total_flops() / seconds / 1e9
 
 
 def describe(cfg: dict, preprocessor: dict, path: Path) -> dict:

@@ -26,10 +26,9 @@ def union_layers(options: list[str], n_outputs: int) -> list[int]:
     return sorted(wanted)
 
 
-def extract_covering(store: str, extractor, requests: list[tuple[pd.DataFrame, str]]) -> list:
-    """Extract what ``requests`` ((rows of an UtteranceTable, audio absolute; layer option) each) need into the store at ``store``,
-    merged as the module docstring says; returns the store views written (or found)."""
-    wanted = [(rows, set(union_layers([layers], extractor.n_outputs))) for rows, layers in requests]
+def cover(wanted: list[tuple[pd.DataFrame, set[int]]]) -> list[list]:
+    """The store entries [rows, layer set] that serve ``wanted`` ((rows, layer set) each), merged as
+    the module docstring says: what extract_covering extracts and gendergap.cost weighs."""
     entries: list[list] = []  # [rows, layers]
     for rows, layers in sorted(wanted, key=lambda w: -len(w[1])):
         ids = set(rows["id"])
@@ -40,6 +39,13 @@ def extract_covering(store: str, extractor, requests: list[tuple[pd.DataFrame, s
             same[0] = pd.concat([same[0], rows]).drop_duplicates("id")
         else:
             entries.append([rows, layers])
+    return entries
+
+
+def extract_covering(store: str, extractor, requests: list[tuple[pd.DataFrame, str]]) -> list:
+    """Extract what ``requests`` ((rows of an UtteranceTable, audio absolute; layer option) each) need into the store at ``store``,
+    merged as the module docstring says; returns the store views written (or found)."""
+    entries = cover([(rows, set(union_layers([layers], extractor.n_outputs))) for rows, layers in requests])
     views = []
     for rows, layers in entries:
         rows = rows.reset_index(drop=True)

@@ -157,7 +157,9 @@ CASES = [
          "--json", "{out}/w.json"],
         ["study", "--config", "{tmp}/f.fifo", "--out", "{out}"],
         ["trace", "--report", "{tmp}/f.fifo"],
+        ["bench", "--quick", "--out", "{tmp}/f.fifo"],
     ]],
+    ("sweep-profile-fifo", SWEEP + ["--dry-run", "--profile", "{tmp}/f.fifo"], fifo("f.fifo"), "not a"),
 ]
 # commands that take no path and no name (nothing of theirs crosses the boundary)
 NO_PATH_OR_NAME = {"ckpt list": "reads only the registry $GENDERGAP_CHECKPOINTS names",

@@ -35,7 +35,7 @@ def sweep(cfg: Path, out: Path, *extra) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=900)
 
 
-def config(tmp_path: Path, folders: dict[str, Path], name: str = "c.yaml", **extra_tasks) -> Path:
+def config(tmp_path: Path, folders: dict[str, Path], name: str = "c.yaml") -> Path:
     rows = "\n".join(f"  {n}: {{path: {p}}}" for n, p in folders.items())
     cfg = tmp_path / name
     cfg.write_text(CONFIG % rows)

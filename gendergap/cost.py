@@ -1,0 +1,395 @@
+"""What a study will cost before it runs: disk written and compute time, per stage and in total.
+
+    estimates = estimate(jobs, profile=load_profile())    # one Estimate per step still to run
+    print(cost_table(estimates, parallel=2))
+    check_space(estimates)                                 # a UserError when a file system is too small
+
+Disk comes from the data and the models: a feature-store entry holds every stored row's frames
+(duration / the model's frame shift) x hidden size x layers x 2 bytes (fp16), the figure the store
+itself plans its shards with; run directories and corpora from sizes measured on the built-in
+study, scaled by what scales them. Time comes from a **throughput profile**: achieved GFLOP/s of
+extraction and of training (a model's forward FLOPs per audio second are counted by torch's
+FlopCounterMode on the meta device, ssl_pretrain.families.forward_gflops), seconds per frozen-ASR
+step, ST update and probe. The figures are either measured on this machine by `gendergap bench`
+(written to ``~/.cache/gendergap/profile.json``) or the defaults below, measured on the 2-core CPU
+of the built-in study and on an H100 (README, "On a GPU"); the table says which.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from corpora.base.errors import UserError
+
+PROFILE_PATH = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gendergap" / "profile.json"
+
+# Defaults. cpu: the built-in study's jobs on a 2-core AMD EPYC, two jobs at a time, one thread each
+# (study/sweep/jobs/*/done.json, 2026-11-24). cuda: one H100 (README, "On a GPU", 2026-11-25):
+# extraction 36-90 TFLOP/s achieved (fp32 / fp16), base pretraining ~205 audio-s/s trained.
+DEFAULTS = {
+    "cpu": {"extract_gflops": 4.5, "extract_overhead_s_per_audio_s": 0.002, "train_gflops": 9.0,
+            "train_overhead_s_per_step": 0.12, "frozen_s_per_step": 0.09, "st_s_per_update": 0.16,
+            "probe_s_per_layer": 3.5, "job_overhead_s": 15.0},
+    "cuda": {"extract_gflops": 40000.0, "extract_overhead_s_per_audio_s": 0.0004, "train_gflops": 9000.0,
+             "train_overhead_s_per_step": 0.02, "frozen_s_per_step": 0.02, "st_s_per_update": 0.05,
+             "probe_s_per_layer": 1.0, "job_overhead_s": 20.0},
+}
+# Sizes measured on the built-in study, per unit of what scales them
+FP16 = 2
+SPEECHBRAIN_CKPT_BYTES_PER_PARAM = 4 * 3 * 2    # fp32 weights + Adam's two moments, best + interval checkpoint
+FROZEN_RUN_BYTES = 8.5e6                        # a frozen-ASR run dir (head checkpoints, logs, hypotheses)
+ST_RUN_BYTES = {"tiny": 1.15e8}                 # a fairseq s2t run dir (checkpoints, averaged model, data)
+FIXED_STEP_S = 3.0                              # a step that reads tables and writes small files
+WAV_BYTES_PER_S = 16000 * 2                     # synthetic corpus: 16 kHz 16-bit WAV
+SYNTH_S_PER_UTTERANCE = 0.0078                 # espeak-ng on 2 workers (mini: 8,020 utterances in 62 s)
+SYNTH_MEAN_S = 1.55                             # mean synthetic utterance (mini: 1.65 s French, 1.36 s gender set)
+
+
+@dataclass
+class Estimate:
+    step: str
+    stage: str                              # the step's kind: features, asr-e2e, st, ...
+    seconds: float | None                   # compute time of the step on its device (None: unknown)
+    device: str                             # cpu or cuda
+    disk: dict[str, float] = field(default_factory=dict)   # location -> bytes written
+    basis: str = ""                          # what the figure was computed from, in words
+
+
+def load_profile(path: str | os.PathLike | None = None) -> dict:
+    """{device: {figure: value}, "source": "measured (FILE)" | "default"}: ``path`` (or the cached
+    `gendergap bench` profile when one exists) read as data, else the defaults."""
+    p = Path(path) if path else PROFILE_PATH
+    if not p.is_file():
+        if path:
+            raise UserError("no such profile", path=p, fix="write one with `gendergap bench --out FILE`")
+        return {**DEFAULTS, "source": "default"}
+    from corpora.base.boundary import finite
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise UserError(f"the throughput profile is not JSON ({e})", path=p, fix="run `gendergap bench` again") from None
+    out = {dev: dict(figs) for dev, figs in DEFAULTS.items()}
+    for dev, figs in (data.get("devices") or {}).items():
+        if dev in out and isinstance(figs, dict):
+            for k, v in figs.items():
+                if k in out[dev]:
+                    # rates divide: above zero; times and overheads may be zero
+                    out[dev][k] = finite(v, f"profile {dev}.{k}", lo=1e-9 if k.endswith("gflops") else 0.0, path=p)
+    return {**out, "source": f"measured ({p})", "measured": sorted(data.get("devices") or {})}
+
+
+# --------------------------------------------------------------------------- what a step costs
+
+class Models:
+    """The architecture of each checkpoint a study names (config for FLOPs, frames, dims), found
+    without loading weights: a transformers folder's config, a fairseq/packed file's model config,
+    a preset for checkpoints the study pretrains."""
+
+    def __init__(self, jobs):
+        self.source: dict[str, tuple[str, str]] = {}
+        for j in jobs:
+            if j.kind == "checkpoints":
+                for e in j.entries:
+                    if e.get("path"):
+                        self.source[e["name"]] = ("path", e["path"])
+            if j.kind == "pretrain":
+                self.source[j.checkpoint] = ("preset", j.preset)
+        self._cache: dict[str, dict | None] = {}
+
+    def facts(self, name: str) -> dict | None:
+        """{gflops, dim, outputs, frame_shift, params} of checkpoint ``name`` (a twin: its model's)."""
+        name = name.removesuffix("+random-init")
+        if name not in self._cache:
+            self._cache[name] = self._facts(name)
+        return self._cache[name]
+
+    def _facts(self, name: str) -> dict | None:
+        from corpora.base.reserved import FBANK
+        if name == FBANK:
+            return {"gflops": 0.0, "dim": 160, "outputs": 1, "frame_shift": 0.02, "params": 0}
+        kind, where = self.source.get(name, (None, None))
+        if kind is None or (kind == "path" and not Path(where).exists()):
+            return None
+        from ssl_pretrain.families import forward_gflops
+        config = _preset_config(where) if kind == "preset" else _path_config(Path(where))
+        return {"gflops": forward_gflops(config), "dim": config.hidden_size, "outputs": config.num_hidden_layers + 1,
+                "frame_shift": 0.02, "params": None}
+
+
+def _preset_config(preset: str):
+    from ssl_pretrain.architecture import hf_config
+    from ssl_pretrain.hardware import load_preset
+    return hf_config(dict(load_preset(preset)["model"]))
+
+
+def _path_config(path: Path):
+    from ssl_pretrain.checkpoints import CheckpointRef
+    from ssl_pretrain.registry import run_checkpoint
+    path, _ = run_checkpoint(path)
+    ref = CheckpointRef.resolve(path)
+    if ref.kind == "hf":
+        from transformers import AutoConfig
+
+        from corpora.base.boundary import HF_LOCAL
+        return AutoConfig.from_pretrained(str(ref.path), **HF_LOCAL)
+    from ssl_pretrain.architecture import hf_config
+    from ssl_pretrain.convert import model_config
+    return hf_config(model_config(ref.fairseq_state(), ref.path))
+
+
+@dataclass
+class Context:
+    models: Models
+    profile: dict
+    pending: list[str]          # outputs of steps not yet done: their files are not there to read
+
+    def is_pending(self, path) -> bool:
+        p = str(Path(path).resolve()) if path else ""
+        return any(p == q or p.startswith(q.rstrip("/") + "/") for q in self.pending)
+
+    def figures(self, device: str) -> dict:
+        return self.profile["cuda" if device.startswith("cuda") else "cpu"]
+
+
+def _device(j) -> str:
+    return "cuda" if (j.resources or {}).get("gpus") else "cpu"
+
+
+def _audio_seconds(rows) -> float:
+    return float(rows["duration"].astype(float).clip(lower=0).sum())
+
+
+def _features(j, ctx: Context) -> Estimate:
+    from corpora.utterances import UtteranceTable
+    from gendergap.steps.models import _rows
+    from ssl_pretrain.feature_cover import cover, union_layers
+
+    dev = _device(j)
+    f = ctx.models.facts(j.ckpt)
+    if f is None or ctx.is_pending(j.table):
+        return Estimate(j.name, j.kind, None, dev, {}, "after the corpus and checkpoint exist")
+    df = UtteranceTable.load(j.table).audio_rows()
+    wanted = [(_rows(df, req, j.table), set(union_layers([req["layers"]], f["outputs"]))) for req in j.requests]
+    entries = cover(wanted)
+    frames_layers = sum(_audio_seconds(rows) / f["frame_shift"] * len(layers) for rows, layers in entries)
+    audio = sum(_audio_seconds(rows) for rows, _ in entries)
+    fig = ctx.figures(dev)
+    seconds = audio * (fig["extract_overhead_s_per_audio_s"] + f["gflops"] / fig["extract_gflops"])
+    return Estimate(j.name, j.kind, seconds + fig["job_overhead_s"], dev, {j.store: frames_layers * f["dim"] * FP16},
+                    f"{audio / 3600:.2f} h audio x {f['gflops']:.3g} GFLOP/audio-s; "
+                    f"{len(entries)} store entr{'y' if len(entries) == 1 else 'ies'} of {f['dim']}-d fp16")
+
+
+def _override(overrides: list, name: str, default=None):
+    for o in overrides or []:
+        key, _, value = str(o).partition("=")
+        if key.strip().lstrip("-") in (name, name.replace("_", "-")):
+            return value.strip()
+    return default
+
+
+def _asr(j, ctx: Context) -> Estimate:
+    dev = _device(j)
+    fig = ctx.figures(dev)
+    steps = _override(j.overrides, "max_steps")
+    if steps is None:
+        return Estimate(j.name, j.kind, None, dev, {j.out: FROZEN_RUN_BYTES}, "no max_steps: time unknown")
+    steps = int(float(steps))
+    if j.recipe == "frozen":
+        return Estimate(j.name, j.kind, steps * fig["frozen_s_per_step"] + fig["job_overhead_s"], dev,
+                        {j.out: FROZEN_RUN_BYTES}, f"{steps} steps")
+    f = ctx.models.facts(j.ckpt)
+    batch = float(_override(j.overrides, "batch_seconds", 60))
+    if f is None:
+        return Estimate(j.name, j.kind, None, dev, {}, "after the checkpoint exists")
+    gflop = steps * batch * 3 * f["gflops"]     # forward + backward ~ 3 forwards
+    params = f["dim"] * f["dim"] * 12 * (f["outputs"] - 1) + 5e5
+    return Estimate(j.name, j.kind, gflop / fig["train_gflops"] + steps * fig["train_overhead_s_per_step"]
+                    + fig["job_overhead_s"], dev, {j.out: params * SPEECHBRAIN_CKPT_BYTES_PER_PARAM},
+                    f"{steps} steps x {batch:g} s batches")
+
+
+def _st(j, ctx: Context) -> Estimate:
+    dev = _device(j)
+    fig = ctx.figures(dev)
+    updates = _override(j.overrides, "max_update")
+    if updates is None:
+        from downstream_st.presets import load_st_preset
+        updates = load_st_preset(j.preset).get("max_update")
+    seconds = None if updates is None else int(float(updates)) * fig["st_s_per_update"] + 2 * fig["job_overhead_s"]
+    disk = {j.out: ST_RUN_BYTES[j.preset]} if j.preset in ST_RUN_BYTES else {}
+    return Estimate(j.name, j.kind, seconds, dev, disk, f"{updates} updates, preset {j.preset}")
+
+
+def _probes(j, ctx: Context) -> Estimate:
+    from ssl_pretrain.feature_cover import union_layers
+    dev = _device(j)
+    fig = ctx.figures(dev)
+    f = ctx.models.facts(j.ckpt)
+    if f is None:
+        return Estimate(j.name, j.kind, None, dev, {}, "after the checkpoint exists")
+    layers = union_layers([j.layers], f["outputs"])
+    n = len(layers) * len(j.probes) * (1 + bool(j.control)) * (1 + bool(j.random_init))
+    seconds, disk, basis = n * fig["probe_s_per_layer"] + fig["job_overhead_s"], {}, f"{n} probe-layers"
+    if j.random_init and not ctx.is_pending(j.table):
+        # the random-init twin's features of the probe rows are extracted here, into the store
+        from corpora.utterances import UtteranceTable
+        from gendergap.steps.models import _rows
+        rows = _rows(UtteranceTable.load(j.table).audio_rows(), {"corpus": j.corpus, "probe_seed": j.seed,
+                     "splits": ["train", "valid", "dev", "test"]}, j.table)
+        audio = _audio_seconds(rows)
+        disk = {j.feature_store: audio / f["frame_shift"] * len(layers) * f["dim"] * FP16}
+        seconds += audio * (fig["extract_overhead_s_per_audio_s"] + f["gflops"] / fig["extract_gflops"])
+        basis += f"; twin features of {audio / 3600:.2f} h"
+    return Estimate(j.name, j.kind, seconds, dev, disk, basis)
+
+
+def _pretrain(j, ctx: Context) -> Estimate:
+    from ssl_pretrain.hardware import load_preset
+    dev = _device(j)
+    fig = ctx.figures(dev)
+    f = ctx.models.facts(j.checkpoint)
+    cfg = load_preset(j.preset)
+    tokens = float(cfg.get("dataset", {}).get("max_tokens") or 1.4e6)
+    freq = (cfg.get("optimization", {}).get("update_freq") or [1])[0]
+    updates = j.updates + j.continue_updates
+    audio = updates * tokens * freq / 16000     # samples per update, at most: a bound on the work
+    seconds = audio * 3 * f["gflops"] / fig["train_gflops"] + updates * fig["train_overhead_s_per_step"]
+    params = f["dim"] * f["dim"] * 12 * (f["outputs"] - 1) + 5e6
+    return Estimate(j.name, j.kind, seconds + fig["job_overhead_s"], dev, {j.out: params * 4 * 3 * 3},
+                    f"{updates} updates of at most {tokens * freq / 16000:.0f} s audio")
+
+
+def _corpus(j, ctx: Context) -> Estimate:
+    from corpora.synth import SIZES
+    size = SIZES.get(j.size)
+    if size is None:
+        return _fixed(j, ctx)
+    utterances = sum((f + m) * n for roles in (size.fr, size.gender) for f, m, n in roles.values())
+    audio = utterances * SYNTH_MEAN_S
+    return Estimate(j.name, j.kind, utterances * SYNTH_S_PER_UTTERANCE + 5, "cpu", {j.out: audio * WAV_BYTES_PER_S},
+                    f"{utterances} synthetic utterances, ~{audio / 3600:.1f} h")
+
+
+def _fixed(j, ctx: Context) -> Estimate:
+    """Steps without a model of their own (tables, manifests, registering, scoring, the report): a
+    few seconds each on the built-in study (1-5 s measured)."""
+    return Estimate(j.name, j.kind, FIXED_STEP_S, _device(j), {}, "table/scoring step")
+
+
+ESTIMATORS = {"features": _features, "asr-e2e": _asr, "asr-e2e-layers": _asr, "asr-frozen": _asr, "st": _st,
+              "gender-st": _st, "probes": _probes, "pretrain": _pretrain, "corpus": _corpus}
+
+
+def estimate(jobs: list, states: dict[str, str] | None = None, profile: dict | None = None,
+             every_job: bool = False) -> list[Estimate]:
+    """One Estimate per job not done yet (by ``states``; without them every job is still to run);
+    ``every_job``: done ones too, from the data they read (a finished study's estimate against what
+    its jobs took)."""
+    profile = profile or load_profile()
+    states = states or {}
+    todo = [j for j in jobs if states.get(j.name) != "done"]
+    ctx = Context(Models(jobs), profile, [str(Path(o).resolve()) for j in todo for o in j.outputs])
+    return [_one(j, ctx) for j in (jobs if every_job else todo)]
+
+
+def _one(j, ctx: Context) -> Estimate:
+    """A job's estimate; one that cannot be made is "?" in the table, never a reason not to run
+    (the inputs' own checks, run before, say what is wrong with them)."""
+    try:
+        return ESTIMATORS.get(j.kind, _fixed)(j, ctx)
+    except (UserError, ValueError, KeyError, TypeError, OSError, AttributeError, IndexError) as e:
+        return Estimate(j.name, j.kind, None, _device(j), {}, f"no estimate: {str(e)[:120]}")
+
+
+# --------------------------------------------------------------------------- the table
+
+def _fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "?"
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
+def _fmt_time(s: float | None) -> str:
+    if s is None:
+        return "?"
+    if s == 0:
+        return "-"
+    return f"{s / 3600:.1f} h" if s >= 3600 else f"{s / 60:.1f} min" if s >= 60 else f"{s:.0f} s"
+
+
+def wall_seconds(estimates: list[Estimate], parallel: int) -> float:
+    """Wall time with ``parallel`` jobs at once: the larger of the critical bound (the longest job)
+    and the work spread evenly over the slots (dependencies ignored: a lower bound on a sweep)."""
+    times = [e.seconds for e in estimates if e.seconds is not None]
+    if not times:
+        return 0.0
+    return max(max(times), sum(times) / max(1, parallel))
+
+
+def cost_table(estimates: list[Estimate], parallel: int, profile: dict) -> str:
+    """Per stage: jobs, disk written, CPU- and GPU-hours; then the totals and the wall time."""
+    stages: dict[str, dict] = {}
+    for e in estimates:
+        s = stages.setdefault(e.stage, {"jobs": 0, "disk": 0.0, "cpu": 0.0, "gpu": 0.0, "unknown": 0})
+        s["jobs"] += 1
+        s["disk"] += sum(e.disk.values())
+        if e.seconds is None:
+            s["unknown"] += 1
+        else:
+            s["gpu" if e.device == "cuda" else "cpu"] += e.seconds
+    head = f"  {'stage':16s} {'jobs':>4s} {'disk':>9s} {'CPU time':>9s} {'GPU time':>9s}"
+    lines = [f"cost estimate ({len(estimates)} job(s) to run; throughput: {profile.get('source', 'default')}):", head]
+    for name, s in stages.items():
+        unknown = f"  ({s['unknown']} unknown until their inputs exist)" if s["unknown"] else ""
+        lines.append(f"  {name:16s} {s['jobs']:4d} {_fmt_bytes(s['disk']):>9s} {_fmt_time(s['cpu']):>9s} "
+                     f"{_fmt_time(s['gpu']):>9s}{unknown}")
+    total = {k: sum(s[k] for s in stages.values()) for k in ("disk", "cpu", "gpu")}
+    lines.append(f"  {'total':16s} {len(estimates):4d} {_fmt_bytes(total['disk']):>9s} "
+                 f"{_fmt_time(total['cpu']):>9s} {_fmt_time(total['gpu']):>9s}")
+    lines.append(f"  wall time with {parallel} job(s) at once: about {_fmt_time(wall_seconds(estimates, parallel))}"
+                 " (at least; dependencies can make it longer)")
+    return "\n".join(lines)
+
+
+def free_bytes(path: str | os.PathLike) -> int:
+    """Free bytes on the file system that holds ``path`` (or would: its nearest existing parent)."""
+    p = Path(path).resolve()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return shutil.disk_usage(p).free
+
+
+def check_space(estimates: list[Estimate], force: bool = False) -> list[str]:
+    """Compare each file system's share of the estimate with its free space; one line per file
+    system that cannot hold it. Raises a UserError (exit 2) unless ``force`` (then returns the lines)."""
+    need: dict[int, dict] = {}
+    for e in estimates:
+        for where, n in e.disk.items():
+            root = Path(where).resolve()
+            probe = root
+            while not probe.exists() and probe != probe.parent:
+                probe = probe.parent
+            dev = os.stat(probe).st_dev
+            slot = need.setdefault(dev, {"bytes": 0.0, "paths": set(), "probe": probe})
+            slot["bytes"] += n
+            slot["paths"].add(str(root))
+    lines = []
+    for slot in need.values():
+        free = free_bytes(slot["probe"])
+        if slot["bytes"] > free:
+            where = ", ".join(sorted(slot["paths"]))[:300]
+            lines.append(f"needs {_fmt_bytes(slot['bytes'])} on the file system of {slot['probe']}, which has "
+                         f"{_fmt_bytes(free)} free (writing {where})")
+    if lines and not force:
+        for line in lines[:-1]:
+            print(f"gendergap: error: {line}", file=__import__("sys").stderr)
+        raise UserError(lines[-1], fix="store fewer layers (a `layer:` instead of `all`), point --out or the feature "
+                        "store at a larger file system, or pass --force to run anyway")
+    return lines
