@@ -217,8 +217,8 @@ def _st(j, ctx: Context) -> Estimate:
     fig = ctx.figures(dev)
     updates = _override(j.overrides, "max_update")
     if updates is None:
-        from downstream_st.presets import load_st_preset
-        updates = load_st_preset(j.preset).get("max_update")
+        from downstream_st.presets import load_preset
+        updates = load_preset(j.preset)["train"].get("max-update")
     seconds = None if updates is None else int(float(updates)) * fig["st_s_per_update"] + 2 * fig["job_overhead_s"]
     disk = {j.out: ST_RUN_BYTES[j.preset]} if j.preset in ST_RUN_BYTES else {}
     return Estimate(j.name, j.kind, seconds, dev, disk, f"{updates} updates, preset {j.preset}")
@@ -255,12 +255,14 @@ def _pretrain(j, ctx: Context) -> Estimate:
     cfg = load_preset(j.preset)
     tokens = float(cfg.get("dataset", {}).get("max_tokens") or 1.4e6)
     freq = (cfg.get("optimization", {}).get("update_freq") or [1])[0]
+    world = int(cfg.get("distributed_training", {}).get("distributed_world_size") or 1)
     updates = j.updates + j.continue_updates
-    audio = updates * tokens * freq / 16000     # samples per update, at most: a bound on the work
+    per_update = tokens * freq * world / 16000   # the recipe's whole batch (hardware.py keeps it on fewer GPUs)
+    audio = updates * per_update                 # samples per update, at most: a bound on the work
     seconds = audio * 3 * f["gflops"] / fig["train_gflops"] + updates * fig["train_overhead_s_per_step"]
     params = f["dim"] * f["dim"] * 12 * (f["outputs"] - 1) + 5e6
     return Estimate(j.name, j.kind, seconds + fig["job_overhead_s"], dev, {j.out: params * 4 * 3 * 3},
-                    f"{updates} updates of at most {tokens * freq / 16000:.0f} s audio")
+                    f"{updates} updates of at most {per_update:.0f} s audio")
 
 
 def _corpus(j, ctx: Context) -> Estimate:
