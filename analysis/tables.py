@@ -32,6 +32,7 @@ import pandas as pd
 from analysis.delta import delta_rel
 from corpora.base.errors import UserError
 from corpora.base.reserved import FBANK
+from corpora.base.units import count_label
 
 ASR_TASK_TITLES = {
     "asr-hybrid": "Hybrid ASR (SSL model as feature extractor, Kaldi)",
@@ -332,16 +333,6 @@ PRETRAINING_CAPTION = ("Pre-trained self-supervised models: family (transformers
                        "unknown-gender (U) speech in it.")
 
 
-def fmt_count(n) -> str:
-    """A parameter count as papers print it: 94.4M, 317M, 23.1K; "-" when unknown."""
-    if _nan(n):
-        return "-"
-    for unit, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if float(n) >= scale:
-            return f"{float(n) / scale:.3g}{unit}"
-    return f"{float(n):.0f}"
-
-
 def fmt_plain(x, digits: int = 2) -> str:
     """``1,041`` / ``47.4`` / ``0.28``: at most ``digits`` decimals, no trailing zeros; ``-`` when missing
     (imported checkpoints often come without their pre-training make-up)."""
@@ -352,7 +343,7 @@ def fmt_plain(x, digits: int = 2) -> str:
 
 
 def pretraining_layout(t: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
-    rows = [[r["model"], "-" if _nan(r["family"]) else str(r["family"]), fmt_count(r["parameters"]),
+    rows = [[r["model"], "-" if _nan(r["family"]) else str(r["family"]), count_label(r["parameters"]),
              fmt_plain(r["layers"], 0),
              fmt_plain(r["updates"], 0), fmt_plain(r["hours"])] +
             [fmt_plain(r[f]) for f in ("male_pct", "female_pct", "unknown_pct")] for r in t.to_dict("records")]

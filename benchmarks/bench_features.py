@@ -98,9 +98,8 @@ def throughput(args) -> None:
     from torch.utils.flop_counter import FlopCounterMode
     from transformers import Wav2Vec2Model
 
-    from ssl_pretrain.architecture import hf_config
+    from ssl_pretrain.architecture import preset_config
     from ssl_pretrain.features import FrozenSSL
-    from ssl_pretrain.hardware import load_preset
 
     device, _ = device_and_precision(args.device, "fp32")
     name = device_name(device)
@@ -112,7 +111,7 @@ def throughput(args) -> None:
     waves = [(0.1 * rng.standard_normal(int(16000 * args.seconds))).astype(np.float32) for _ in range(args.batch)]
     for preset in args.presets.split(","):
         torch.manual_seed(0)
-        model = Wav2Vec2Model(hf_config(dict(load_preset(preset)["model"])))
+        model = Wav2Vec2Model(preset_config(preset))
         for precision in ("fp32", "fp16", "bf16"):
             if precision == "fp16" and device == "cpu":
                 continue

@@ -2,8 +2,10 @@
 
 Runs random-init wav2vec 2.0 encoders of the pretraining presets (tiny, and base unless --quick)
 on random audio in the study's batches (1.5 s utterances, 60 s a batch; on a CPU one thread, as
-each local sweep job runs): frozen extraction (the batch-invariant forward, every layer) and a training step
-(forward + backward), and reports achieved GFLOP/s (FLOPs counted by torch's FlopCounterMode).
+each local sweep job runs): frozen extraction (the batch-invariant forward, every layer) and a
+training step (forward + backward), and reports achieved GFLOP/s (FLOPs counted by torch's
+FlopCounterMode); then 100 synthetic WAVs through the feature store, whose time beyond the model's
+is the extraction's I/O overhead per audio second.
 The figures go to a profile JSON (default ~/.cache/gendergap/profile.json) that `sweep` and
 `study` read; figures it does not measure keep the defaults of gendergap/cost.py.
 """
@@ -25,14 +27,13 @@ def _measure(preset: str, device: str, precision: str, seconds: float, train: bo
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from ssl_pretrain.architecture import hf_config
+    from ssl_pretrain.architecture import preset_config
     from ssl_pretrain.device import autocast
-    from ssl_pretrain.hardware import load_preset
     from ssl_pretrain.invariant import encode
     from transformers import Wav2Vec2Model
 
     torch.manual_seed(0)
-    model = Wav2Vec2Model(hf_config(dict(load_preset(preset)["model"]))).to(device)
+    model = Wav2Vec2Model(preset_config(preset)).to(device)
     model.train(train)
     # a study's batches: short utterances (1.5 s, the built-in corpus's), 60 s of audio a batch
     wavs = 0.1 * torch.randn(40, int(16000 * 1.5), device=device)
@@ -68,14 +69,13 @@ def _extraction_overhead(device: str, precision: str, gflops: float) -> float:
     import soundfile as sf
     import torch
 
-    from ssl_pretrain.architecture import hf_config
+    from ssl_pretrain.architecture import preset_config
     from ssl_pretrain.families import forward_gflops
     from ssl_pretrain.features import FrozenSSL
     from ssl_pretrain.feature_store import FeatureStore, SSLExtractor
-    from ssl_pretrain.hardware import load_preset
     from transformers import Wav2Vec2Model
 
-    config = hf_config(dict(load_preset("tiny")["model"]))
+    config = preset_config("tiny")
     rng = np.random.default_rng(0)
     with tempfile.TemporaryDirectory() as tmp:
         rows = []

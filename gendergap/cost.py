@@ -19,10 +19,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from corpora.base.errors import UserError
+from corpora.base.units import bytes_label
+from gendergap.steps.base import CheckContext
 
 PROFILE_PATH = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gendergap" / "profile.json"
 
@@ -40,6 +43,7 @@ DEFAULTS = {
 # Sizes measured on the built-in study, per unit of what scales them
 FP16 = 2
 SPEECHBRAIN_CKPT_BYTES_PER_PARAM = 4 * 3 * 2    # fp32 weights + Adam's two moments, best + interval checkpoint
+HEAD_PARAMS = 5e5                               # the CTC head on top of a fine-tuned encoder (1024-d dense + output)
 FROZEN_RUN_BYTES = 8.5e6                        # a frozen-ASR run dir (head checkpoints, logs, hypotheses)
 ST_RUN_BYTES = {"tiny": 1.15e8}                 # a fairseq s2t run dir (checkpoints, averaged model, data)
 FIXED_STEP_S = 3.0                              # a step that reads tables and writes small files
@@ -55,7 +59,6 @@ class Estimate:
     seconds: float | None                   # compute time of the step on its device (None: unknown)
     device: str                             # cpu or cuda
     disk: dict[str, float] = field(default_factory=dict)   # location -> bytes written
-    basis: str = ""                          # what the figure was computed from, in words
 
 
 def load_profile(path: str | os.PathLike | None = None) -> dict:
@@ -78,20 +81,22 @@ def load_profile(path: str | os.PathLike | None = None) -> dict:
                 if k in out[dev]:
                     # rates divide: above zero; times and overheads may be zero
                     out[dev][k] = finite(v, f"profile {dev}.{k}", lo=1e-9 if k.endswith("gflops") else 0.0, path=p)
-    return {**out, "source": f"measured ({p})", "measured": sorted(data.get("devices") or {})}
+    return {**out, "source": f"measured ({p})"}
 
 
 # --------------------------------------------------------------------------- what a step costs
 
 class Models:
-    """The architecture of each checkpoint a study names (config for FLOPs, frames, dims), found
-    without loading weights: a transformers folder's config, a fairseq/packed file's model config,
-    a preset for checkpoints the study pretrains."""
+    """What each checkpoint a study names costs to run (forward GFLOP per audio second, hidden size,
+    outputs, frame shift, parameters), from its architecture alone: CheckpointRef.architecture for a
+    file or folder (no weights read), the preset for a checkpoint the study pretrains."""
 
     def __init__(self, jobs):
         self.source: dict[str, tuple[str, str]] = {}
+        self.trust = False   # the sweep's --trust-checkpoint, as its checkpoints step has it
         for j in jobs:
             if j.kind == "checkpoints":
+                self.trust = bool(j.trust)
                 for e in j.entries:
                     if e.get("path"):
                         self.source[e["name"]] = ("path", e["path"])
@@ -108,50 +113,43 @@ class Models:
 
     def _facts(self, name: str) -> dict | None:
         from corpora.base.reserved import FBANK
+        from ssl_pretrain.families import count_parameters, forward_gflops, frame_shift_s
         if name == FBANK:
             return {"gflops": 0.0, "dim": 160, "outputs": 1, "frame_shift": 0.02, "params": 0}
         kind, where = self.source.get(name, (None, None))
         if kind is None or (kind == "path" and not Path(where).exists()):
             return None
-        from ssl_pretrain.families import forward_gflops
-        config = _preset_config(where) if kind == "preset" else _path_config(Path(where))
+        if kind == "preset":
+            from ssl_pretrain.architecture import preset_config
+            config, rate = preset_config(where), 16000
+        else:
+            from ssl_pretrain.checkpoints import CheckpointRef
+            from ssl_pretrain.registry import run_checkpoint
+            config, rate = CheckpointRef.resolve(run_checkpoint(where)[0], trust=self.trust).architecture()
         return {"gflops": forward_gflops(config), "dim": config.hidden_size, "outputs": config.num_hidden_layers + 1,
-                "frame_shift": 0.02, "params": None}
-
-
-def _preset_config(preset: str):
-    from ssl_pretrain.architecture import hf_config
-    from ssl_pretrain.hardware import load_preset
-    return hf_config(dict(load_preset(preset)["model"]))
-
-
-def _path_config(path: Path):
-    from ssl_pretrain.checkpoints import CheckpointRef
-    from ssl_pretrain.registry import run_checkpoint
-    path, _ = run_checkpoint(path)
-    ref = CheckpointRef.resolve(path)
-    if ref.kind == "hf":
-        from transformers import AutoConfig
-
-        from corpora.base.boundary import HF_LOCAL
-        return AutoConfig.from_pretrained(str(ref.path), **HF_LOCAL)
-    from ssl_pretrain.architecture import hf_config
-    from ssl_pretrain.convert import model_config
-    return hf_config(model_config(ref.fairseq_state(), ref.path))
+                "frame_shift": frame_shift_s(config, rate), "params": count_parameters(config) or 0}
 
 
 @dataclass
 class Context:
     models: Models
     profile: dict
-    pending: list[str]          # outputs of steps not yet done: their files are not there to read
+    pending: CheckContext        # outputs of steps not yet done: their files are not there to read
+    tables: dict = field(default_factory=dict)
 
-    def is_pending(self, path) -> bool:
-        p = str(Path(path).resolve()) if path else ""
-        return any(p == q or p.startswith(q.rstrip("/") + "/") for q in self.pending)
+    def table(self, path: str):
+        """The rows of an utterance table, read once however many jobs read it."""
+        if path not in self.tables:
+            from corpora.utterances import UtteranceTable
+            self.tables[path] = UtteranceTable.load(path).rows
+        return self.tables[path]
 
     def figures(self, device: str) -> dict:
         return self.profile["cuda" if device.startswith("cuda") else "cpu"]
+
+    def extraction_seconds(self, audio: float, f: dict, device: str) -> float:
+        fig = self.figures(device)
+        return audio * (fig["extract_overhead_s_per_audio_s"] + f["gflops"] / fig["extract_gflops"])
 
 
 def _device(j) -> str:
@@ -162,89 +160,73 @@ def _audio_seconds(rows) -> float:
     return float(rows["duration"].astype(float).clip(lower=0).sum())
 
 
+def _feature_bytes(rows, layers: int, f: dict) -> float:
+    """What the store keeps of ``rows`` at ``layers`` layers: frames x hidden size x layers, fp16."""
+    return _audio_seconds(rows) / f["frame_shift"] * layers * f["dim"] * FP16
+
+
 def _features(j, ctx: Context) -> Estimate:
-    from corpora.utterances import UtteranceTable
     from gendergap.steps.models import _rows
     from ssl_pretrain.feature_cover import cover, union_layers
 
     dev = _device(j)
     f = ctx.models.facts(j.ckpt)
-    if f is None or ctx.is_pending(j.table):
-        return Estimate(j.name, j.kind, None, dev, {}, "after the corpus and checkpoint exist")
-    df = UtteranceTable.load(j.table).audio_rows()
-    wanted = [(_rows(df, req, j.table), set(union_layers([req["layers"]], f["outputs"]))) for req in j.requests]
-    entries = cover(wanted)
-    frames_layers = sum(_audio_seconds(rows) / f["frame_shift"] * len(layers) for rows, layers in entries)
+    if f is None or ctx.pending.is_pending(j.table):
+        return Estimate(j.name, j.kind, None, dev)
+    df = ctx.table(j.table)
+    entries = cover([(_rows(df, req, j.table), set(union_layers([req["layers"]], f["outputs"]))) for req in j.requests])
     audio = sum(_audio_seconds(rows) for rows, _ in entries)
-    fig = ctx.figures(dev)
-    seconds = audio * (fig["extract_overhead_s_per_audio_s"] + f["gflops"] / fig["extract_gflops"])
-    return Estimate(j.name, j.kind, seconds + fig["job_overhead_s"], dev, {j.store: frames_layers * f["dim"] * FP16},
-                    f"{audio / 3600:.2f} h audio x {f['gflops']:.3g} GFLOP/audio-s; "
-                    f"{len(entries)} store entr{'y' if len(entries) == 1 else 'ies'} of {f['dim']}-d fp16")
-
-
-def _override(overrides: list, name: str, default=None):
-    for o in overrides or []:
-        key, _, value = str(o).partition("=")
-        if key.strip().lstrip("-") in (name, name.replace("_", "-")):
-            return value.strip()
-    return default
+    return Estimate(j.name, j.kind, ctx.extraction_seconds(audio, f, dev) + ctx.figures(dev)["job_overhead_s"], dev,
+                    {j.store: sum(_feature_bytes(rows, len(layers), f) for rows, layers in entries)})
 
 
 def _asr(j, ctx: Context) -> Estimate:
+    from downstream_asr.decode import parse_overrides
     dev = _device(j)
     fig = ctx.figures(dev)
-    steps = _override(j.overrides, "max_steps")
-    if steps is None:
-        return Estimate(j.name, j.kind, None, dev, {j.out: FROZEN_RUN_BYTES}, "no max_steps: time unknown")
-    steps = int(float(steps))
+    over = parse_overrides(j.overrides)
+    steps = int(float(over.get("max_steps") or 0))
+    if not steps:   # no step budget: epochs x batches, which the hyper-parameters do not bound here
+        return Estimate(j.name, j.kind, None, dev, {j.out: FROZEN_RUN_BYTES})
     if j.recipe == "frozen":
         return Estimate(j.name, j.kind, steps * fig["frozen_s_per_step"] + fig["job_overhead_s"], dev,
-                        {j.out: FROZEN_RUN_BYTES}, f"{steps} steps")
+                        {j.out: FROZEN_RUN_BYTES})
     f = ctx.models.facts(j.ckpt)
-    batch = float(_override(j.overrides, "batch_seconds", 60))
     if f is None:
-        return Estimate(j.name, j.kind, None, dev, {}, "after the checkpoint exists")
-    gflop = steps * batch * 3 * f["gflops"]     # forward + backward ~ 3 forwards
-    params = f["dim"] * f["dim"] * 12 * (f["outputs"] - 1) + 5e5
+        return Estimate(j.name, j.kind, None, dev)
+    batch = float(over.get("batch_seconds", 60))      # finetune_ctc.yaml's default
+    gflop = steps * batch * 3 * f["gflops"]            # forward + backward ~ 3 forwards
     return Estimate(j.name, j.kind, gflop / fig["train_gflops"] + steps * fig["train_overhead_s_per_step"]
-                    + fig["job_overhead_s"], dev, {j.out: params * SPEECHBRAIN_CKPT_BYTES_PER_PARAM},
-                    f"{steps} steps x {batch:g} s batches")
+                    + fig["job_overhead_s"], dev, {j.out: (f["params"] + HEAD_PARAMS) * SPEECHBRAIN_CKPT_BYTES_PER_PARAM})
 
 
 def _st(j, ctx: Context) -> Estimate:
+    from downstream_st.presets import apply_overrides, load_preset
     dev = _device(j)
     fig = ctx.figures(dev)
-    updates = _override(j.overrides, "max_update")
-    if updates is None:
-        from downstream_st.presets import load_preset
-        updates = load_preset(j.preset)["train"].get("max-update")
+    updates = apply_overrides(load_preset(j.preset), j.overrides, trust=j.trust)["train"].get("max-update")
     seconds = None if updates is None else int(float(updates)) * fig["st_s_per_update"] + 2 * fig["job_overhead_s"]
-    disk = {j.out: ST_RUN_BYTES[j.preset]} if j.preset in ST_RUN_BYTES else {}
-    return Estimate(j.name, j.kind, seconds, dev, disk, f"{updates} updates, preset {j.preset}")
+    return Estimate(j.name, j.kind, seconds, dev, {j.out: ST_RUN_BYTES[j.preset]} if j.preset in ST_RUN_BYTES else {})
 
 
 def _probes(j, ctx: Context) -> Estimate:
+    from gendergap.steps.models import _rows
+    from gendergap.steps.probes import PROBE_SPLITS
     from ssl_pretrain.feature_cover import union_layers
     dev = _device(j)
     fig = ctx.figures(dev)
     f = ctx.models.facts(j.ckpt)
     if f is None:
-        return Estimate(j.name, j.kind, None, dev, {}, "after the checkpoint exists")
+        return Estimate(j.name, j.kind, None, dev)
     layers = union_layers([j.layers], f["outputs"])
     n = len(layers) * len(j.probes) * (1 + bool(j.control)) * (1 + bool(j.random_init))
-    seconds, disk, basis = n * fig["probe_s_per_layer"] + fig["job_overhead_s"], {}, f"{n} probe-layers"
-    if j.random_init and not ctx.is_pending(j.table):
+    est = Estimate(j.name, j.kind, n * fig["probe_s_per_layer"] + fig["job_overhead_s"], dev)
+    if j.random_init and not ctx.pending.is_pending(j.table):
         # the random-init twin's features of the probe rows are extracted here, into the store
-        from corpora.utterances import UtteranceTable
-        from gendergap.steps.models import _rows
-        rows = _rows(UtteranceTable.load(j.table).audio_rows(), {"corpus": j.corpus, "probe_seed": j.seed,
-                     "splits": ["train", "valid", "dev", "test"]}, j.table)
-        audio = _audio_seconds(rows)
-        disk = {j.feature_store: audio / f["frame_shift"] * len(layers) * f["dim"] * FP16}
-        seconds += audio * (fig["extract_overhead_s_per_audio_s"] + f["gflops"] / fig["extract_gflops"])
-        basis += f"; twin features of {audio / 3600:.2f} h"
-    return Estimate(j.name, j.kind, seconds, dev, disk, basis)
+        rows = _rows(ctx.table(j.table), {"corpus": j.corpus, "probe_seed": j.seed, "splits": list(PROBE_SPLITS)}, j.table)
+        est.disk = {j.feature_store: _feature_bytes(rows, len(layers), f)}
+        est.seconds += ctx.extraction_seconds(_audio_seconds(rows), f, dev)
+    return est
 
 
 def _pretrain(j, ctx: Context) -> Estimate:
@@ -260,9 +242,8 @@ def _pretrain(j, ctx: Context) -> Estimate:
     per_update = tokens * freq * world / 16000   # the recipe's whole batch (hardware.py keeps it on fewer GPUs)
     audio = updates * per_update                 # samples per update, at most: a bound on the work
     seconds = audio * 3 * f["gflops"] / fig["train_gflops"] + updates * fig["train_overhead_s_per_step"]
-    params = f["dim"] * f["dim"] * 12 * (f["outputs"] - 1) + 5e6
-    return Estimate(j.name, j.kind, seconds + fig["job_overhead_s"], dev, {j.out: params * 4 * 3 * 3},
-                    f"{updates} updates of at most {per_update:.0f} s audio")
+    # fairseq keeps best, last and one per epoch: ~3 checkpoints of fp32 weights + Adam's two moments
+    return Estimate(j.name, j.kind, seconds + fig["job_overhead_s"], dev, {j.out: f["params"] * 4 * 3 * 3})
 
 
 def _corpus(j, ctx: Context) -> Estimate:
@@ -271,15 +252,14 @@ def _corpus(j, ctx: Context) -> Estimate:
     if size is None:
         return _fixed(j, ctx)
     utterances = sum((f + m) * n for roles in (size.fr, size.gender) for f, m, n in roles.values())
-    audio = utterances * SYNTH_MEAN_S
-    return Estimate(j.name, j.kind, utterances * SYNTH_S_PER_UTTERANCE + 5, "cpu", {j.out: audio * WAV_BYTES_PER_S},
-                    f"{utterances} synthetic utterances, ~{audio / 3600:.1f} h")
+    return Estimate(j.name, j.kind, utterances * SYNTH_S_PER_UTTERANCE + 5, "cpu",
+                    {j.out: utterances * SYNTH_MEAN_S * WAV_BYTES_PER_S})
 
 
 def _fixed(j, ctx: Context) -> Estimate:
     """Steps without a model of their own (tables, manifests, registering, scoring, the report): a
     few seconds each on the built-in study (1-5 s measured)."""
-    return Estimate(j.name, j.kind, FIXED_STEP_S, _device(j), {}, "table/scoring step")
+    return Estimate(j.name, j.kind, FIXED_STEP_S, _device(j))
 
 
 ESTIMATORS = {"features": _features, "asr-e2e": _asr, "asr-e2e-layers": _asr, "asr-frozen": _asr, "st": _st,
@@ -294,7 +274,7 @@ def estimate(jobs: list, states: dict[str, str] | None = None, profile: dict | N
     profile = profile or load_profile()
     states = states or {}
     todo = [j for j in jobs if states.get(j.name) != "done"]
-    ctx = Context(Models(jobs), profile, [str(Path(o).resolve()) for j in todo for o in j.outputs])
+    ctx = Context(Models(jobs), profile, CheckContext(pending=[o for j in todo for o in j.outputs]))
     return [_one(j, ctx) for j in (jobs if every_job else todo)]
 
 
@@ -303,20 +283,11 @@ def _one(j, ctx: Context) -> Estimate:
     (the inputs' own checks, run before, say what is wrong with them)."""
     try:
         return ESTIMATORS.get(j.kind, _fixed)(j, ctx)
-    except (UserError, ValueError, KeyError, TypeError, OSError, AttributeError, IndexError) as e:
-        return Estimate(j.name, j.kind, None, _device(j), {}, f"no estimate: {str(e)[:120]}")
+    except (UserError, ValueError, KeyError, TypeError, OSError, AttributeError, IndexError):
+        return Estimate(j.name, j.kind, None, _device(j))
 
 
 # --------------------------------------------------------------------------- the table
-
-def _fmt_bytes(n: float | None) -> str:
-    if n is None:
-        return "?"
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.3g} {unit}"
-    return f"{n:.0f} B"
-
 
 def _fmt_time(s: float | None) -> str:
     if s is None:
@@ -337,6 +308,8 @@ def wall_seconds(estimates: list[Estimate], parallel: int) -> float:
 
 def cost_table(estimates: list[Estimate], parallel: int, profile: dict) -> str:
     """Per stage: jobs, disk written, CPU- and GPU-hours; then the totals and the wall time."""
+    if not estimates:
+        return "cost estimate: nothing to run (every job is done)"
     stages: dict[str, dict] = {}
     for e in estimates:
         s = stages.setdefault(e.stage, {"jobs": 0, "disk": 0.0, "cpu": 0.0, "gpu": 0.0, "unknown": 0})
@@ -349,23 +322,29 @@ def cost_table(estimates: list[Estimate], parallel: int, profile: dict) -> str:
     head = f"  {'stage':16s} {'jobs':>4s} {'disk':>9s} {'CPU time':>9s} {'GPU time':>9s}"
     lines = [f"cost estimate ({len(estimates)} job(s) to run; throughput: {profile.get('source', 'default')}):", head]
     for name, s in stages.items():
-        unknown = f"  ({s['unknown']} unknown until their inputs exist)" if s["unknown"] else ""
-        lines.append(f"  {name:16s} {s['jobs']:4d} {_fmt_bytes(s['disk']):>9s} {_fmt_time(s['cpu']):>9s} "
-                     f"{_fmt_time(s['gpu']):>9s}{unknown}")
+        unknown = f"  ({s['unknown']} unknown: inputs not there yet, or no step budget)" if s["unknown"] else ""
+        blank = s["unknown"] == s["jobs"]   # nothing known of the stage: "?", not a zero
+        lines.append(f"  {name:16s} {s['jobs']:4d} {'?' if blank and not s['disk'] else bytes_label(s['disk']):>9s} "
+                     f"{'?' if blank else _fmt_time(s['cpu']):>9s} {'?' if blank else _fmt_time(s['gpu']):>9s}{unknown}")
     total = {k: sum(s[k] for s in stages.values()) for k in ("disk", "cpu", "gpu")}
-    lines.append(f"  {'total':16s} {len(estimates):4d} {_fmt_bytes(total['disk']):>9s} "
+    lines.append(f"  {'total':16s} {len(estimates):4d} {bytes_label(total['disk']):>9s} "
                  f"{_fmt_time(total['cpu']):>9s} {_fmt_time(total['gpu']):>9s}")
     lines.append(f"  wall time with {parallel} job(s) at once: about {_fmt_time(wall_seconds(estimates, parallel))}"
                  " (at least; dependencies can make it longer)")
     return "\n".join(lines)
 
 
-def free_bytes(path: str | os.PathLike) -> int:
-    """Free bytes on the file system that holds ``path`` (or would: its nearest existing parent)."""
+def _existing(path: str | os.PathLike) -> Path:
+    """``path``, or its nearest existing parent: the file system it will be written on."""
     p = Path(path).resolve()
     while not p.exists() and p != p.parent:
         p = p.parent
-    return shutil.disk_usage(p).free
+    return p
+
+
+def free_bytes(path: str | os.PathLike) -> int:
+    """Free bytes on the file system that holds ``path`` (or would: its nearest existing parent)."""
+    return shutil.disk_usage(_existing(path)).free
 
 
 def check_space(estimates: list[Estimate], force: bool = False) -> list[str]:
@@ -374,24 +353,20 @@ def check_space(estimates: list[Estimate], force: bool = False) -> list[str]:
     need: dict[int, dict] = {}
     for e in estimates:
         for where, n in e.disk.items():
-            root = Path(where).resolve()
-            probe = root
-            while not probe.exists() and probe != probe.parent:
-                probe = probe.parent
-            dev = os.stat(probe).st_dev
-            slot = need.setdefault(dev, {"bytes": 0.0, "paths": set(), "probe": probe})
+            probe = _existing(where)
+            slot = need.setdefault(os.stat(probe).st_dev, {"bytes": 0.0, "paths": set(), "probe": probe})
             slot["bytes"] += n
-            slot["paths"].add(str(root))
+            slot["paths"].add(str(Path(where).resolve()))
     lines = []
     for slot in need.values():
         free = free_bytes(slot["probe"])
         if slot["bytes"] > free:
             where = ", ".join(sorted(slot["paths"]))[:300]
-            lines.append(f"needs {_fmt_bytes(slot['bytes'])} on the file system of {slot['probe']}, which has "
-                         f"{_fmt_bytes(free)} free (writing {where})")
+            lines.append(f"needs {bytes_label(slot['bytes'])} on the file system of {slot['probe']}, which has "
+                         f"{bytes_label(free)} free (writing {where})")
     if lines and not force:
         for line in lines[:-1]:
-            print(f"gendergap: error: {line}", file=__import__("sys").stderr)
+            print(f"gendergap: error: {line}", file=sys.stderr)
         raise UserError(lines[-1], fix="store fewer layers (a `layer:` instead of `all`), point --out or the feature "
                         "store at a larger file system, or pass --force to run anyway")
     return lines

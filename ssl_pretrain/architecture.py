@@ -52,3 +52,10 @@ def hf_config(mcfg: dict):
         layer_norm_eps=1e-5,  # fairseq's LayerNorm / GroupNorm eps
         apply_spec_augment=True, mask_time_prob=0.05,  # fine-tuning defaults; inert in eval()
     )
+
+
+def preset_config(preset: str):
+    """The transformers config of a pretraining preset's model (ssl_pretrain/presets/<preset>.yaml):
+    what a checkpoint the study pretrains, or a benchmark's random-init encoder, will be."""
+    from ssl_pretrain.hardware import load_preset
+    return hf_config(dict(load_preset(preset)["model"]))

@@ -204,18 +204,28 @@ class CheckpointRef:
             return family_of({"model_type": "wav2vec2"}, self.path)
         return family_of(json.loads((self.path / "config.json").read_text(encoding="utf-8")), self.path)
 
-    def model_facts(self, state: dict | None = None) -> dict:
-        """family, parameters, layers, hidden_size, front_end, sample_rate (ssl_pretrain.families.describe)."""
+    def architecture(self, state: dict | None = None):
+        """(transformers config of the encoder, sample rate), without reading the weights: a folder's
+        config.json and preprocessor_config.json; a fairseq file's model and task config (its
+        tensors memory-mapped, or ``state`` when it is already read)."""
         self._needs_model("is not a model")
         if self.kind == "hf":
-            cfg = json.loads((self.path / "config.json").read_text(encoding="utf-8"))
-            return describe(cfg, read_preprocessor(self.path), self.path)
+            from transformers import AutoConfig
+
+            from corpora.base.boundary import HF_LOCAL
+            rate = read_preprocessor(self.path).get("sampling_rate", 16000)
+            return AutoConfig.from_pretrained(str(self.path), **HF_LOCAL), int(rate)
         from ssl_pretrain.architecture import hf_config
-        from ssl_pretrain.convert import model_config
-        state = state if state is not None else self.fairseq_state()
+        from ssl_pretrain.convert import load_fairseq_checkpoint, model_config
+        if state is None:
+            state = load_fairseq_checkpoint(self.fairseq_path(), trust=self.trusted, mmap=True)
         task = state.get("cfg", {}).get("task", {}) if state.get("cfg") is not None else vars(state.get("args", {}))
-        return describe(hf_config(model_config(state, self.path)).to_dict(),
-                        {"sampling_rate": task.get("sample_rate", 16000)}, self.path)
+        return hf_config(model_config(state, self.path)), int(task.get("sample_rate", 16000))
+
+    def model_facts(self, state: dict | None = None) -> dict:
+        """family, parameters, layers, hidden_size, front_end, sample_rate (ssl_pretrain.families.describe)."""
+        config, rate = self.architecture(state)
+        return describe(config, rate, self.path)
 
     def check_finetunable(self) -> None:
         """One line when asr-e2e cannot fine-tune this checkpoint's family (w2v-BERT)."""

@@ -24,13 +24,14 @@ FINETUNED_MODELS = {"wav2vec_ctc": "a CTC fine-tuned model", "wav2vec_seq2seq": 
 PRETRAINING_ONLY = ("quantizer.", "project_q.", "final_proj.", "project_inp.", "target_glu.")
 
 
-def load_fairseq_checkpoint(path: str | os.PathLike, trust: bool = False) -> dict:
+def load_fairseq_checkpoint(path: str | os.PathLike, trust: bool = False, mmap: bool = False) -> dict:
     """A fairseq checkpoint dict, read on the CPU without unpickling arbitrary objects (see
-    ssl_pretrain.safe_load; ``trust`` unpickles everything), or a packed .safetensors release."""
+    ssl_pretrain.safe_load; ``trust`` unpickles everything), or a packed .safetensors release.
+    ``mmap``: the tensors mapped, not read (enough for the config and the shapes)."""
     from ssl_pretrain.safe_load import load_torch_file
     if is_packed(path):
         return load_packed(path)
-    return load_torch_file(path, trust=trust, what="fairseq checkpoint")
+    return load_torch_file(path, trust=trust, what="fairseq checkpoint", mmap=mmap)
 
 
 def model_config(ckpt: dict, path: str | os.PathLike = "<checkpoint>") -> dict:

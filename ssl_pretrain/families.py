@@ -17,7 +17,8 @@ wav2vec2-bert       w2v-BERT 2.0                        80-bin log-mel filterban
 ==================  ==================================  ===========================================
 
 ``describe`` is what a registry entry and Table 3 record about a model: family, parameter count,
-layers, hidden size, the front-end and its sample rate, read from the config (no weights loaded).
+layers, hidden size, the front-end and its sample rate, read from the config (no weights loaded);
+``forward_gflops`` what its forward costs per second of audio (the cost table of a dry run).
 """
 from __future__ import annotations
 
@@ -49,20 +50,6 @@ FAMILIES = {f.model_type: f for f in (
 SUPPORTED = ", ".join(FAMILIES)
 NOT_FINETUNABLE = ("SpeechBrain's wav2vec 2.0 lobe takes waveforms; w2v-BERT 2.0 reads log-mel "
                    "filterbanks: run it in the frozen-feature tasks (asr-frozen, st, probe)")
-
-
-def size_label(parameters) -> str:
-    """A parameter count as tables print it: 94.4M, 317M, 23.1K; "-" when unknown."""
-    try:
-        n = float(parameters)
-    except (TypeError, ValueError):
-        return "-"
-    if math.isnan(n):
-        return "-"
-    for unit, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.3g}{unit}"
-    return f"{n:.0f}"
 
 
 def family_of(cfg: dict, path: Path) -> Family:
@@ -100,13 +87,14 @@ def frame_shift_s(config, sample_rate: int) -> float:
     return math.prod(config.conv_stride) / sample_rate
 
 
-def count_parameters(cfg: dict) -> int | None:
-    """The parameter count of the config's model, built on the meta device (no memory, no weights)."""
+def count_parameters(config) -> int | None:
+    """The parameter count of a transformers config's model, built on the meta device (no memory,
+    no weights); None for a config no model can be built from."""
     import torch
-    from transformers import MODEL_MAPPING, AutoConfig
+    from transformers import MODEL_MAPPING
+
+    cls = MODEL_MAPPING[type(config)]   # imported outside the meta device (see forward_gflops)
     try:
-        config = AutoConfig.for_model(cfg["model_type"], **{k: v for k, v in cfg.items() if k != "model_type"})
-        cls = MODEL_MAPPING[type(config)]   # imported outside the meta device (see forward_gflops)
         with torch.device("meta"):
             model = cls(config)
     except (TypeError, ValueError, KeyError, AttributeError, IndexError):  # an odd config: no count
@@ -133,18 +121,19 @@ def forward_gflops(config, seconds: float = 10.0) -> float:
     return counter.get_total_flops() / seconds / 1e9
 
 
-def describe(cfg: dict, preprocessor: dict, path: Path) -> dict:
-    """What an entry records: family, size (parameters, layers, hidden size), front-end, sample rate."""
-    family = family_of(cfg, path)
+def describe(config, sample_rate: int, path: Path) -> dict:
+    """What an entry records of a transformers config: family, size (parameters, layers, hidden
+    size), front-end, sample rate."""
+    family = family_of({"model_type": config.model_type}, path)
     if family.input == "fbank":
-        front_end = f"fbank {int(cfg.get('feature_projection_input_dim', 160)) // 2}x2"
+        front_end = f"fbank {int(getattr(config, 'feature_projection_input_dim', 160)) // 2}x2"
     else:
         # data2vec-audio has no feat_extract_norm: its conv blocks are all LayerNorm ones
-        norm = "layer" if family.model_type == "data2vec-audio" else cfg.get("feat_extract_norm", "group")
+        norm = "layer" if family.model_type == "data2vec-audio" else getattr(config, "feat_extract_norm", "group")
         front_end = "conv, " + ("GroupNorm" if norm == "group" else "LayerNorm")
-    return {"family": family.model_type, "parameters": count_parameters(cfg),
-            "layers": int(cfg.get("num_hidden_layers", 0)), "hidden_size": int(cfg.get("hidden_size", 0)),
-            "front_end": front_end, "sample_rate": int(preprocessor.get("sampling_rate", 16000))}
+    return {"family": family.model_type, "parameters": count_parameters(config),
+            "layers": int(config.num_hidden_layers), "hidden_size": int(config.hidden_size),
+            "front_end": front_end, "sample_rate": int(sample_rate)}
 
 
 def read_preprocessor(folder: Path) -> dict:

@@ -102,10 +102,10 @@ class Registry:
             if kind == "hours":
                 return f"{v:,.0f}" if v >= 100 else f"{v:g}"
             return f"{v:g}"
-        from ssl_pretrain.families import size_label
+        from corpora.base.units import count_label
         rows = [("Model", "family", "params", "# updates", "# hours", "M,%", "F,%", "U,%", "kind")]
         for e in self.entries():
-            rows.append((e["name"], e.get("family") or "-", size_label(e.get("parameters")),
+            rows.append((e["name"], e.get("family") or "-", count_label(e.get("parameters")),
                          fmt(e.get("updates"), "updates"), fmt(e.get("hours"), "hours"),
                          fmt(e.get("male_pct"), "pct"), fmt(e.get("female_pct"), "pct"),
                          fmt(e.get("unknown_pct"), "pct"), e["kind"]))

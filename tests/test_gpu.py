@@ -92,3 +92,14 @@ def test_contrastive_accuracy_on_cuda_matches_cpu(tmp_path):
     cpu = contrastive_accuracy(ref, manifest, seed=0, device="cpu")
     gpu = contrastive_accuracy(ref, manifest, seed=0, device="cuda:0")
     assert gpu["n_masked"] == cpu["n_masked"] and abs(gpu["accuracy"] - cpu["accuracy"]) < 0.02
+
+
+def test_bench_measures_a_cuda_profile(tmp_path):
+    """`gendergap bench --device cuda`: the CUDA figures go under `cuda` in the profile, beside
+    any CPU ones already there."""
+    profile = tmp_path / "profile.json"
+    assert main(["bench", "--quick", "--seconds", "0.5", "--device", "cpu", "--out", str(profile)]) == 0
+    assert main(["bench", "--quick", "--seconds", "0.5", "--device", "cuda", "--precision", "bf16",
+                 "--out", str(profile)]) == 0
+    devices = json.loads(profile.read_text())["devices"]
+    assert set(devices) == {"cpu", "cuda"} and devices["cuda"]["extract_gflops"] > devices["cpu"]["extract_gflops"]

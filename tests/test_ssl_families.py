@@ -45,9 +45,9 @@ def test_ckpt_add_records_family_size_front_end_and_rate(models, model_type, tmp
                                   "wav2vec2-conformer": "conv, LayerNorm", "wav2vec2-bert": "fbank 80x2"}[model_type]
     capsys.readouterr()
     assert main(["ckpt", "list", "--registry", str(reg)]) == 0
-    from ssl_pretrain.families import size_label
+    from corpora.base.units import count_label
     row = capsys.readouterr().out.splitlines()[2].split()
-    assert row[:3] == ["M", model_type, size_label(n_params)], row
+    assert row[:3] == ["M", model_type, count_label(n_params)], row
 
 
 @pytest.mark.parametrize("model_type", FAMILY_TYPES)
@@ -74,6 +74,24 @@ def test_features_do_not_depend_on_batching_and_twins_differ(models, model_type)
     assert states.shape[0] == 3   # layers 0..2
     twin, _ = ref.twin(0).load().hidden_states([waves[0]])
     assert (twin - alone[0][0]).abs().max() > 1e-3   # the random-init twin: same shapes, other weights
+
+
+@pytest.mark.parametrize("model_type", FAMILY_TYPES)
+def test_bf16_autocast_on_cpu_follows_fp32_and_keeps_batch_invariance(models, model_type):
+    """The bf16 path every family takes on a CPU (autocast; the weights stay fp32): close to fp32,
+    and a batched utterance still equals it alone at the same precision (within bf16's rounding)."""
+    from ssl_pretrain.checkpoints import CheckpointRef
+    _, folders = models
+    ref = CheckpointRef.resolve(folders[model_type])
+    fp32, bf16 = ref.load(precision="fp32"), ref.load(precision="bf16")
+    rng = np.random.default_rng(1)
+    waves = [0.1 * rng.standard_normal(n).astype(np.float32) for n in (8000, 13000)]
+    a, _ = fp32.hidden_states([waves[0]])
+    b, _ = bf16.hidden_states([waves[0]])
+    assert (b - a).norm() / a.norm() < 0.05
+    batched, mask = bf16.hidden_states(waves)
+    n = int(mask[0].sum())
+    assert (batched[:, 0, :n] - b[:, 0, :n]).norm() / b.norm() < 0.02
 
 
 @pytest.mark.parametrize("model_type", FAMILY_TYPES)

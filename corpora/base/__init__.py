@@ -3,7 +3,8 @@
 - `errors`: `UserError`, the one-line message with exit code 2 for bad input;
 - `atomic`: write to a temp file, then `os.replace`, so nothing is left half-written;
 - `provenance`: versions, git sha and config hashes that travel with every result row;
-- `textfile`: strict UTF-8 text reading that names the file and line on bad bytes.
+- `textfile`: strict UTF-8 text reading that names the file and line on bad bytes;
+- `units`: parameter counts and byte sizes as tables print them.
 
 It lives under `corpora/` because corpora is the foot of the one-way data flow
 (corpora -> manifests -> ssl_pretrain -> downstream_* -> analysis), so any package may import

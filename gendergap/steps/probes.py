@@ -71,10 +71,13 @@ def plan_probes(g: Graph, tname: str, t: dict) -> None:
             resources=dict(t["resources"]), task=tname, checkpoint=ck, outputs=[out]))
 
 
+PROBE_SPLITS = ("train", "valid", "dev", "test")   # probe_splits draws its train/valid/test from these
+
+
 def probe_rows(g: Graph, ck: str, t: dict) -> dict:
     """What the probes read: the rows probe_splits draws (with the study's seed) from every split
     of the corpus, at every layer they probe (filterbanks: their one output)."""
-    return {"corpus": t["corpus"], "splits": ["train", "valid", "dev", "test"],
+    return {"corpus": t["corpus"], "splits": list(PROBE_SPLITS),
             "layers": "all" if g.is_baseline(ck) else g.layer(ck, t["layers"]), "probe_seed": g.seed}
 
 
