@@ -14,9 +14,11 @@ import logging
 import os
 import re
 import signal
+import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 from corpora.base.atomic import write_json
@@ -174,6 +176,49 @@ def fairseq_inputs(cmd: list[str], cwd: Path) -> list[Path]:
     return list(dict.fromkeys(p for p in found if p.is_file()))
 
 
+_SAVED = re.compile(r"checkpoint(\d+|_\d+_\d+|_best)\.pt$")
+
+
+def _is_prefix_of(short: Path, full: Path, chunk: int = 1 << 24) -> bool:
+    if short.stat().st_size >= full.stat().st_size:
+        return False
+    with open(short, "rb") as a, open(full, "rb") as b:
+        while block := a.read(chunk):
+            if b.read(len(block)) != block:
+                return False
+    return True
+
+
+def repair_cut_short_last(save_dir) -> str | None:
+    """Undo a kill that landed while fairseq copied a save to checkpoint_last.pt.
+
+    fairseq writes each save once, atomically (checkpoint_E_U.pt or checkpointE.pt), then *copies*
+    it to checkpoint_best.pt and checkpoint_last.pt, not atomically: a SIGKILL, a preemption or a
+    time-out in that window leaves checkpoint_last.pt a prefix of a complete file, which fairseq's
+    resume cannot read. When checkpoint_last.pt is no zip archive and is a byte prefix of a
+    complete sibling, the cut file is kept aside as ``checkpoint_last.pt.partial`` and the sibling
+    (the same state) copied in its place, atomically. Returns the sibling's name, or None when
+    there was nothing to repair (anything else unreadable is refused later, by the safe loader).
+    """
+    last = Path(save_dir) / "checkpoint_last.pt"
+    if not last.is_file() or zipfile.is_zipfile(last):
+        return None
+    # the save itself (numbered, written atomically) before its copy checkpoint_best.pt
+    saved = sorted((p for p in last.parent.glob("checkpoint*.pt") if _SAVED.search(p.name)),
+                   key=lambda p: (p.name != "checkpoint_best.pt", p.stat().st_mtime_ns), reverse=True)
+    source = next((p for p in saved if zipfile.is_zipfile(p) and _is_prefix_of(last, p)), None)
+    if source is None:
+        return None
+    tmp = last.with_name(".checkpoint_last.repair.tmp")
+    shutil.copyfile(source, tmp)
+    last.replace(last.with_name("checkpoint_last.pt.partial"))
+    tmp.replace(last)
+    log.warning("%s was cut short while fairseq copied %s to it (a kill during a save); resuming from "
+                "%s, the same state (the cut file is kept as checkpoint_last.pt.partial)",
+                last, source.name, source.name)
+    return source.name
+
+
 def start_fairseq(cmd: list[str], log_path, env: dict | None = None, trust: bool = False) -> subprocess.Popen:
     """Start fairseq in its own process group, appending its output to ``log_path``.
 
@@ -187,6 +232,9 @@ def start_fairseq(cmd: list[str], log_path, env: dict | None = None, trust: bool
     """
     from ssl_pretrain.safe_load import check_before_fairseq
     log_path = Path(log_path)
+    for save_flag in ("--save-dir", "checkpoint.save_dir"):
+        if _arg(cmd, save_flag):
+            repair_cut_short_last(log_path.parent / _arg(cmd, save_flag))
     check_before_fairseq(fairseq_inputs(cmd, log_path.parent), trust=trust)
     env = dict(env or fairseq_env())
     if trust:

@@ -3,6 +3,7 @@ convert to transformers (hidden states equal fairseq's), export features."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 
@@ -17,7 +18,7 @@ from ssl_pretrain import watchdog as wd
 from ssl_pretrain.convert import load_fairseq_checkpoint, num_updates
 from ssl_pretrain.checkpoints import CheckpointRef
 from ssl_pretrain.feature_store import FeatureStore, SSLExtractor, export_view
-from ssl_pretrain.run import build_command, start_fairseq
+from ssl_pretrain.run import build_command, repair_cut_short_last, start_fairseq
 
 MAX_UPDATE = 60
 # checkpoints every 5 updates; no per-epoch validation / saves (2 updates per epoch here)
@@ -71,11 +72,20 @@ def _pretrain_kill_resume_register_convert_features(tmp_path, capsys):
     killed_at = max(r.num_updates for r in wd.parse_lines((out / "train.log").read_text().splitlines())
                     if r.kind == "train_inner")
     assert 0 < killed_at < MAX_UPDATE
+    # fairseq copies each save to checkpoint_last.pt non-atomically: a kill in that window (CI
+    # hit it) leaves a prefix of the save; leave one always, so the resume must repair it
+    newest = max(last.parent.glob("checkpoint_*_*.pt"), key=lambda p: p.stat().st_mtime_ns)
+    cut = newest.stat().st_size // 2
+    saved_at = int(newest.stem.split("_")[-1])
+    last.write_bytes(newest.read_bytes()[:cut])
 
-    # 2. resume through the CLI: fairseq loads checkpoint_last.pt and finishes the schedule
+    # 2. resume through the CLI: checkpoint_last.pt restored from the save it was cut from, then
+    # fairseq loads it and finishes the schedule
     assert main(["pretrain", "run", "--preset", "tiny", "--manifest", str(manifest), "--out", str(out),
                  "--seed", "3", "--threads", "1", *TINY]) == 0
+    assert (last.parent / "checkpoint_last.pt.partial").stat().st_size == cut
     log_text = (out / "train.log").read_text()
+    assert re.search(rf"Loaded checkpoint {re.escape(str(last))} \(epoch \d+ @ {saved_at} updates\)", log_text)
     assert "Loaded checkpoint" in log_text and f"done: {MAX_UPDATE} updates" in capsys.readouterr().out
     assert num_updates(load_fairseq_checkpoint(last)) == MAX_UPDATE
     losses = [r.values["loss"] for r in wd.parse_lines(log_text.splitlines()) if r.kind == "train_inner"]
@@ -129,3 +139,19 @@ def _pretrain_kill_resume_register_convert_features(tmp_path, capsys):
     ark = kaldiio.load_scp(str(tmp_path / "kaldi" / "feats.scp"))
     assert sorted(ark) == sorted(df.id)
     np.testing.assert_allclose(ark[df.id[0]], np.repeat(first, 2, axis=0), atol=1e-6)
+
+
+def test_a_checkpoint_last_cut_short_by_a_kill_is_restored_from_its_save(tmp_path):
+    save = tmp_path / "checkpoints"
+    save.mkdir()
+    torch.save({"w": torch.arange(5000.0)}, save / "checkpoint_1_5.pt")
+    full = (save / "checkpoint_1_5.pt").read_bytes()
+    (save / "checkpoint_last.pt").write_bytes(full[:3000])
+    assert repair_cut_short_last(save) == "checkpoint_1_5.pt"
+    assert (save / "checkpoint_last.pt").read_bytes() == full
+    assert (save / "checkpoint_last.pt.partial").read_bytes() == full[:3000]
+    assert repair_cut_short_last(save) is None          # complete now: nothing to do
+    # not a prefix of any save: left alone for the safe loader to refuse in one line
+    (save / "checkpoint_last.pt").write_bytes(b"junk" * 100)
+    assert repair_cut_short_last(save) is None
+    assert (save / "checkpoint_last.pt").read_bytes() == b"junk" * 100
