@@ -150,6 +150,8 @@ def _check_checkpoints(cfg: StudyConfig) -> None:
     sets = cfg.data["pretraining"]["sets"]
     for name, c in cfg.checkpoints.items():
         line = cfg.lines[f"checkpoints.{name}"]
+        if c["registered"]:
+            _take_registered(cfg, name, c, line)
         if (name == FBANK) != (c["baseline"] == "fbank"):
             raise UserError("the filterbank baseline is the checkpoint named FBANK, and only it", path=cfg.path,
                             line=line, fix="write `FBANK: {baseline: fbank}`")
@@ -158,6 +160,29 @@ def _check_checkpoints(cfg: StudyConfig) -> None:
                 raise UserError(f"checkpoint '{name}' names pretraining set '{c[key]}', which pretraining.sets does "
                                 "not define", path=cfg.path, line=line,
                                 fix=f"use one of: {', '.join(sets) or '(none defined)'}")
+
+
+def _take_registered(cfg: StudyConfig, name: str, c: dict, line: int) -> None:
+    """A checkpoint named by its entry in the study's registry (`gendergap ckpt add`) becomes a path
+    checkpoint with the entry's file, Table 3 facts and manifest; a fact the config gives wins. The
+    registry is a handed file: read as data (a JSON of entries), its paths resolved where it lies."""
+    from ssl_pretrain.registry import Registry
+
+    if not cfg.data["registry"]:
+        raise UserError(f"checkpoint '{name}' is `registered: {c['registered']}`, but the config names no registry",
+                        path=cfg.path, line=line, fix="add `registry: path/to/checkpoints.json` (the file `gendergap "
+                        "ckpt add --registry` wrote), or give the checkpoint's `path:`")
+    registry = Path(cfg.data["registry"]).expanduser()
+    registry = registry if registry.is_absolute() else (cfg.path.parent / registry).resolve()
+    if not registry.is_file():
+        raise UserError("the study's checkpoint registry is not a file", path=registry,
+                        fix=f"register the checkpoints there with `gendergap ckpt --registry {registry} add NAME PATH`, "
+                            f"or fix `registry:` in {cfg.path}")
+    entry = Registry(registry).get(c["registered"])
+    c["path"] = entry["path"]
+    for key in ("hours", "male_pct", "female_pct", "unknown_pct", "manifest", "note"):
+        if c.get(key) is None and entry.get(key) is not None:
+            c[key] = entry[key]
 
 
 def _check_task_names(cfg: StudyConfig, name: str, t: dict) -> None:

@@ -210,6 +210,9 @@ class Checkpoint(Section):
                                 "tiny-balanced)")
     path: str | None = Field(None, description="a fairseq .pt, or a transformers folder of a supported family: "
                              "wav2vec2 (XLS-R, MMS), hubert, wavlm, data2vec-audio, wav2vec2-conformer, wav2vec2-bert")
+    registered: str | None = Field(None, description="or: the name of an entry of the study's `registry` (`gendergap "
+                                   "ckpt add`): its path, Table 3 facts and manifest come from there (facts given "
+                                   "here win)")
     pretrain: str | None = Field(None, description="pretrain it in this study on this pretraining set "
                                  "(see pretraining.sets)")
     pretrained_on: str | None = Field(None, description="the pretraining set it was made from (Table 3's hours "
@@ -229,10 +232,10 @@ class Checkpoint(Section):
 
     @model_validator(mode="after")
     def _one_source(self) -> "Checkpoint":
-        sources = [k for k in ("shipped", "path", "pretrain", "baseline") if getattr(self, k)]
+        sources = [k for k in ("shipped", "path", "registered", "pretrain", "baseline") if getattr(self, k)]
         if len(sources) != 1:
-            raise refuse(f"needs exactly one of shipped, path, pretrain, baseline (has {', '.join(sources) or 'none'})",
-                         "e.g. `{shipped: tiny-female}` or `{path: /models/w2v.pt}`")
+            raise refuse(f"needs exactly one of shipped, path, registered, pretrain, baseline (has "
+                         f"{', '.join(sources) or 'none'})", "e.g. `{shipped: tiny-female}` or `{path: /models/w2v.pt}`")
         return self
 
 
@@ -316,6 +319,8 @@ class Study(Section):
     pretraining: Pretraining = Field(default_factory=Pretraining, description="the pretraining manifests")
     selections: dict[str, Selection] = Field({}, description="name -> a gender/hours subset of a corpus that a "
                                              "task trains on (`selection:`); the report's Table 2 shows each")
+    registry: str | None = Field(None, description="a checkpoint registry (`gendergap ckpt add --registry FILE`) whose "
+                                 "entries checkpoints name by `registered:`; relative to the config")
     checkpoints: dict[str, Checkpoint] = Field({}, description="name -> checkpoint")
     tasks: dict[str, dict[str, Any] | None] = Field({}, description="name -> task (its keys depend on its type)")
     report: Report = Field(default_factory=Report, description="the report's tables")
@@ -333,7 +338,7 @@ def describe(task_models: dict[str, type[TaskBase]]) -> str:
                          f"({'|'.join(task_models)})")
             _task_lines(task_models, lines)
         elif name == "checkpoints":
-            lines.append("checkpoints:        # name -> checkpoint; exactly one of shipped, path, pretrain, baseline")
+            lines.append("checkpoints:        # name -> checkpoint; exactly one of shipped, path, registered, pretrain, baseline")
             model_lines(Checkpoint, 2, lines)
         else:
             field_lines(name, field, 0, lines)

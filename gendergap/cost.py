@@ -166,6 +166,7 @@ def _feature_bytes(rows, layers: int, f: dict) -> float:
 
 
 def _features(j, ctx: Context) -> Estimate:
+    from corpora import stats
     from gendergap.steps.models import _rows
     from ssl_pretrain.feature_cover import cover, union_layers
 
@@ -174,7 +175,12 @@ def _features(j, ctx: Context) -> Estimate:
     if f is None or ctx.pending.is_pending(j.table):
         return Estimate(j.name, j.kind, None, dev)
     df = ctx.table(j.table)
-    entries = cover([(_rows(df, req, j.table), set(union_layers([req["layers"]], f["outputs"]))) for req in j.requests])
+    # the same segment under two corpora is stored once: here known from headers (file name and
+    # size, as corpus merge does), in the store from the files' content
+    segments = dict(zip(df["id"], stats.segment_keys(df)))
+    entries = cover([(_rows(df, req, j.table), set(union_layers([req["layers"]], f["outputs"]))) for req in j.requests],
+                    lambda rows: rows["id"].map(segments).tolist())
+    entries = [(rows[~rows["id"].map(segments).duplicated()], layers) for rows, layers in entries]
     audio = sum(_audio_seconds(rows) for rows, _ in entries)
     return Estimate(j.name, j.kind, ctx.extraction_seconds(audio, f, dev) + ctx.figures(dev)["job_overhead_s"], dev,
                     {j.store: sum(_feature_bytes(rows, len(layers), f) for rows, layers in entries)})

@@ -27,7 +27,7 @@ def add_checkpoint(*, registry: str | None, name: str, path: str | os.PathLike, 
         shares = {k: v if v is not None else make_up(Path(manifest) / "selection_report.json")[k]
                   for k, v in shares.items()}
     entry = register_checkpoint(Registry(registry), name, path, **shares, updates=updates, replace_entry=replace,
-                                note=note, trust=trust_checkpoint)
+                                note=note, trust=trust_checkpoint, manifest=manifest)
     return entry, Registry(registry).path
 
 

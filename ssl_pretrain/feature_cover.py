@@ -4,14 +4,17 @@ A study's frozen-feature tasks each want some rows of a table at some layers of 
 (frozen ASR: every layer of a corpus; ST: one layer; probes: every layer of the probe rows).
 Extracting each request on its own would extract an utterance once per task; instead the
 requests are merged: a request whose rows and layers an entry already holds adds nothing, one
-with the same layers as an entry adds its rows to it. Each utterance is then extracted once
-per distinct layer set (ssl_pretrain.feature_store keys an entry by extractor, rows and layers).
+with the same layers as an entry adds its rows to it. Rows are compared by their audio segment
+(ssl_pretrain.segment_content), so the same segment asked for by two corpora counts once. Each
+segment is then extracted once per distinct layer set (ssl_pretrain.feature_store keys an entry
+by extractor, segments and layers).
 """
 from __future__ import annotations
 
 import pandas as pd
 
 from ssl_pretrain.feature_store import FeatureStore
+from ssl_pretrain.segment_content import segment_keys
 
 
 def union_layers(options: list[str], n_outputs: int) -> list[int]:
@@ -26,28 +29,34 @@ def union_layers(options: list[str], n_outputs: int) -> list[int]:
     return sorted(wanted)
 
 
-def cover(wanted: list[tuple[pd.DataFrame, set[int]]]) -> list[list]:
+def cover(wanted: list[tuple[pd.DataFrame, set[int]]], segments=None) -> list[list]:
     """The store entries [rows, layer set] that serve ``wanted`` ((rows, layer set) each), merged as
-    the module docstring says: what extract_covering extracts and gendergap.cost weighs."""
-    entries: list[list] = []  # [rows, layers]
+    the module docstring says: what extract_covering extracts and gendergap.cost weighs.
+    ``segments(rows)`` names each row's audio segment (default: its id); a request whose segments
+    an entry already holds at its layers adds nothing, whatever its rows' ids and corpora."""
+    segments = segments or (lambda rows: rows["id"].tolist())
+    entries: list[list] = []  # [rows, layers, segment set]
     for rows, layers in sorted(wanted, key=lambda w: -len(w[1])):
-        ids = set(rows["id"])
-        if any(ids <= set(e[0]["id"]) and layers <= e[1] for e in entries):
+        segs = set(segments(rows))
+        if any(segs <= e[2] and layers <= e[1] for e in entries):
             continue
         same = next((e for e in entries if e[1] == layers), None)
         if same is not None:
             same[0] = pd.concat([same[0], rows]).drop_duplicates("id")
+            same[2] |= segs
         else:
-            entries.append([rows, layers])
-    return entries
+            entries.append([rows, layers, segs])
+    return [[rows, layers] for rows, layers, _ in entries]
 
 
 def extract_covering(store: str, extractor, requests: list[tuple[pd.DataFrame, str]]) -> list:
     """Extract what ``requests`` ((rows of an UtteranceTable, audio absolute; layer option) each) need into the store at ``store``,
     merged as the module docstring says; returns the store views written (or found)."""
-    entries = cover([(rows, set(union_layers([layers], extractor.n_outputs))) for rows, layers in requests])
+    store = FeatureStore(store)
+    entries = cover([(rows, set(union_layers([layers], extractor.n_outputs))) for rows, layers in requests],
+                    lambda rows: segment_keys(rows, extractor.sample_rate, store.root))
     views = []
     for rows, layers in entries:
         rows = rows.reset_index(drop=True)
-        views.append(FeatureStore(store).view(extractor, rows, sorted(layers), progress=False))
+        views.append(store.view(extractor, rows, sorted(layers), progress=False))
     return views

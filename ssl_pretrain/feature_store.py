@@ -8,9 +8,10 @@
     view.pointer("utt1", 3)       # fairseq s2t reads "shard-00000.zip:OFFSET:LENGTH" directly
 
 ``rows`` is a table with ``id, audio, offset, duration`` (an utterance table, or a SpeechBrain
-CSV turned into one). A row's identity is its *segment*: the audio file and the exact samples
-read from it, so the same utterance asked for by a SpeechBrain CSV and by the utterance table
-is the same entry row.
+CSV turned into one). A row's identity is its *segment*: the content of its audio file (sha256)
+and the exact samples read from it (ssl_pretrain.segment_content), so the same utterance asked
+for by a SpeechBrain CSV and by the utterance table, or the same talk segment of two corpora
+whose audio is two copies of one file, is one entry row, extracted and stored once.
 
 Layout under the root (one folder per extractor: checkpoint name + content hash, or fbank)::
 
@@ -52,6 +53,7 @@ from corpora.base.errors import UserError
 from corpora.base.provenance import canonical_json
 from ssl_pretrain.device import runtime_info
 from ssl_pretrain.features import length_buckets, read_segment
+from ssl_pretrain.segment_content import segment_keys
 
 log = logging.getLogger(__name__)
 
@@ -174,16 +176,6 @@ def extractor_for(ref, device: str = "cpu", precision: str = "fp32"):
 
 # --------------------------------------------------------------------------- rows
 
-def segment_keys(rows: pd.DataFrame, sample_rate: int) -> list[str]:
-    """``audio|first sample|n samples``: the samples read_segment reads for each row."""
-    offsets = rows["offset"].astype(float) if "offset" in rows.columns else pd.Series(0.0, index=rows.index)
-    start = (offsets * sample_rate).round().astype(np.int64)
-    durations = pd.to_numeric(rows["duration"], errors="coerce").fillna(-1.0).astype(float)
-    count = np.where(durations > 0, (durations * sample_rate).round(), -1).astype(np.int64)
-    audio = rows["audio"].astype(str).map(os.path.abspath)
-    return [f"{a}|{s}|{n}" for a, s, n in zip(audio, start, count)]
-
-
 def _hash(obj) -> str:
     return hashlib.sha256(canonical_json(obj).encode()).hexdigest()
 
@@ -215,6 +207,11 @@ class FeatureView:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @property
+    def n_segments(self) -> int:
+        """Distinct audio segments under the view's ids (fewer than ids where rows share audio)."""
+        return len(set(self._seg.values()))
 
     def shard_path(self, shard: int) -> Path:
         return self.dir / f"shard-{shard:05d}.zip"
@@ -298,6 +295,7 @@ class FeatureStore:
 
     def _find(self, ext_dir: Path, extractor, rows: pd.DataFrame, layers, dtype: str):
         """(entry dir, meta, segment numbers of ``rows``) of a finished entry holding them, or None."""
+        keys_at: dict[int, list[str]] = {}
         for entry, meta in self._entries(ext_dir):
             if not (meta.get("complete") and meta["extractor_key"] == extractor.key and meta["dtype"] == dtype
                     and meta["precision"] == extractor.precision and meta["version"] == EXTRACTOR_VERSION):
@@ -305,7 +303,10 @@ class FeatureStore:
             want = _layer_list(layers, int(meta["n_outputs"]))
             if not set(want) <= set(meta["layers"]):
                 continue
-            keys = segment_keys(rows, int(meta["sample_rate"]))
+            rate = int(meta["sample_rate"])
+            if rate not in keys_at:
+                keys_at[rate] = segment_keys(rows, rate, self.root)
+            keys = keys_at[rate]
             seg_of = _read_rows(entry)
             if all(k in seg_of for k in keys):
                 return entry, meta, [seg_of[k] for k in keys]
@@ -320,8 +321,13 @@ class FeatureStore:
     def _extract(self, ext_dir: Path, extractor, rows: pd.DataFrame, layers, dtype: str, batch_seconds: float,
                  shard_bytes: int, progress: bool) -> FeatureView:
         want = _layer_list(layers, extractor.n_outputs)
-        keys = segment_keys(rows, extractor.sample_rate)
+        keys = segment_keys(rows, extractor.sample_rate, self.root, progress)
+        audio_of = dict(zip(reversed(keys), reversed(rows["audio"].astype(str).map(os.path.abspath).tolist())))
         unique = list(dict.fromkeys(keys))
+        if len(unique) < len(keys):
+            log.info("features: %d row(s) are the same audio segment as another row (same file content, first "
+                     "sample and length): %d segment(s) extracted for %d rows", len(keys) - len(unique),
+                     len(unique), len(keys))
         key = {"extractor": extractor.key, "rows": _hash(sorted(unique)), "layers": want, "dtype": dtype,
                "precision": extractor.precision, "version": EXTRACTOR_VERSION}
         entry = ext_dir / _hash(key)[:16]
@@ -330,24 +336,25 @@ class FeatureStore:
         # waits here, then finds them finished (or resumes what the first one left)
         with open(entry / "lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            return self._extract_locked(entry, ext_dir, extractor, rows, keys, unique, want, dtype, key,
+            return self._extract_locked(entry, ext_dir, extractor, rows, keys, audio_of, want, dtype, key,
                                         batch_seconds, shard_bytes, progress)
 
     def _extract_locked(self, entry: Path, ext_dir: Path, extractor, rows: pd.DataFrame, keys: list[str],
-                        unique: list[str], want: list[int], dtype: str, key: dict, batch_seconds: float,
+                        audio_of: dict[str, str], want: list[int], dtype: str, key: dict, batch_seconds: float,
                         shard_bytes: int, progress: bool) -> FeatureView:
         meta_path = entry / "entry.json"
         meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else None
         if meta is None:
             ext_dir.mkdir(parents=True, exist_ok=True)
             write_json(ext_dir / "extractor.json", extractor.describe())
-            plan = _plan_shards(unique, extractor, len(want), np.dtype(dtype).itemsize, shard_bytes)
+            plan = _plan_shards(list(dict.fromkeys(keys)), audio_of, extractor, len(want), np.dtype(dtype).itemsize,
+                                shard_bytes)
             with atomic_open(entry / "rows.tsv") as f:
                 plan.to_csv(f, sep="\t", index=False, quoting=csv.QUOTE_NONE, lineterminator="\n")
             meta = {"key": key, "extractor_key": extractor.key, "extractor": extractor.describe(), "layers": want,
                     "n_outputs": extractor.n_outputs, "dim": extractor.dim, "frame_shift_s": extractor.frame_shift_s,
                     "sample_rate": extractor.sample_rate, "dtype": dtype, "precision": extractor.precision,
-                    "version": EXTRACTOR_VERSION, "rows": len(unique), "shards": int(plan["shard"].max()) + 1,
+                    "version": EXTRACTOR_VERSION, "rows": len(audio_of), "shards": int(plan["shard"].max()) + 1,
                     "runtime": runtime_info(extractor.device, extractor.precision), "complete": False}
             write_json(meta_path, meta)
         plan = pd.read_csv(entry / "rows.tsv", sep="\t", dtype={"audio": str}, keep_default_na=False,
@@ -436,11 +443,13 @@ def _read_rows(entry: Path) -> dict[str, int]:
     return dict(zip(plan["key"], plan["seg"]))
 
 
-def _plan_shards(keys: list[str], extractor, n_layers: int, itemsize: int, shard_bytes: int) -> pd.DataFrame:
-    """Segments sorted by length, cut into shards of at most ``shard_bytes`` of features."""
+def _plan_shards(keys: list[str], audio_of: dict[str, str], extractor, n_layers: int, itemsize: int,
+                 shard_bytes: int) -> pd.DataFrame:
+    """Segments sorted by length, cut into shards of at most ``shard_bytes`` of features; each is
+    read from the first of its rows' files (``audio_of``: they hold the same bytes)."""
     parts = [k.rsplit("|", 2) for k in keys]
     sr = extractor.sample_rate
-    audio = [p[0] for p in parts]
+    audio = [audio_of[k] for k in keys]
     start = [int(p[1]) for p in parts]
     count = [int(p[2]) for p in parts]
     durations = []

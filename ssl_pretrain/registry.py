@@ -1,7 +1,8 @@
 """The checkpoint registry: named SSL models with their pretraining data make-up (Table 3).
 
 A JSON file (default runs/checkpoints.json), rewritten atomically on every change. Each entry:
-name, path, kind (fairseq | packed | hf), hours, male_pct, female_pct, unknown_pct, updates, added, and
+name, path, kind (fairseq | packed | hf), hours, male_pct, female_pct, unknown_pct, updates, added,
+the `manifest build` dir it was pretrained on when given (a study's Table 1 describes it), and
 the model's facts (family, parameters, layers, hidden_size, front_end, sample_rate).
 Entries are checked before they are added (ssl_pretrain.checkpoints.register_checkpoint): a
 fairseq file must be a wav2vec 2.0 *pretraining* checkpoint (a fine-tuned CTC model is
@@ -66,7 +67,7 @@ class Registry:
     def add(self, name: str, path: str | os.PathLike, *, kind: str, updates: int | None = None,
             hours: float | None = None, male_pct: float | None = None, female_pct: float | None = None,
             unknown_pct: float | None = None, replace: bool = False, note: str = "",
-            model: dict | None = None) -> dict:
+            model: dict | None = None, manifest: str | os.PathLike | None = None) -> dict:
         """Add (or with ``replace`` update) an entry for an already checked checkpoint; returns it."""
         check_name(name)
         pcts = [p for p in (male_pct, female_pct, unknown_pct) if p is not None]
@@ -87,6 +88,7 @@ class Registry:
         entry = {"name": name, "path": stored, "kind": kind, "hours": hours, "male_pct": male_pct,
                  "female_pct": female_pct, "unknown_pct": unknown_pct,
                  "updates": updates, **(model or {}),
+                 **({"manifest": str(Path(manifest).resolve())} if manifest else {}),
                  "added": time.strftime("%Y-%m-%dT%H:%M:%S"), "note": note}
         entries = [e for e in entries if e["name"] != name] + [entry]
         write_json(self.path, {"checkpoints": entries})

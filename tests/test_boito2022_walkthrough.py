@@ -45,12 +45,13 @@ def run_stage(*args, env_extra=None) -> subprocess.CompletedProcess:
 
 def tiny_copy(work: Path) -> Path:
     """configs/boito2022.yaml as a user fills it in for the miniature: the tables, the two
-    checkpoints pretrained above (their run dirs and manifests), tiny budgets, CPU only."""
+    checkpoints pretrained and registered above (by name in their registry), tiny budgets, CPU only."""
     cfg = yaml.safe_load((REPO / "configs" / "boito2022.yaml").read_text(encoding="utf-8"))
     cfg["corpus"]["table"] = [str(work / "tables" / f"mtedx_fr-{p}.tsv") for p in ("fr", "en", "es", "pt")]
     cfg["selections"]["asr-balanced"].update(hours_per_gender=None, valid_hours=0.007)
-    cfg["checkpoints"] = {f"{g}-1K-Large": {"path": str(work / "ssl" / g), "manifest": str(work / "manifests" / g)}
-                          for g in "FM"}
+    # the two registered by `ckpt add` in the data stage: named, not repeated (path, manifest, Table 3)
+    cfg = {**{k: v for k, v in cfg.items() if k != "checkpoints"}, "registry": str(work / "checkpoints.json"),
+           "checkpoints": {f"{g}-1K-Large": {"registered": f"{g}-1K-Large"} for g in "FM"}}
     for name, t in cfg["tasks"].items():
         t["resources"] = dict(TINY_RES)
         if t.get("checkpoints"):
@@ -102,6 +103,20 @@ def test_study_stage_reaches_the_report_with_tables_1_to_5(walked):
     cfg = tiny_copy(work)
     study = run_stage("study", cfg, work)
     assert study.returncode == 0, study.stdout[-5000:] + study.stderr[-5000:]
+    # the dry run costs the plan: every stage, a total, the wall time under the executor's parallelism
+    out = study.stdout + study.stderr
+    cost = out[out.index("cost estimate (18 job(s) to run; throughput: "):]
+    for stage in ("corpus", "manifest", "checkpoints", "features", "asr-e2e", "asr-frozen", "st", "probes", "report"):
+        assert re.search(rf"^  {re.escape(stage)} +\d+ ", cost, re.M), stage
+    assert re.search(r"^  total +18 +\S+ \S*B ", cost, re.M) and "wall time with 2 job(s) at once: about " in cost
+    # the checkpoints came from the data stage's registry: its files, its Table 3 facts
+    mine = {e["name"]: e for e in json.loads((work / "study" / "checkpoints.json").read_text())["checkpoints"]}
+    theirs = {e["name"]: e for e in json.loads((work / "checkpoints.json").read_text())["checkpoints"]}
+    for ck in ("F-1K-Large", "M-1K-Large"):
+        assert Path(mine[ck]["path"]).resolve() == Path(work / theirs[ck]["path"]).resolve()
+        assert [mine[ck][k] for k in ("hours", "male_pct", "female_pct")] == \
+            [theirs[ck][k] for k in ("hours", "male_pct", "female_pct")]
+    assert theirs["F-1K-Large"]["manifest"] == str((work / "manifests" / "F").resolve())
     report = (work / "study" / "report" / "report.md").read_text(encoding="utf-8")
     for title in ("Table 1", "Table 2", "Table 3", "Table 4", "Table 5"):
         assert f"## {title}" in report, title

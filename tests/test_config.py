@@ -231,7 +231,7 @@ report:
     ("overrides: [max_steps=2]", "overrides: [max_steps]", 8,
      ["task 'asr-frozen': override 'max_steps' is not KEY=VALUE"]),
     ("{shipped: tiny-female, pretrained_on: female}", "{pretrained_on: female}", 5,
-     ["checkpoint 'F-tiny': needs exactly one of shipped, path, pretrain, baseline (has none)"]),
+     ["checkpoint 'F-tiny': needs exactly one of shipped, path, registered, pretrain, baseline (has none)"]),
     ("report:\n", "executor: {array_parallelism: 0}\nreport:\n", 15,
      ["'executor.array_parallelism': must be 1 or more"]),
 ])
@@ -365,3 +365,33 @@ def test_steps_take_their_device_and_precision_from_the_task(tmp_path):
     assert (bf16.device, bf16.precision) == ("cpu", "bf16") and [r["probe_seed"] for r in bf16.requests] == [0]
     assert "features:F-tiny:bf16" in by["probes:F-tiny"].deps and "features:F-tiny" not in by["probes:F-tiny"].deps
     assert all(r["probe_seed"] is None for r in by["features:F-tiny"].requests)  # fp32: frozen ASR and ST only
+
+
+def test_a_study_names_checkpoints_registered_by_ckpt_add(tmp_path):
+    """`ckpt add` and the study share one registry: a checkpoint `registered: NAME` takes the entry's
+    file and Table 3 facts (a fact the config gives wins); what is wrong is one line naming the place."""
+    from gendergap.cli import main
+    from ssl_pretrain.registry import Registry
+
+    shipped = Path(config.__file__).resolve().parent.parent / "ssl_pretrain" / "shipped" / "tiny-female.safetensors"
+    reg = tmp_path / "reg" / "checkpoints.json"
+    assert main(["ckpt", "add", "F-mine", str(shipped), "--registry", str(reg), "--hours", "2.5", "--male-pct", "0",
+                 "--female-pct", "100", "--unknown-pct", "0"]) == 0
+    text = GOOD.replace("checkpoints:\n", "registry: reg/checkpoints.json\ncheckpoints:\n").replace(
+        "F-tiny: {shipped: tiny-female, pretrained_on: female}", "F-tiny: {registered: F-mine, unknown_pct: 0.0}")
+    cfg = load_config(write(tmp_path, text))
+    c = cfg.checkpoints["F-tiny"]
+    assert Path(c["path"]) == shipped.resolve() and c["hours"] == 2.5 and c["female_pct"] == 100
+    jobs = {j.name: j for j in plan_jobs(cfg, tmp_path / "o")}
+    entry = next(e for e in jobs["checkpoints"].entries if e["name"] == "F-tiny")
+    assert Path(entry["path"]) == shipped.resolve() and entry["table3"]["hours"] == 2.5
+    assert Registry(reg).get("F-mine")["hours"] == 2.5          # read, never written
+
+    msg, path = refused(tmp_path, text.replace("registered: F-mine", "registered: F-other"))
+    assert f"{reg.resolve()}: no checkpoint named 'F-other' in the registry (known: F-mine)" in msg
+    msg, path = refused(tmp_path, text.replace("registry: reg/checkpoints.json\n", ""))
+    assert msg.startswith(f"{path}:5: checkpoint 'F-tiny' is `registered: F-mine`, but the config names no registry")
+    msg, _ = refused(tmp_path, text.replace("reg/checkpoints.json", "reg/none.json"))
+    assert "the study's checkpoint registry is not a file" in msg
+    msg, path = refused(tmp_path, text.replace("{registered: F-mine,", "{registered: F-mine, path: /x.pt,"))
+    assert "needs exactly one of shipped, path, registered, pretrain, baseline (has path, registered)" in msg

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import soundfile as sf
 import torch
@@ -115,9 +116,8 @@ def test_a_killed_extraction_resumes_from_its_finished_shards(corpus, tmp_path):
     assert list(entry.glob(".shard-*.tmp"))  # the half-written shard, never published
     done = {p: p.stat().st_mtime_ns for p in entry.glob("shard-*.zip")}
     assert len(done) == 15
-    os.unlink(fifo)
-    rng = np.random.default_rng(0)
-    sf.write(fifo, (0.1 * rng.standard_normal(32000)).astype(np.float32), 16000, subtype="PCM_16")
+    os.unlink(fifo)   # the same bytes again: the store keys a segment by its file's content
+    shutil.copyfile(UtteranceTable.load(corpus["table"]).rows["audio"].iloc[0], fifo)
     before = COUNTERS["utterances"]
     rows = _rows(path)
     view = FeatureStore(tmp_path / "store").view(SSLExtractor(CheckpointRef.resolve(corpus["model"])), rows, "all",
@@ -250,3 +250,60 @@ def test_two_processes_asking_for_the_same_features_extract_once(corpus, tmp_pat
     assert [p.returncode for p in procs] == [0, 0], logs
     assert sum("features: extracting" in log for log in logs) == 1, logs
     assert len(list((tmp_path / "store").rglob("entry.json"))) == 1
+
+
+def test_a_segment_shared_by_two_corpora_is_extracted_once(corpus, tmp_path):
+    """Two corpora whose audio are two copies of the same files (each mTEDx pair ships its own wav/
+    folder of the talks), under other ids: the study's covering extraction stores each segment once
+    and serves both corpora from it, at any layer it holds; a copy whose bytes differ is its own segment."""
+    from corpora import stats
+    from ssl_pretrain.feature_cover import cover, extract_covering
+    from ssl_pretrain.segment_content import CACHE
+
+    rows_a = _rows(corpus["table"]).reset_index(drop=True)
+    copy = tmp_path / "pair-copy"
+    shutil.copytree(Path(rows_a["audio"].iloc[0]).parent, copy)
+    rows_b = rows_a.assign(id="b/" + rows_a["id"], corpus="b",
+                           audio=[str(copy / Path(a).name) for a in rows_a["audio"]])
+    assert not set(rows_a["audio"]) & set(rows_b["audio"])
+    extractor = SSLExtractor(CheckpointRef.resolve(corpus["model"]))
+    n = len(rows_a)
+
+    before = COUNTERS["utterances"]
+    views = extract_covering(str(tmp_path / "store"), extractor, [(rows_b, "1"), (rows_a, "all")])
+    assert COUNTERS["utterances"] - before == n          # not 2n: B's segments are A's
+    assert [len(v) for v in views] == [n] and views[0].n_segments == n
+    # B at layer 1 is served by the entry A's request made, with A's very numbers
+    store = FeatureStore(tmp_path / "store")
+    view_b = store.view(extractor, rows_b, [1], progress=False)
+    assert COUNTERS["utterances"] - before == n and view_b.dir == views[0].dir
+    for a, b in zip(rows_a["id"], rows_b["id"]):
+        np.testing.assert_array_equal(view_b.array(b, 1), views[0].array(a, 1))
+    assert len((tmp_path / "store" / CACHE).read_text().splitlines()) == 1 + 2 * rows_a["audio"].nunique()
+
+    # both at the same layers, in one entry: still n extractions, the view says so
+    before = COUNTERS["utterances"]
+    both = store.view(extractor, pd.concat([rows_a, rows_b], ignore_index=True), "all", progress=False)
+    assert COUNTERS["utterances"] - before == 0 and len(both) == 2 * n and both.n_segments == n
+    fresh = FeatureStore(tmp_path / "fresh").view(extractor, pd.concat([rows_a, rows_b], ignore_index=True), "all",
+                                                  progress=False)
+    assert COUNTERS["utterances"] - before == n and fresh.n_segments == n
+
+    # one file of the copy re-recorded (other bytes, same name and size): that file's rows are new segments
+    changed = Path(rows_b["audio"].iloc[0])
+    data, rate = sf.read(changed, dtype="int16")
+    sf.write(changed, (data[::-1]).copy(), rate, subtype="PCM_16")
+    assert changed.stat().st_size == Path(rows_a["audio"].iloc[0]).stat().st_size
+    on_changed = int((rows_b["audio"] == str(changed)).sum())
+    before = COUNTERS["utterances"]
+    store.view(extractor, rows_b, [1], progress=False)
+    # no entry holds all of B's segments now: a new one, extracted whole (entries are the unit)
+    assert COUNTERS["utterances"] - before == n
+    assert store.view(extractor, rows_b, [1], progress=False).n_segments == n
+    assert 0 < on_changed < n
+
+    # the dry run's estimate counts the shared segments once too (from headers: name and size)
+    both_rows = pd.concat([rows_a, rows_b], ignore_index=True)
+    segments = dict(zip(both_rows["id"], stats.segment_keys(both_rows)))
+    entries = cover([(rows_a, {0, 1, 2}), (rows_b, {1})], lambda r: r["id"].map(segments).tolist())
+    assert len(entries) == 1 and len(entries[0][0]) == n

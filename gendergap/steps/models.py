@@ -117,9 +117,15 @@ def _extract_features(table: str, ckpt: str, registry: str, store: str, requests
     df = UtteranceTable.load(table).audio_rows()
     extractor = extractor_for(CheckpointRef.resolve(ckpt, registry, trust=trust), device, precision)
     wanted = [(_rows(df, req, table), req["layers"]) for req in requests]
-    for view in extract_covering(store, extractor, wanted):
-        print(f"features of {ckpt}: {len(view)} utterances, layers {view.layers}, {device} {precision} "
-              f"-> {view.dir}", flush=True)
+    views = extract_covering(store, extractor, wanted)
+    for view in views:
+        print(f"features of {ckpt}: {len(view)} utterances ({view.n_segments} audio segments), layers {view.layers}, "
+              f"{device} {precision} -> {view.dir}", flush=True)
+    asked = len({uid for rows, _ in wanted for uid in rows["id"]})
+    stored = sum(view.n_segments for view in views)
+    if stored < asked:
+        print(f"features of {ckpt}: {asked - stored} of {asked} rows share their audio segment with another row "
+              f"(the same file content, offset and length): extracted once, not again", flush=True)
 
 
 def _rows(df, req: dict, table: str):
