@@ -17,6 +17,7 @@ of the built-in study and on an H100 (README, "On a GPU"); the table says which.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import sys
@@ -46,6 +47,7 @@ SPEECHBRAIN_CKPT_BYTES_PER_PARAM = 4 * 3 * 2    # fp32 weights + Adam's two mome
 HEAD_PARAMS = 5e5                               # the CTC head on top of a fine-tuned encoder (1024-d dense + output)
 FROZEN_RUN_BYTES = 8.5e6                        # a frozen-ASR run dir (head checkpoints, logs, hypotheses)
 ST_RUN_BYTES = {"tiny": 1.15e8}                 # a fairseq s2t run dir (checkpoints, averaged model, data)
+ST_CKPT_BYTES = {"xs": 1.19e8}                  # one s2t_transformer_xs checkpoint (weights + Adam, fp32)
 FIXED_STEP_S = 3.0                              # a step that reads tables and writes small files
 WAV_BYTES_PER_S = 16000 * 2                     # synthetic corpus: 16 kHz 16-bit WAV
 SYNTH_S_PER_UTTERANCE = 0.0078                 # espeak-ng on 2 workers (mini: 8,020 utterances in 62 s)
@@ -135,13 +137,20 @@ class Context:
     models: Models
     profile: dict
     pending: CheckContext        # outputs of steps not yet done: their files are not there to read
+    merges: dict = field(default_factory=dict)   # a pending merged table -> (its input tables, gender map)
     tables: dict = field(default_factory=dict)
 
+    def known(self, path: str) -> bool:
+        """The table's rows can be read now: it is there, or it is the study's merge of tables that are."""
+        return not self.pending.is_pending(path) or os.path.abspath(path) in self.merges
+
     def table(self, path: str):
-        """The rows of an utterance table, read once however many jobs read it."""
+        """The rows of an utterance table, read once however many jobs read it; a merged table not
+        written yet is merged in memory from its inputs, as its step will write it."""
         if path not in self.tables:
             from corpora.utterances import UtteranceTable
-            self.tables[path] = UtteranceTable.load(path).rows
+            tables, gender_map = self.merges.get(os.path.abspath(path), (path, None))
+            self.tables[path] = UtteranceTable.load(tables, gender_map=gender_map or None).rows
         return self.tables[path]
 
     def figures(self, device: str) -> dict:
@@ -172,7 +181,7 @@ def _features(j, ctx: Context) -> Estimate:
 
     dev = _device(j)
     f = ctx.models.facts(j.ckpt)
-    if f is None or ctx.pending.is_pending(j.table):
+    if f is None or not ctx.known(j.table):
         return Estimate(j.name, j.kind, None, dev)
     df = ctx.table(j.table)
     # the same segment under two corpora is stored once: here known from headers (file name and
@@ -210,9 +219,36 @@ def _st(j, ctx: Context) -> Estimate:
     from downstream_st.presets import apply_overrides, load_preset
     dev = _device(j)
     fig = ctx.figures(dev)
-    updates = apply_overrides(load_preset(j.preset), j.overrides, trust=j.trust)["train"].get("max-update")
+    preset = apply_overrides(load_preset(j.preset), j.overrides, trust=j.trust)
+    updates = preset["train"].get("max-update") or _st_updates_by_epochs(j, preset, ctx)
     seconds = None if updates is None else int(float(updates)) * fig["st_s_per_update"] + 2 * fig["job_overhead_s"]
-    return Estimate(j.name, j.kind, seconds, dev, {j.out: ST_RUN_BYTES[j.preset]} if j.preset in ST_RUN_BYTES else {})
+    return Estimate(j.name, j.kind, seconds, dev, _st_run_bytes(j.out, j.preset, preset["train"]))
+
+
+def _st_run_bytes(out: str, name: str, train: dict) -> dict:
+    """A run dir: measured whole for the tiny preset; else its kept checkpoints (the last
+    ``keep-last-epochs``, best and last) and the averaged model (weights only: a third of one)."""
+    if name in ST_RUN_BYTES:
+        return {out: ST_RUN_BYTES[name]}
+    if name not in ST_CKPT_BYTES:
+        return {}
+    kept = min(int(train.get("keep-last-epochs") or 1), int(train.get("max-epoch") or 1 << 30))
+    return {out: ST_CKPT_BYTES[name] * (kept + 2 + 1 / 3)}
+
+
+def _st_updates_by_epochs(j, preset: dict, ctx: Context) -> float | None:
+    """A schedule of epochs in updates: epochs x batches of ``max-tokens`` feature frames (the
+    training rows under ``max_frames``, at the checkpoint's frame rate) / ``update-freq``."""
+    train = preset["train"]
+    f = ctx.models.facts(j.ckpt)
+    if not train.get("max-epoch") or not train.get("max-tokens") or f is None or not ctx.known(j.table):
+        return None
+    df = ctx.table(j.table)
+    rows = df[(df["corpus"] == j.corpus) & (df["split"] == j.splits["train"])]
+    frames = (rows["duration"].astype(float) / f["frame_shift"]).round()
+    frames = frames[frames <= float(preset["data"].get("max_frames") or float("inf"))]
+    batches = math.ceil(frames.sum() / float(train["max-tokens"]))
+    return float(train["max-epoch"]) * math.ceil(batches / float(train.get("update-freq") or 1))
 
 
 def _probes(j, ctx: Context) -> Estimate:
@@ -227,7 +263,7 @@ def _probes(j, ctx: Context) -> Estimate:
     layers = union_layers([j.layers], f["outputs"])
     n = len(layers) * len(j.probes) * (1 + bool(j.control)) * (1 + bool(j.random_init))
     est = Estimate(j.name, j.kind, n * fig["probe_s_per_layer"] + fig["job_overhead_s"], dev)
-    if j.random_init and not ctx.pending.is_pending(j.table):
+    if j.random_init and ctx.known(j.table):
         # the random-init twin's features of the probe rows are extracted here, into the store
         rows = _rows(ctx.table(j.table), {"corpus": j.corpus, "probe_seed": j.seed, "splits": list(PROBE_SPLITS)}, j.table)
         est.disk = {j.feature_store: _feature_bytes(rows, len(layers), f)}
@@ -280,7 +316,8 @@ def estimate(jobs: list, states: dict[str, str] | None = None, profile: dict | N
     profile = profile or load_profile()
     states = states or {}
     todo = [j for j in jobs if states.get(j.name) != "done"]
-    ctx = Context(Models(jobs), profile, CheckContext(pending=[o for j in todo for o in j.outputs]))
+    ctx = Context(Models(jobs), profile, CheckContext(pending=[o for j in todo for o in j.outputs]),
+                  {os.path.abspath(j.out): (list(j.tables), dict(j.gender_map)) for j in jobs if j.kind == "merge"})
     return [_one(j, ctx) for j in (jobs if every_job else todo)]
 
 

@@ -106,8 +106,9 @@ def test_study_stage_reaches_the_report_with_tables_1_to_5(walked):
     # the dry run costs the plan: every stage, a total, the wall time under the executor's parallelism
     out = study.stdout + study.stderr
     cost = out[out.index("cost estimate (18 job(s) to run; throughput: "):]
-    for stage in ("corpus", "manifest", "checkpoints", "features", "asr-e2e", "asr-frozen", "st", "probes", "report"):
-        assert re.search(rf"^  {re.escape(stage)} +\d+ ", cost, re.M), stage
+    for stage in ("merge", "checkpoints", "selection", "features", "asr-e2e", "asr-frozen", "st", "probes", "report"):
+        # known before anything ran: the merged table is merged in memory, ST's epochs counted in batches
+        assert re.search(rf"^  {re.escape(stage)} +\d+ +[\d.]+ [kMG]?B +[\d.]+ (s|min|h) ", cost, re.M), stage
     assert re.search(r"^  total +18 +\S+ \S*B ", cost, re.M) and "wall time with 2 job(s) at once: about " in cost
     # the checkpoints came from the data stage's registry: its files, its Table 3 facts
     mine = {e["name"]: e for e in json.loads((work / "study" / "checkpoints.json").read_text())["checkpoints"]}
@@ -117,6 +118,14 @@ def test_study_stage_reaches_the_report_with_tables_1_to_5(walked):
         assert [mine[ck][k] for k in ("hours", "male_pct", "female_pct")] == \
             [theirs[ck][k] for k in ("hours", "male_pct", "female_pct")]
     assert theirs["F-1K-Large"]["manifest"] == str((work / "manifests" / "F").resolve())
+    # the pairs' training segments are fr-fr's talks (their own copies of the audio): extracted once,
+    # and every frozen-feature job read what the features step extracted (no entry of its own)
+    logs = "".join(p.read_text(errors="replace") for p in (work / "study" / "sweep" / "logs").glob("*.out"))
+    printed = re.findall(r"features of F-1K-Large: \d+ utterances \(\d+ audio segments\), layers \[[\d, ]+\]", logs)
+    saved = re.search(r"features of F-1K-Large: (\d+) of (\d+) rows share their audio segment", logs)
+    assert saved and int(saved.group(1)) > 0, logs[-3000:]
+    store = next((work / "study" / "features").glob("F-1K-Large-*"))
+    assert len(list(store.glob("*/entry.json"))) == len(printed) == 2
     report = (work / "study" / "report" / "report.md").read_text(encoding="utf-8")
     for title in ("Table 1", "Table 2", "Table 3", "Table 4", "Table 5"):
         assert f"## {title}" in report, title

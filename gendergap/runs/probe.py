@@ -17,6 +17,7 @@ def probe_run(*, ckpt: list[str], table: str | list[str], out: str, name: str | 
     and the sweep's step both call it. Returns {checkpoint: [probe results]} (probe_results.json)."""
     from analysis.probing import Recipe, parse_probes
     from analysis.probing.checkpoints import probe_data, probe_models
+    from analysis.probing.data import parse_layers
     from corpora.base.errors import UserError
     from ssl_pretrain.device import device_and_precision, runtime_info
     from ssl_pretrain.feature_store import FeatureStore, extractor_for
@@ -30,8 +31,12 @@ def probe_run(*, ckpt: list[str], table: str | list[str], out: str, name: str | 
                               max_utts={"train": max_train, "valid": max_valid, "test": max_test})
     models = _models(ckpts, registry, name=name, trust=trust_checkpoint, random_init=random_init, seed=seed)
     features = FeatureStore(store_path(feature_store))
-    return probe_models(models, lambda ref: features.view(extractor_for(ref, device, precision), rows, "all",
-                                                          progress=not quiet),
+
+    def view_of(ref):   # only the layers probed: the entry the study's features step extracted for them
+        extractor = extractor_for(ref, device, precision)
+        return features.view(extractor, rows, parse_layers(layers, extractor.n_outputs), progress=not quiet)
+
+    return probe_models(models, view_of,
                         table, splits, out, corpus=corpus, layers=layers, probes=probes, control=control, seed=seed,
                         recipe=Recipe(lr=lr, max_epochs=max_epochs), runtime=runtime_info(device, precision), db=db,
                         quiet=quiet)
