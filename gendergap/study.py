@@ -55,7 +55,9 @@ def run_study(config: str | Path | None, out: str | Path, pretrain: bool = False
     print_stages(rows, wall, estimates)
     if (out / "features").is_dir():
         from ssl_pretrain.feature_store import bytes_on_disk
-        guess = sum(sum(e.disk.values()) for e in estimates if e.stage == "features") if estimates else 0
+        # every job writing into the store: the features step, and the probes' random-init twins
+        store = str(out / "features")
+        guess = sum(e.disk.get(store, 0.0) for e in estimates or [])
         print(f"  frozen features on disk: {bytes_on_disk(out / 'features') / 1e6:.0f} MB in {out / 'features'} "
               "(one store entry per checkpoint, shared by asr-frozen, st, gender-st and probes)"
               + (f"; estimated {guess / 1e6:.0f} MB" if guess else ""))
