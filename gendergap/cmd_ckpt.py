@@ -116,7 +116,8 @@ def _add_registry_leaves(sub) -> None:
     a.add_argument("--female-pct", type=amount("--female-pct", 100), help="%% spoken by women")
     a.add_argument("--unknown-pct", type=amount("--unknown-pct", 100), help="%% of unknown speaker gender")
     a.add_argument("--manifest", metavar="DIR", help="the `manifest build` dir it was pretrained on: hours and "
-                   "M/F/U %% from its selection_report.json (the train split), unless given above")
+                   "M/F/U %% from its selection_report.json (the train split), unless given above; recorded in the "
+                   "entry, so a study naming it (`registered:`) describes it in Table 1")
     a.add_argument("--updates", type=int, help="updates trained (default: read from a fairseq checkpoint)")
     a.add_argument("--note", default="", help="free text (where it came from)")
     a.add_argument("--replace", action="store_true", help="overwrite an entry of the same name")

@@ -166,6 +166,7 @@ def _take_registered(cfg: StudyConfig, name: str, c: dict, line: int) -> None:
     """A checkpoint named by its entry in the study's registry (`gendergap ckpt add`) becomes a path
     checkpoint with the entry's file, Table 3 facts and manifest; a fact the config gives wins. The
     registry is a handed file: read as data (a JSON of entries), its paths resolved where it lies."""
+    from corpora.base.boundary import regular_file
     from ssl_pretrain.registry import Registry
 
     if not cfg.data["registry"]:
@@ -174,10 +175,9 @@ def _take_registered(cfg: StudyConfig, name: str, c: dict, line: int) -> None:
                         "ckpt add --registry` wrote), or give the checkpoint's `path:`")
     registry = Path(cfg.data["registry"]).expanduser()
     registry = registry if registry.is_absolute() else (cfg.path.parent / registry).resolve()
-    if not registry.is_file():
-        raise UserError("the study's checkpoint registry is not a file", path=registry,
-                        fix=f"register the checkpoints there with `gendergap ckpt --registry {registry} add NAME PATH`, "
-                            f"or fix `registry:` in {cfg.path}")
+    regular_file(registry, "study's checkpoint registry",
+                 fix=f"register the checkpoints there with `gendergap ckpt --registry {registry} add NAME PATH`, "
+                     f"or fix `registry:` in {cfg.path}")
     entry = Registry(registry).get(c["registered"])
     c["path"] = entry["path"]
     for key in ("hours", "male_pct", "female_pct", "unknown_pct", "manifest", "note"):

@@ -278,12 +278,20 @@ class FeatureStore:
             raise UserError("no rows to extract features for", fix="check the table and its split/corpus filters")
         ext_dir = self.root / extractor.slug
         ids = rows["id"].astype(str).tolist()
-        found = self._find(ext_dir, extractor, rows, layers, dtype)
+        keys_at: dict[int, list[str]] = {}
+
+        def keys(rate: int) -> list[str]:   # once per view; a stored entry's rate spares loading the model
+            if rate not in keys_at:
+                keys_at[rate] = segment_keys(rows, rate, self.root, progress)
+            return keys_at[rate]
+
+        found = self._find(ext_dir, extractor, keys, layers, dtype)
         if found is not None:
             entry, meta, segs = found
             log.info("features: %d utterance(s) from %s", len(ids), entry)
             return self._open(entry, meta, ids, segs, _layer_list(layers, int(meta["n_outputs"])))
-        return self._extract(ext_dir, extractor, rows, layers, dtype, batch_seconds, shard_bytes, progress)
+        return self._extract(ext_dir, extractor, rows, keys(extractor.sample_rate), layers, dtype, batch_seconds,
+                             shard_bytes, progress)
 
     # ---- lookup ------------------------------------------------------------------------
     def _entries(self, ext_dir: Path):
@@ -293,9 +301,9 @@ class FeatureStore:
             except (OSError, json.JSONDecodeError):
                 continue
 
-    def _find(self, ext_dir: Path, extractor, rows: pd.DataFrame, layers, dtype: str):
-        """(entry dir, meta, segment numbers of ``rows``) of a finished entry holding them, or None."""
-        keys_at: dict[int, list[str]] = {}
+    def _find(self, ext_dir: Path, extractor, keys, layers, dtype: str):
+        """(entry dir, meta, segment numbers of the rows) of a finished entry holding them, or None;
+        ``keys(sample_rate)`` gives the rows' segment keys."""
         for entry, meta in self._entries(ext_dir):
             if not (meta.get("complete") and meta["extractor_key"] == extractor.key and meta["dtype"] == dtype
                     and meta["precision"] == extractor.precision and meta["version"] == EXTRACTOR_VERSION):
@@ -303,13 +311,9 @@ class FeatureStore:
             want = _layer_list(layers, int(meta["n_outputs"]))
             if not set(want) <= set(meta["layers"]):
                 continue
-            rate = int(meta["sample_rate"])
-            if rate not in keys_at:
-                keys_at[rate] = segment_keys(rows, rate, self.root)
-            keys = keys_at[rate]
-            seg_of = _read_rows(entry)
-            if all(k in seg_of for k in keys):
-                return entry, meta, [seg_of[k] for k in keys]
+            wanted, seg_of = keys(int(meta["sample_rate"])), _read_rows(entry)
+            if all(k in seg_of for k in wanted):
+                return entry, meta, [seg_of[k] for k in wanted]
         return None
 
     def _open(self, entry: Path, meta: dict, ids: list[str], segs: list[int], layers: list[int]) -> FeatureView:
@@ -318,10 +322,9 @@ class FeatureStore:
         return FeatureView(entry, meta, ids, segs, layers, members)
 
     # ---- extraction --------------------------------------------------------------------
-    def _extract(self, ext_dir: Path, extractor, rows: pd.DataFrame, layers, dtype: str, batch_seconds: float,
-                 shard_bytes: int, progress: bool) -> FeatureView:
+    def _extract(self, ext_dir: Path, extractor, rows: pd.DataFrame, keys: list[str], layers, dtype: str,
+                 batch_seconds: float, shard_bytes: int, progress: bool) -> FeatureView:
         want = _layer_list(layers, extractor.n_outputs)
-        keys = segment_keys(rows, extractor.sample_rate, self.root, progress)
         audio_of = dict(zip(reversed(keys), reversed(rows["audio"].astype(str).map(os.path.abspath).tolist())))
         unique = list(dict.fromkeys(keys))
         if len(unique) < len(keys):

@@ -40,21 +40,30 @@ class Registry:
         self.path = Path(path) if path is not None else Path(os.environ.get("GENDERGAP_CHECKPOINTS", DEFAULT_PATH))
 
     def entries(self) -> list[dict]:
-        """The entries, each ``path`` absolute (a path stored relative to the registry's folder, as
+        """The entries, each ``path`` and ``manifest`` absolute (one stored relative to the registry's folder, as
         for checkpoints inside it, resolves there: a copied study uses its own copies)."""
         base = self.path.resolve().parent
-        return [dict(e, path=str(base / e["path"])) if e.get("path") and not os.path.isabs(e["path"]) else e
+        return [dict(e, **{k: str(base / e[k]) for k in ("path", "manifest") if e.get(k) and not os.path.isabs(e[k])})
                 for e in self._stored()]
 
     def _stored(self) -> list[dict]:
-        if not self.path.exists():
+        if not os.path.lexists(self.path):
             return []
+        from corpora.base.boundary import regular_file
+        fix = "repair the file or move it away and re-add the checkpoints"
+        regular_file(self.path, "checkpoint registry", max_bytes=64 << 20, fix=fix)
         try:
             data = json.loads(self.path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as e:
-            raise UserError(f"registry is not valid JSON ({e.msg})", path=self.path, line=e.lineno,
-                            fix="repair the file or move it away and re-add the checkpoints") from None
-        return data.get("checkpoints", [])
+            raise UserError(f"registry is not valid JSON ({e.msg})", path=self.path, line=e.lineno, fix=fix) from None
+        except (UnicodeDecodeError, RecursionError):
+            raise UserError("registry is not UTF-8 JSON of a sane depth", path=self.path, fix=fix) from None
+        entries = data.get("checkpoints", []) if isinstance(data, dict) else None
+        if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("name"), str)
+                                                    for e in entries):
+            raise UserError('registry is not {"checkpoints": [{"name": ..., "path": ...}, ...]}', path=self.path,
+                            fix=fix)
+        return entries
 
     def get(self, name: str) -> dict:
         for e in self.entries():
@@ -84,11 +93,12 @@ class Registry:
             raise UserError(f"a checkpoint named {name!r} is already registered", path=self.path,
                             fix="pick another name or pass --replace")
         base = self.path.resolve().parent
-        stored = os.path.relpath(path, base) if path.is_relative_to(base) else str(path)  # relocatable
-        entry = {"name": name, "path": stored, "kind": kind, "hours": hours, "male_pct": male_pct,
+        def stored(p: Path) -> str:   # relocatable: a file inside the registry's folder is kept relative
+            return os.path.relpath(p, base) if p.is_relative_to(base) else str(p)
+        entry = {"name": name, "path": stored(path), "kind": kind, "hours": hours, "male_pct": male_pct,
                  "female_pct": female_pct, "unknown_pct": unknown_pct,
                  "updates": updates, **(model or {}),
-                 **({"manifest": str(Path(manifest).resolve())} if manifest else {}),
+                 **({"manifest": stored(Path(manifest).resolve())} if manifest else {}),
                  "added": time.strftime("%Y-%m-%dT%H:%M:%S"), "note": note}
         entries = [e for e in entries if e["name"] != name] + [entry]
         write_json(self.path, {"checkpoints": entries})

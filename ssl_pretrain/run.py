@@ -204,7 +204,7 @@ def repair_cut_short_last(save_dir) -> str | None:
     if not last.is_file() or zipfile.is_zipfile(last):
         return None
     # the save itself (numbered, written atomically) before its copy checkpoint_best.pt
-    saved = sorted((p for p in last.parent.glob("checkpoint*.pt") if _SAVED.search(p.name)),
+    saved = sorted((p for p in last.parent.glob("checkpoint*.pt") if _SAVED.search(p.name) and p.is_file()),
                    key=lambda p: (p.name != "checkpoint_best.pt", p.stat().st_mtime_ns), reverse=True)
     source = next((p for p in saved if zipfile.is_zipfile(p) and _is_prefix_of(last, p)), None)
     if source is None:

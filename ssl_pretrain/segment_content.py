@@ -33,6 +33,8 @@ def _read_cache(path: Path) -> dict[tuple[str, int, int], str]:
     """The cache's entries; a line that is not four well-formed fields is ignored (hashed again)."""
     out = {}
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):   # a FIFO put there would block the read
+            return out
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return out

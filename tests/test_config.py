@@ -392,6 +392,6 @@ def test_a_study_names_checkpoints_registered_by_ckpt_add(tmp_path):
     msg, path = refused(tmp_path, text.replace("registry: reg/checkpoints.json\n", ""))
     assert msg.startswith(f"{path}:5: checkpoint 'F-tiny' is `registered: F-mine`, but the config names no registry")
     msg, _ = refused(tmp_path, text.replace("reg/checkpoints.json", "reg/none.json"))
-    assert "the study's checkpoint registry is not a file" in msg
+    assert "cannot read the study's checkpoint registry" in msg and "none.json" in msg
     msg, path = refused(tmp_path, text.replace("{registered: F-mine,", "{registered: F-mine, path: /x.pt,"))
     assert "needs exactly one of shipped, path, registered, pretrain, baseline (has path, registered)" in msg

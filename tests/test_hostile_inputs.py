@@ -34,6 +34,20 @@ def config(ckpt='F', extra='', task='probes', study='s'):
     return setup
 
 
+def registered(registry: str | None = None, registry_fifo: bool = False):
+    """A study config naming its checkpoint from a registry file that is hostile (a FIFO, or JSON
+    of another shape)."""
+    def setup(tmp: Path) -> None:
+        text = CONFIG.format(ckpt="F", extra="", task="probes", study="s").replace(
+            "{shipped: tiny-female}", "{registered: F}")
+        (tmp / "study.yaml").write_text("registry: reg.json\n" + text, encoding="utf-8")
+        if registry_fifo:
+            os.mkfifo(tmp / "reg.json")
+        else:
+            (tmp / "reg.json").write_text(registry, encoding="utf-8")
+    return setup
+
+
 def nothing(tmp: Path) -> None:
     """No file needed: the hostile value is in the arguments."""
 
@@ -119,6 +133,9 @@ CASES = [
      "not a directory"),
     ("fairseq-audio-fifo", BUILD + ["--format", "fairseq"], table(audio_fifo=True), "not a regular file"),
     # numbers
+    ("config-registry-fifo", SWEEP, registered(registry_fifo=True), "not a regular file"),
+    ("config-registry-list", SWEEP, registered(registry='[{"name": "F", "path": "/etc"}]'), "registry is not"),
+    ("config-registry-deep", SWEEP, registered(registry="[" * 100000 + "]" * 100000), "registry is not"),
     ("config-hours-negative", SWEEP, config(extra=", hours: -3"), "hours -3"),
     ("config-hours-nan", SWEEP, config(extra=", hours: .nan"), "hours nan"),
     ("config-pct-inf", SWEEP, config(extra=", male_pct: .inf"), "percentage inf"),
