@@ -41,6 +41,7 @@ from speechbrain.utils.distributed import (ddp_barrier, ddp_broadcast, ddp_init_
 
 from downstream_asr.errors import batch_option, too_long_for_ctc
 from downstream_asr.text import decode
+from ssl_pretrain.device import precision_guard
 
 log = logging.getLogger(__name__)
 
@@ -450,7 +451,8 @@ class CTCBrain(sb.Brain):
         self.modules.eval()
         out = {}
         for batch in loader:
-            with self.evaluation_ctx:  # the run's precision (SpeechBrain's autocast context)
+            # the run's precision (SpeechBrain's autocast context), on the path its canary chose
+            with precision_guard(str(self.device), self.precision), self.evaluation_ctx:
                 log_probs, lens = self.forward_logprobs(batch.to(self.device), sb.Stage.TEST)
             for uid, h in zip(batch.id, sb.decoders.ctc_greedy_decode(log_probs, lens, blank_id=0)):
                 out[uid] = decode(h, self.vocab)
@@ -488,7 +490,8 @@ def fit_by_length(brain, hparams: dict, train_ds, valid_ds, out_dir, progress: b
     # under DDP, SpeechBrain replaces it by its DistributedSamplerWrapper, which passes set_epoch on)
     valid_sampler = length_batch_sampler(valid_ds, hparams["valid_batch_seconds"], shuffle=False, seed=0)
     t0 = time.monotonic()
-    with batch_option("batch_seconds", hparams["batch_seconds"]):
+    # SpeechBrain opens its own autocast; the precision's canary may need the kernel library off
+    with batch_option("batch_seconds", hparams["batch_seconds"]), precision_guard(str(brain.device), brain.precision):
         brain.fit(hparams["epoch_counter"], train_ds, valid_ds, progressbar=progress,
                   train_loader_kwargs=loader_kwargs(sampler, hparams["seed"]),
                   valid_loader_kwargs=loader_kwargs(valid_sampler, hparams["seed"]))

@@ -16,6 +16,7 @@ import json
 import time
 
 EPILOG = """examples:
+  gendergap bench --check-precision --precision bf16   # is bf16 right on this CPU? (seconds; writes nothing)
   gendergap bench                       # CPU figures (and CUDA ones where a GPU is present)
   gendergap bench --device cuda --precision bf16 --out profile.json
   gendergap sweep --config study.yaml --dry-run --profile profile.json
@@ -105,6 +106,26 @@ def _extraction_overhead(device: str, precision: str, gflops: float) -> float:
     return max(0.0, (seconds - audio * forward_gflops(config) / gflops) / audio)
 
 
+def check_precision_path(device: str, precision: str) -> int:
+    """Print the precision canary's verdict on this device (ssl_pretrain.precision_canary): every op's
+    relative error against fp32 and the path a model of that precision takes here; 2 when refused."""
+    from ssl_pretrain.device import device_name
+    from ssl_pretrain.precision_canary import checked_path
+
+    path = checked_path(device, precision)
+    print(f"{device_name(device)}; torch {torch_version()}")
+    print(path.report())
+    if not path.usable:
+        print(f"refused: --precision {precision} is wrong on this device on every path; use --precision fp32")
+        return 2
+    return 0
+
+
+def torch_version() -> str:
+    import torch
+    return f"{torch.__version__} (oneDNN {torch.backends.mkldnn.is_available()}, CUDA {torch.version.cuda})"
+
+
 def run(args) -> int:
     from pathlib import Path
 
@@ -114,6 +135,8 @@ def run(args) -> int:
 
     import torch
     device, precision = device_and_precision(args.device, args.precision)
+    if args.check_precision:
+        return check_precision_path(device, precision)
     if not device.startswith("cuda"):
         torch.set_num_threads(args.threads)   # as a sweep's local job runs (one thread each, two at once)
     presets = ["tiny"] if args.quick else ["tiny", "base"]
@@ -152,4 +175,8 @@ def register(subparsers, group: str, help: str) -> None:
     p.add_argument("--quick", action="store_true", help="the tiny preset only (seconds; base is what a study runs)")
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument("--precision", default="fp32", choices=PRECISIONS, help=PRECISION_HELP)
+    p.add_argument("--check-precision", action="store_true",
+                   help="only run the precision's canary on the device (the model's kinds of op at the released "
+                        "models' shapes, against fp32) and print each op's error and the path models take here: "
+                        "plain autocast, autocast with the kernel library off, or refused")
     p.set_defaults(func=run)

@@ -6,6 +6,11 @@
         states = model(x)
     row["runtime"] = runtime_info(device, "bf16")  # device name, precision, torch / CUDA versions
 
+A reduced precision is used only after it proved itself on the device: the first autocast of a
+(device, precision) pair in a process runs ssl_pretrain.precision_canary's canary, which takes the
+plain path, a fallback with the device's kernel library off, or refuses (bf16 grouped convolutions
+are wrong on AMX CPUs' oneDNN). runtime_info records the path taken.
+
 Mixed precision only: weights (and, in training, the optimizer's master copy) stay fp32 and
 autocast picks the dtype per op, as SpeechBrain's ``precision`` option and fairseq's
 ``--fp16``/``--bf16`` flags do. fp16 is CUDA-only (SpeechBrain refuses it on a CPU, and CPU
@@ -20,10 +25,10 @@ import platform
 import torch
 
 from corpora.base.errors import UserError
+from ssl_pretrain.precision_canary import TOLERANCE, Shapes, checked_path
 
 DEVICES = "auto|cpu|cuda|cuda:N"
 PRECISIONS = ("fp32", "fp16", "bf16")
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 DEVICE_HELP = ("where the model runs: auto (CUDA when present, else CPU; default), cpu, cuda or cuda:N")
 PRECISION_HELP = ("fp32 (default), fp16 (CUDA only) or bf16: mixed precision through autocast; weights and "
                   "optimizer state stay fp32")
@@ -84,11 +89,33 @@ def device_and_precision(device: str | None, precision: str | None) -> tuple[str
     return dev, check_precision(precision, dev)
 
 
-def autocast(device: str, precision: str):
-    """A context for forward passes: autocast to the precision's dtype, or nothing for fp32."""
+def autocast(device: str, precision: str, shapes=None):
+    """A context for forward passes: autocast to the precision's dtype on the path its canary chose
+    (``shapes``: a precision_canary.Shapes of the model run, checked besides the released models'),
+    or nothing for fp32."""
     if precision == "fp32":
         return contextlib.nullcontext()
-    return torch.autocast(device_type=torch.device(device).type, dtype=DTYPES[precision])
+    return precision_path(device, precision, shapes).context()
+
+
+def precision_guard(device: str, precision: str):
+    """For an engine that opens its own autocast (SpeechBrain's ``precision``): the checked path's
+    kernel-library switch alone (nothing for fp32 or a plain path)."""
+    if precision == "fp32":
+        return contextlib.nullcontext()
+    return precision_path(device, precision).guard()
+
+
+def precision_path(device: str, precision: str, shapes: Shapes | None = None):
+    """The path the canary chose for ``precision`` on ``device`` (precision_canary.PrecisionPath);
+    one UserError line when its kernels are wrong there on every path."""
+    path = checked_path(device, precision, shapes)
+    if not path.usable:
+        op, err = path.worst()
+        raise UserError(f"--precision {precision} on {device} ({device_name(device)}): its kernels are wrong here "
+                        f"({op} off from fp32 by {err:.0%}, tolerance {TOLERANCE:.0%}, also with the kernel "
+                        f"library off)", fix="use --precision fp32 on this device")
+    return path
 
 
 @functools.lru_cache(maxsize=None)
@@ -107,7 +134,9 @@ def device_name(device: str) -> str:
 
 
 def runtime_info(device: str, precision: str) -> dict:
-    """What every result row records about the hardware and numerics that produced it."""
+    """What every result row records about the hardware and numerics that produced it, the path
+    the precision's canary chose included (runs the canary on the pair's first use)."""
     return {"device": device, "device_name": device_name(device), "precision": precision,
+            "precision_path": precision_path(device, precision).record(),
             "torch": torch.__version__, "cuda": torch.version.cuda,
             "cudnn": torch.backends.cudnn.version() if device.startswith("cuda") else None}

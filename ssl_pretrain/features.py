@@ -19,6 +19,7 @@ import torch
 
 from corpora.base.errors import UserError
 from ssl_pretrain.device import autocast
+from ssl_pretrain.precision_canary import Shapes
 from ssl_pretrain.families import frame_shift_s
 from ssl_pretrain.invariant import check_plain_encoder, frame_mask, front_end, layer_states, normalise, project
 
@@ -72,7 +73,7 @@ class FrozenSSL:
                             fix=f"pass layers between 0 and {self.num_layers}, 'last' or 'all'")
         check_plain_encoder(model)
         xs = [self._prepare(w) for w in waves]
-        with autocast(self.device, self.precision):
+        with autocast(self.device, self.precision, Shapes.of(model.config)):
             # the batch-invariant forward every scoring path shares (ssl_pretrain.invariant)
             feats, frames = front_end(model, xs, self.fbank)
             mask = frame_mask(frames, feats.shape[1])
