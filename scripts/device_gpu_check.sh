@@ -3,6 +3,10 @@
 # the project's other dependencies and no network (the workplace's "device" machine: Python 3.12,
 # torch 2.11.0+cu130, transformers 5.17). Runs, each under its own time limit, logging to $OUT:
 #   0. env.log     the GPU, the Python packages that matter, an import check of every engine;
+#   c. canary.log  the precision canary (`gendergap bench --check-precision`) on the machine's CPU in
+#                  bf16 and on the GPU in bf16 and fp16, with the CPU's model name and bf16/AMX flags,
+#                  then the CPU bf16 tests (every family, the shipped F-tiny's features vs fp32, the
+#                  canary's fallback and refusal);
 #   1. pytest.log  `pytest -m gpu` (tests/test_gpu.py) plus the two CPU tests whose expectations
 #                  change where CUDA is present (--device auto picks the GPU);
 #   2. bench.log   benchmarks/bench_features.py --throughput --skip-store --device cuda
@@ -14,13 +18,13 @@
 # requirements/gpu-device-wheels.txt into .whl/ (cp312 manylinux; see that file), then:
 #   run(command="bash scripts/device_gpu_check.sh", carry=[".whl"], timeout_s=600)
 # Elsewhere: OUT=/some/dir BUDGET_S=900 bash scripts/device_gpu_check.sh   (needs .whl/ too)
-# Only some steps: STEPS="pytest bench" (default "pytest bench smoke"). A failing test's fairseq
+# Only some steps: STEPS="canary pytest" (default "canary pytest bench smoke"). A failing test's fairseq
 # logs (generate.log, train.log) are copied to $OUT/fairseq-logs.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/runs/device_gpu_check}"
 BUDGET_S="${BUDGET_S:-570}"            # the whole script; the device's per-call limit is 600 s
-STEPS="${STEPS:-pytest bench smoke}"
+STEPS="${STEPS:-canary pytest bench smoke}"
 want() { [[ " $STEPS " == *" $1 "* ]]; }
 START=$(date +%s)
 left() { echo $(( BUDGET_S - ($(date +%s) - START) )); }
@@ -42,11 +46,27 @@ print("imports ok; torch", torch.__version__, "cuda", torch.version.cuda, torch.
       "| libsndfile", soundfile.__libsndfile_version__)'
 } 2>&1 | tee "$OUT/env.log"
 
+if want canary; then
+  echo "== canary ($(left) s left)"
+  {
+    grep -m1 "model name" /proc/cpuinfo
+    echo "bf16/AMX flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(amx|avx512_bf16|avx512f$)' | tr '\n' ' ')"
+    for dp in "cpu bf16" "cuda bf16" "cuda fp16"; do
+      set -- $dp
+      timeout "$(cap 60)" "$PY" -m gendergap.cli bench --check-precision --device "$1" --precision "$2"
+      echo "exit $?"
+    done
+    timeout "$(cap 150)" "$PY" -m pytest -p no:cacheprovider -q --basetemp=/tmp/canary_pytest \
+        tests/test_precision_canary.py tests/test_feature_store.py::test_bf16_autocast_extraction_matches_fp32 \
+        "tests/test_ssl_families.py::test_bf16_autocast_on_cpu_follows_fp32_and_keeps_batch_invariance"
+  } 2>&1 | tee "$OUT/canary.log"
+fi
+
 if want pytest; then
   echo "== pytest ($(left) s left)"
   T0=$(date +%s)
   timeout "$(cap 300)" "$PY" -m pytest -p no:cacheprovider -v --durations=0 --basetemp=/tmp/gpu_pytest \
-      tests/test_gpu.py \
+      tests/test_gpu.py tests/test_precision_canary.py \
       tests/test_feature_store.py::test_device_and_precision_options \
       tests/test_st_data.py::test_fairseq_runs_where_the_device_says \
       tests/test_config.py::test_steps_take_their_device_and_precision_from_the_task 2>&1 | tee "$OUT/pytest.log"

@@ -126,7 +126,22 @@ def test_a_precision_wrong_on_every_path_is_refused_in_one_line(broken_grouped_c
     # a command that would extract refuses before writing a feature
     table = write_corpus(tmp_path / "data")["table"]
     assert main(["ckpt", "features", str(SHIPPED / "tiny-female.safetensors"), "--table", str(table),
-                 "--precision", "bf16", "--feature-store", str(tmp_path / "store")]) == 2
+                 "--device", "cpu", "--precision", "bf16", "--feature-store", str(tmp_path / "store")]) == 2
     err = capsys.readouterr().err
     assert "--precision bf16 on cpu" in err and len(err.strip().splitlines()) <= 2
     assert not list((tmp_path / "store").rglob("*.npy")) and not list((tmp_path / "store").rglob("*.zip"))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_the_canary_runs_on_cuda_and_gpu_features_follow_its_path(precision, tmp_path):
+    """The same canary on a GPU (milliseconds there): a usable path, recorded in the entry."""
+    path = precision_path("cuda:0", precision)
+    assert path.usable and max(path.errors.values()) <= TOLERANCE
+    from ssl_helpers import utterance_frame, write_wavs
+    rows = write_wavs(tmp_path / "audio", n=3)
+    df, paths = utterance_frame(tmp_path / "audio", rows)
+    ref = CheckpointRef.resolve(SHIPPED / "tiny-female.safetensors")
+    view = FeatureStore(tmp_path / "store").view(SSLExtractor(ref, "cuda:0", precision), df.assign(audio=paths),
+                                                 "all", progress=False)
+    assert json.loads((view.dir / "entry.json").read_text())["runtime"]["precision_path"]["path"] == path.name
