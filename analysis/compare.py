@@ -41,7 +41,7 @@ def _metric_signature(result: dict) -> str:
     return result["signature"].split("|ci:")[0]
 
 
-def _speaker_arrays(result: dict, speakers: dict[str, list[str]]) -> dict[str, np.ndarray]:
+def speaker_arrays(result: dict, speakers: dict[str, list[str]]) -> dict[str, np.ndarray]:
     st = result["speaker_stats"]
     k = len(result["stat_names"])
     return {g: np.array([st[s]["stats"] for s in speakers[g]], dtype=np.int64).reshape(len(speakers[g]), k)
@@ -70,15 +70,15 @@ def check_pairable(a: dict, b: dict, name_a: str = "A", name_b: str = "B") -> di
         raise UserError(f"speaker {bad[0]!r} differs between the runs (gender or number of utterances)",
                         path=name_b, fix="score both systems against the same references and utterance table")
     speakers = {g: sorted(s for s in sa if sa[s]["gender"] == g) for g in GENDERS}
-    metric = _metric_from(a)
+    metric = metric_from(a)
     for g in GENDERS:
-        if speakers[g] and not metric.same_references(_speaker_arrays(a, speakers)[g], _speaker_arrays(b, speakers)[g]):
+        if speakers[g] and not metric.same_references(speaker_arrays(a, speakers)[g], speaker_arrays(b, speakers)[g]):
             raise UserError("the runs were scored against different references (reference lengths differ)",
                             path=name_b, fix="score both systems against the same reference file")
     return speakers
 
 
-def _metric_from(result: dict):
+def metric_from(result: dict):
     opts = result.get("options") or {}
     return get_metric(result["metric"], normalization=opts.get("normalization", "none"),
                       tokenize=opts.get("tokenize", "13a"), lowercase=opts.get("lowercase", False))
@@ -105,8 +105,8 @@ def compare_results(a: dict, b: dict, *, n_resamples: int = 1000, seed: int = 12
     if n_resamples < 1:
         raise UserError("--resamples must be >= 1", fix="use e.g. 1000 (bootstrap) or 10000 (ar)")
     speakers = check_pairable(a, b, name_a, name_b)
-    metric = _metric_from(a)
-    spk_a, spk_b = _speaker_arrays(a, speakers), _speaker_arrays(b, speakers)
+    metric = metric_from(a)
+    spk_a, spk_b = speaker_arrays(a, speakers), speaker_arrays(b, speakers)
     pa, pb = _points(metric, spk_a), _points(metric, spk_b)
     n_spk = {g: len(speakers[g]) for g in GENDERS}
     observed = {k: (None if pa[k] is None or pb[k] is None else pa[k] - pb[k]) for k in RESULT_KEYS}

@@ -26,7 +26,10 @@ Uncertainty has two sources, and each resample b carries both:
 
 The CI is the percentile interval of these pooled resamples; the p-value is two-sided, from the
 resamples shifted to the null (as analysis/compare.py). Holm's correction runs over the tests of
-one table (every pair x every score; the two slopes). A difference is **called** only when its
+one table column (every pair's test of one score; the Δrel and All slopes). A p-value is at
+least 1 / (resamples + 1), so with k pairs Holm can call nothing unless resamples > k / ALPHA
+(the study's 1,000 resamples: up to 50 pairs). With a handful of seeds the seed term is a t with
+few degrees of freedom: heavy tails, which is what three seeds really say about a mean. A difference is **called** only when its
 Holm-adjusted p is under ``ALPHA``, its CI excludes 0 and it exceeds, in size, the seed sd of the
 difference (sqrt(s_A^2 + s_B^2): what two single runs differ by); a side with one run is "one
 seed: not compared" and never called. tests/test_conditions_calibration.py checks coverage and
@@ -35,12 +38,17 @@ false calls on simulated studies.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from analysis.bootstrap import GENDERS, RESULT_KEYS, draw_counts, percentile_ci, resample_scores
+from analysis.compare import check_pairable, metric_from, speaker_arrays
+from analysis.store import ResultsStore
+from corpora.base.provenance import file_fingerprint
 
 ALPHA = 0.05
 SLOPE_UNIT = 10.0            # a slope is per 10 points (percent) of female share
@@ -117,14 +125,23 @@ def compare_conditions(metric, conditions: list[Condition], *, n_resamples: int 
         stats[c.name] = {"n": n, "mean": {k: float(full[k][:, 0].mean()) for k in RESULT_KEYS}, "sd": sd,
                          "shift_sd": {k: _shift_sd(sd[k], boot[k]) for k in RESULT_KEYS},
                          "boot": {k: boot[k].mean(axis=0) for k in RESULT_KEYS}}
+    for c in conditions:   # each condition's own interval (the trend plot's bars)
+        st = stats[c.name]
+        st["ci"] = {}
+        for k in RESULT_KEYS:
+            resamples = st["boot"][k]
+            if pool_seeds and st["n"] > 1:
+                resamples = resamples + _seed_draws([(1.0, st["shift_sd"][k], st["n"])], rng, n_resamples)
+            st["ci"][k] = _test(st["mean"][k], resamples, level)[0]
     pairs = _pairs(conditions, stats, rng, n_resamples, level, pool_seeds)
-    adjusted = holm([p["p"][k] for p in pairs for k in RESULT_KEYS])
-    for i, (p, k) in enumerate(itertools.product(pairs, RESULT_KEYS)):
-        p["p_holm"][k] = adjusted[i]
-        p["called"][k] = _called(p, k, pool_seeds)
+    for k in RESULT_KEYS:   # Holm within each column of the table: the pairs' tests of one score
+        for p, adjusted in zip(pairs, holm([p["p"][k] for p in pairs])):
+            p["p_holm"][k] = adjusted
+            p["called"][k] = _called(p, k, pool_seeds)
     trend = _trend(conditions, stats, rng, n_resamples, level, pool_seeds)
     return {"metric": metric.name, "conditions": {c.name: {"share": c.share, "n_runs": stats[c.name]["n"],
-                                                         "mean": stats[c.name]["mean"], "sd": stats[c.name]["sd"]}
+                                                         "mean": stats[c.name]["mean"], "sd": stats[c.name]["sd"],
+                                                         "ci": stats[c.name]["ci"]}
                                                 for c in conditions},
             "pairs": pairs, "trend": trend, "n_speakers": n_spk, "n_resamples": int(n_resamples), "seed": int(seed),
             "level": level, "alpha": ALPHA}
@@ -213,3 +230,108 @@ def _trend(conditions, stats, rng, n_resamples, level, pool_seeds) -> dict | Non
         out["p_holm"].setdefault(k, out["p"][k])
         out["called"][k] = _called(out, k, pool_seeds)
     return out
+
+
+# --- a study's conditions: from the rows' result files to the results store -----------------------
+
+REFERENCE = "reference"
+
+
+def female_share(entry: dict) -> float | None:
+    """A checkpoint's female share of its pretraining speech from Table 3's F and M percentages
+    (speech of unknown gender left out); None when they are not recorded."""
+    f, m = entry.get("female_pct"), entry.get("male_pct")
+    if f is None or m is None or f + m <= 0:
+        return None
+    return round(float(f) / (float(f) + float(m)), 4)
+
+
+def group_conditions(checkpoints: dict[str, dict]) -> tuple[dict[str, tuple[str, float | None]], list[str]]:
+    """``{ckpt: {"share": float|None, "set": name|None, "reference": bool}}`` -> (ckpt -> (condition
+    name, share)), ckpts left out. Checkpoints of one share are replicates of one condition, named by
+    their pretraining set when they agree (``female``), else by the share (``50% F``)."""
+    by_share: dict[float, list[str]] = {}
+    out, left_out = {}, []
+    for ck, info in checkpoints.items():
+        if info.get("reference"):
+            out[ck] = (ck, None)
+        elif info.get("share") is None:
+            left_out.append(ck)
+        else:
+            by_share.setdefault(float(info["share"]), []).append(ck)
+    for share, cks in by_share.items():
+        sets = {checkpoints[ck].get("set") for ck in cks}
+        name = sets.pop() if len(sets) == 1 and None not in sets else f"{100 * share:.0f}% F"
+        out.update({ck: (name, share) for ck in cks})
+    return out, left_out
+
+
+def conditions_rows(res: dict, task: str, lang_pair: str, signature: str, n_utts: dict) -> list[dict]:
+    """Results-store rows (subset ``conditions``) of a compare_conditions result: per condition its
+    mean, seed sd, runs and share; per pair and for the trend the difference (or slope) with its CI,
+    p, Holm p, seed sd and call (1/0)."""
+    m, rows = res["metric"], []
+    n_spk = {"F": res["n_speakers"]["F"], "M": res["n_speakers"]["M"]}
+    n_spk["all"] = n_spk["delta_rel"] = n_spk["F"] + n_spk["M"]
+
+    def row(name, k, metric, value, ci=None):
+        return {"checkpoint": name, "task": task, "lang_pair": lang_pair, "subset": "conditions", "gender": k,
+                "metric": metric, "value": float(value), "ci_low": ci[0] if ci else None,
+                "ci_high": ci[1] if ci else None, "n_utts": n_utts.get("all" if k == "delta_rel" else k),
+                "n_speakers": n_spk[k], "signature": signature}
+    for name, c in res["conditions"].items():
+        rows.append(row(name, "all", f"{m}:n_runs", c["n_runs"]))
+        if c["share"] is not None:
+            rows.append(row(name, "all", f"{m}:female_share", 100 * c["share"]))
+        for k in RESULT_KEYS:
+            rows.append(row(name, k, f"{m}:condition", c["mean"][k], c["ci"][k]))
+            if c["sd"][k] is not None:
+                rows.append(row(name, k, f"{m}:condition_sd", c["sd"][k]))
+    tests = [(f"{p['a']} vs {p['b']}", "diff", p) for p in res["pairs"]]
+    if res["trend"] is not None:
+        tests.append(("female share (slope per 10 points)", "slope", res["trend"]))
+    for name, what, t in tests:
+        for k in RESULT_KEYS:
+            rows.append(row(name, k, f"{m}:{what}", t["difference"][k], t["ci"][k]))
+            rows.append(row(name, k, f"{m}:{what}_compared", t["status"] == "compared"))
+            for field in ("p", "p_holm", "seed_sd"):
+                if t[field].get(k) is not None:
+                    rows.append(row(name, k, f"{m}:{what}_{field}", t[field][k]))
+            rows.append(row(name, k, f"{m}:{what}_called", bool(t["called"][k])))
+    return rows
+
+
+def compare_and_store(results: dict[str, list[str]], result_key: str | None, checkpoints: dict[str, dict], db: str,
+                      task: str, lang_pair: str, bootstrap: int, seed: int) -> dict | None:
+    """Compare the conditions of one task's rows and store the rows in ``db`` as one run.
+
+    ``results``: checkpoint -> its runs' result JSON files (one per seed); ``checkpoints``: what
+    group_conditions takes. Returns the compare_conditions result (None with fewer than 2 conditions).
+    """
+    named, left_out = group_conditions(checkpoints)
+    loaded = {ck: [json.loads(Path(p).read_text(encoding="utf-8")) for p in paths] for ck, paths in results.items()}
+    loaded = {ck: [r[result_key] if result_key else r for r in rs] for ck, rs in loaded.items() if ck in named}
+    if len({named[ck][0] for ck in loaded}) < 2:
+        return None
+    first_ck = next(iter(loaded))
+    first = loaded[first_ck][0]
+    speakers = None
+    for ck, rs in loaded.items():
+        for r, path in zip(rs, results[ck]):
+            speakers = check_pairable(first, r, results[first_ck][0], path)
+    runs: dict[str, list] = {}
+    for ck, rs in loaded.items():
+        runs.setdefault(named[ck], []).extend(speaker_arrays(r, speakers) for r in rs)
+    conditions = [Condition(name, share, tuple(rs)) for (name, share), rs in runs.items()]
+    res = compare_conditions(metric_from(first), conditions, n_resamples=bootstrap, seed=seed)
+    res["left_out"] = left_out
+    signature = (first["signature"].split("|ci:")[0] + f"|conditions:{len(conditions)}|runs:"
+                 + ",".join(str(len(c.runs)) for c in conditions)
+                 + f"|test:paired-speaker-bootstrap+seed-t:{bootstrap}|holm|alpha:{ALPHA:g}|seed:{seed}")
+    config = {"kind": "conditions", "task": task, "lang_pair": lang_pair, "signature": signature,
+              "conditions": {ck: name for ck, (name, _) in named.items()}, "left_out": left_out, "results": results}
+    files = [file_fingerprint(p) for paths in results.values() for p in paths]
+    with ResultsStore(db) as store:
+        store.store_run("conditions", config, conditions_rows(res, task, lang_pair, signature, first["n_utts"]),
+                        name=task, seed=seed, inputs=files)
+    return res

@@ -32,6 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import plots, tables
+from analysis.conditions_report import SUBSET as CONDITIONS, answer_lines, condition_sections
 from analysis.probing.run import probe_table
 from analysis.store import ResultsStore
 from corpora.base.atomic import atomic_open, swap_in_dir, write_text
@@ -103,19 +104,20 @@ def write_report(db_path: str | os.PathLike, out_dir: str | os.PathLike, subset:
     """
     out_dir = Path(out_dir)
     entries = load_registry(registry) if registry is not None else None  # bad file: fail before writing
-    df, speaker = _subset_rows(db_path, subset)
+    df, speaker, conditions = _subset_rows(db_path, subset)
     if entries is not None:
         df, speaker = _registry_order(df, entries), _registry_order(speaker, entries)
     with staged_report(out_dir) as stage:
-        written = _write_all(db_path, subset, data, entries, registry, df, speaker, stage)
+        written = _write_all(db_path, subset, data, entries, registry, df, speaker, conditions, stage)
     return {name: out_dir / path.name for name, path in written.items()}
 
 
 def _write_all(db_path, subset: str, data: dict | None, entries: list[dict] | None, registry, df: pd.DataFrame,
-               speaker: pd.DataFrame, out_dir: Path) -> dict[str, Path]:
-    """Every file of the report, written into ``out_dir`` (the staging directory)."""
+               speaker: pd.DataFrame, conditions: pd.DataFrame, out_dir: Path) -> dict[str, Path]:
+    """Every file of the report, written into ``out_dir`` (the staging directory). The answer to the
+    study's question comes first; the conditions' tables follow the score tables they compare."""
     written: dict[str, Path] = {}
-    md = _intro(db_path, subset, df)
+    md = _intro(db_path, subset, df) + answer_lines(conditions)
     if data:
         md += _data_sections(data, out_dir, written)
     if entries is not None:
@@ -123,6 +125,7 @@ def _write_all(db_path, subset: str, data: dict | None, entries: list[dict] | No
     asr, st = tables.asr_table(df), tables.st_table(df)
     md += _asr_section(asr, out_dir, written)
     md += _st_section(st, out_dir, written)
+    md += condition_sections(conditions, out_dir, written, _write_csv)
     md += _mustshe_section(df, out_dir, written)
     md += _winomt_section(df, out_dir, written)
     md += _probes_section(df, out_dir, written)
@@ -140,6 +143,7 @@ def _write_all(db_path, subset: str, data: dict | None, entries: list[dict] | No
 # report.md. So the report goes into DIR/../.DIR.<pid>.<random>.partial and replaces DIR at the end;
 # files in DIR that are not the report's own (a user's notes) are carried over.
 REPORT_NAMES = re.compile(r"(report\.md|table\d_\w+\.(md|tex|csv)|gender_translation\.(md|tex|csv)|winomt\.csv"
+                          r"|conditions_[\w-]+\.(md|tex|csv)|trend_[\w-]+\.png"
                           r"|other_scores\.csv|probes\.csv|(delta_rel|per_speaker|probes_by_layer)\.png)")
 STALE_AFTER_S = 24 * 3600  # a leftover of a process on another host (shared file system) is stale after a day
 
@@ -228,17 +232,19 @@ def _registry_order(df: pd.DataFrame, entries: list[dict]) -> pd.DataFrame:
     return df.iloc[df["checkpoint"].map(key).argsort(kind="stable")]
 
 
-def _subset_rows(db_path: str | os.PathLike, subset: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The DB's rows of ``subset`` (not empty), and its per-speaker rows with a ``speaker`` column."""
+def _subset_rows(db_path: str | os.PathLike, subset: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The DB's rows of ``subset`` (not empty), its per-speaker rows with a ``speaker`` column, and its
+    conditions rows (analysis.conditions)."""
     scores = load_scores(db_path)
+    conditions = scores[scores["subset"] == CONDITIONS]
     speaker = scores[scores["subset"].astype(str).str.startswith(SPEAKER_PREFIX)].copy()
     speaker["speaker"] = speaker["subset"].str[len(SPEAKER_PREFIX):]
     df = scores[scores["subset"] == subset]
     if df.empty:
-        found = sorted(set(scores["subset"]) - set(speaker["subset"]))
+        found = sorted(set(scores["subset"]) - set(speaker["subset"]) - {CONDITIONS})
         raise UserError(f"no scores for subset {subset!r} (subsets in the DB: {', '.join(found) or 'none'})",
                         path=db_path, fix="pass --subset one of those")
-    return df, speaker
+    return df, speaker, conditions
 
 
 def _intro(db_path: str | os.PathLike, subset: str, df: pd.DataFrame) -> list[str]:

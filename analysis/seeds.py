@@ -27,20 +27,9 @@ from pathlib import Path
 import numpy as np
 
 from analysis.bootstrap import GENDERS, RESULT_KEYS, draw_counts, percentile_ci, resample_scores
-from analysis.metrics import get_metric
+from analysis.compare import metric_from, speaker_arrays
 from corpora.base.errors import UserError
 
-
-
-def _metric_of(result: dict):
-    opts = {k: v for k, v in (result.get("options") or {}).items() if k in ("normalization", "tokenize", "lowercase")}
-    return get_metric(result["metric"], **opts)
-
-
-def _speaker_matrix(result: dict, speakers: dict[str, list[str]]) -> dict[str, np.ndarray]:
-    stats = result["speaker_stats"]
-    return {g: np.array([stats[s]["stats"] for s in speakers[g]], dtype=np.int64).reshape(len(speakers[g]), -1)
-            for g in GENDERS}
 
 
 def pool_seed_results(results: list[dict], seeds: list[int], *, bootstrap: int = 1000, seed: int = 12345,
@@ -64,13 +53,13 @@ def pool_seed_results(results: list[dict], seeds: list[int], *, bootstrap: int =
             raise UserError(f"seed {s} was scored on other speakers than seed {seeds[0]}", path=source,
                             fix="pool seeds of the same task on the same test set only")
     speakers = {g: sorted(s for s, sg in spk_gender.items() if sg == g) for g in GENDERS}
-    metric = _metric_of(first)
+    metric = metric_from(first)
     per_seed, pooled = {}, {k: [] for k in RESULT_KEYS}
     counts = draw_counts({g: len(speakers[g]) for g in GENDERS}, bootstrap, seed) if bootstrap else None
     for r, s in zip(results, seeds):
         per_seed[int(s)] = {k: r.get(k) for k in RESULT_KEYS}
         if counts is not None:
-            res = resample_scores(metric, _speaker_matrix(r, speakers), counts)
+            res = resample_scores(metric, speaker_arrays(r, speakers), counts)
             for k in RESULT_KEYS:
                 pooled[k].append(res[k])
     # one speaker of a gender is that speaker in every resample: no CI for it, all or Δrel (as in scoring)

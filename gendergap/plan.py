@@ -3,7 +3,7 @@
 The graph: corpus -> pretraining manifests -> (pretraining) -> checkpoints -> per task:
 ASR data -> asr-e2e; features (one step per checkpoint: every layer and row its frozen-feature
 tasks read, into the shared feature store) -> asr-frozen / st -> MuST-SHE scoring / probes;
-all -> report. Each task type's planner lives in its step module (gendergap/steps/).
+each task's conditions compared -> report. Each task type's planner lives in its step module (gendergap/steps/).
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from corpora.base.errors import UserError
 from gendergap.config import StudyConfig
 from gendergap.tasks import TASKS
 from gendergap.steps import Graph, Step
+from gendergap.steps.conditions import plan_conditions
 from gendergap.steps.data import plan_corpus
 from gendergap.steps.models import plan_checkpoints, plan_features
 from gendergap.steps.report import ReportStep, study_data
@@ -35,9 +36,10 @@ def plan_jobs(cfg: StudyConfig, out: str | Path, only: list[str] | None = None) 
         task_steps[tname] = [s.name for s in g.steps[n_before:]
                              if s.task == tname and not re.search(r":seed\d+$", s.name)]
     _order_after(g, task_steps)
+    compared = plan_conditions(g)   # the study's question: each task's pretraining conditions compared
     g.add(ReportStep(name="report", db=g.db, out=str(g.out / "report"), registry=g.registry,
                      subset=g.d["report"]["subset"], data=study_data(g), outputs=[str(g.out / "report")],
-                     deps=sorted({n for names in task_steps.values() for n in names} | {"checkpoints"})))
+                     deps=sorted({n for names in task_steps.values() for n in names} | {"checkpoints", *compared})))
     steps = _only(g.steps, only, cfg) if only else g.steps
     return _with_keys(steps)
 

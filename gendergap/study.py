@@ -15,7 +15,7 @@ from gendergap.config import CONFIG_DIR, StudyConfig, load_config
 
 DEFAULT_CONFIG = CONFIG_DIR / "mini.yaml"
 STAGE_ORDER = ("corpus", "manifest", "pretrain", "checkpoints", "asr-data", "features", "asr-e2e", "asr-e2e-layers", "asr-frozen", "st",
-               "gender-st", "mustshe", "probes", "report")
+               "gender-st", "mustshe", "probes", "seeds", "conditions", "report")
 
 
 def with_pretraining(cfg: StudyConfig) -> StudyConfig:

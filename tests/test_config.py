@@ -56,13 +56,21 @@ def test_builtin_configs_validate_and_plan():
     by = {j.name: j for j in jobs}
     assert by["mustshe:F-tiny:en-fr"].deps == ["gender-st:F-tiny:en-fr"]       # ST before MuST-SHE scoring
     # one extraction per checkpoint feeds every frozen-feature task: every layer of both corpora
-    assert by["st:F-tiny:fr-en"].deps == ["features:F-tiny"]
-    assert "features:F-tiny" in by["asr-frozen:F-tiny"].deps and "features:F-tiny" in by["probes:F-tiny"].deps
+    # asr-frozen and st train three seeds each, pooled under the row's name
+    assert by["st:F-tiny:fr-en:seed0"].deps == ["features:F-tiny"] and by["st:F-tiny:fr-en"].kind == "seeds"
+    assert by["asr-frozen:F-tiny"].deps == [f"asr-frozen:F-tiny:seed{s}" for s in (0, 1, 2)]
+    assert "features:F-tiny" in by["asr-frozen:F-tiny:seed1"].deps and "features:F-tiny" in by["probes:F-tiny"].deps
+    # each task's conditions compared once its rows are pooled, before the report
+    assert by["conditions:asr-frozen"].deps == ["asr-frozen:B-tiny", "asr-frozen:F-tiny", "asr-frozen:FBANK",
+                                                "asr-frozen:M-tiny", "checkpoints"]
+    assert by["conditions:asr-frozen"].references == ["FBANK"] and by["conditions:st:fr-en"].result_key == "bleu"
+    assert len(by["conditions:st:fr-en"].results["M-tiny"]) == 3 and len(by["conditions:asr-e2e"].results["M-tiny"]) == 1
+    assert {"conditions:asr-e2e", "conditions:asr-frozen", "conditions:st:fr-en"} <= set(by["report"].deps)
     assert sum(j.kind == "features" for j in jobs) == 4  # the three checkpoints and FBANK
     # the FBANK reference row: frozen ASR, fr-en ST and probes on its one output, nothing to fine-tune
     assert {"asr-frozen:FBANK", "st:FBANK:fr-en", "probes:FBANK", "features:FBANK"} <= set(names)
     assert not any(n.startswith(("asr-e2e:FBANK", "gender-st:FBANK")) for n in names)
-    assert by["st:FBANK:fr-en"].layer == "0"
+    assert by["st:FBANK:fr-en:seed0"].layer == "0"
     assert not by["probes:FBANK"].random_init and by["probes:F-tiny"].random_init
     assert "FBANK" not in str(by["checkpoints"].entries)   # never registered
     requests = by["features:F-tiny"].requests
@@ -72,7 +80,7 @@ def test_builtin_configs_validate_and_plan():
     assert {(j.device, j.precision) for j in jobs if j.kind in ("asr-e2e", "asr-frozen", "st", "probes")} == {
         ("cpu", "fp32")}
     assert set(by["report"].deps) >= {n for n in names if n.startswith(("asr-", "st:", "probes:", "mustshe:"))
-                                         and not n.startswith("asr-data")}
+                                         and not n.startswith("asr-data") and ":seed" not in n}   # seeds: pooled first
     full = {j.name: j for j in plan_jobs(load_config(CONFIG_DIR / "mini-full.yaml"), "/tmp/never-written")}
     for ck in ("F-tiny", "FBANK"):  # three seeds, then one pooling job under the single-seed name
         for base in (f"asr-frozen:{ck}", f"st:{ck}:fr-en"):
@@ -94,7 +102,7 @@ def test_keys_change_downstream_only(tmp_path):
     b = {j.name: j.key for j in plan_jobs(load_config(write(tmp_path, GOOD.replace("max_steps=2", "max_steps=3"))),
                                                   tmp_path / "o")}
     changed = {n for n in a if a[n] != b[n]}
-    assert changed == {"asr-frozen:F-tiny", "asr-frozen:M-tiny", "report"}
+    assert changed == {"asr-frozen:F-tiny", "asr-frozen:M-tiny", "conditions:asr-frozen", "report"}
 
 
 def test_dry_run_prints_plan_and_writes_nothing(tmp_path):
@@ -103,7 +111,7 @@ def test_dry_run_prints_plan_and_writes_nothing(tmp_path):
     problems = [x for x in r.stderr.splitlines() if x.startswith(str(CONFIG_DIR / "boito2022.yaml") + ":")]
     assert r.returncode == 2 and f"{len(problems)} problem(s) with the study's inputs" in r.stderr, r.stderr
     assert all("/path/to/" in x for x in problems) and any(": corpus.table: " in x for x in problems), r.stderr
-    assert "36 jobs" in r.stdout and "st:LB-3K-Large:fr-pt" in r.stdout and "StStep(task_type='st', ckpt='LB-3K-Large'" in r.stdout and "preset='xs'" in r.stdout
+    assert "41 jobs" in r.stdout and "conditions:fr-pt-st:fr-pt" in r.stdout and "st:LB-3K-Large:fr-pt" in r.stdout and "StStep(task_type='st', ckpt='LB-3K-Large'" in r.stdout and "preset='xs'" in r.stdout
     assert not (tmp_path / "o").exists()
 
 

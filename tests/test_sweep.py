@@ -62,7 +62,7 @@ def test_killed_sweep_resumes_without_redoing_or_duplicating(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"{len(before)} done already" in r.stdout, r.stdout
     after = done_files(out)
-    assert len(after) == 10  # corpus, 2 manifests, asr-data, checkpoints, 2 features, 2 asr-frozen, report
+    assert len(after) == 11  # corpus, 2 manifests, asr-data, checkpoints, 2 features, 2 asr-frozen, conditions, report
     for name, d in before.items():  # finished jobs were not run again
         assert after[name] == d, name
     keys = score_keys(out / "results.db")
@@ -72,11 +72,11 @@ def test_killed_sweep_resumes_without_redoing_or_duplicating(tmp_path):
     assert (out / "report" / "report.md").is_file()
 
     again = sweep(cfg, out)  # everything finished: a no-op
-    assert again.returncode == 0 and "10 done already, 0 to run" in again.stdout, again.stdout
+    assert again.returncode == 0 and "11 done already, 0 to run" in again.stdout, again.stdout
     assert score_keys(out / "results.db") == keys and done_files(out) == after
 
     status = sweep(cfg, out, "status")
-    assert status.returncode == 0 and "10 done" in status.stdout
+    assert status.returncode == 0 and "11 done" in status.stdout
     line = next(x for x in status.stdout.splitlines() if "asr-frozen:F-tiny" in x)
     log = Path(line.split()[-1])
     assert log.is_file() and "== asr-frozen:F-tiny: AsrStep(recipe='frozen', ckpt='F-tiny'" in log.read_text()
@@ -91,7 +91,7 @@ def test_failed_job_blocks_dependents_and_waits_for_retry(tmp_path):
     r = sweep(cfg, out)
     assert r.returncode == 1
     assert "FAILED   features:F-tiny  UserError:" in r.stdout and "layer 99 does not exist" in r.stdout
-    assert "blocked" in r.stdout and "asr-frozen:F-tiny, asr-frozen:M-tiny, report;" in r.stdout
+    assert "blocked" in r.stdout and "asr-frozen:F-tiny, asr-frozen:M-tiny, conditions:asr-frozen, report;" in r.stdout
     failed = out / "sweep" / "jobs" / "features_F-tiny" / "failed.json"
     first = failed.read_text()
 

@@ -19,6 +19,8 @@ import soundfile as sf
 from corpora.base.errors import UserError
 from corpora.synth import synthesize
 from corpora.synth import gender_set, lexicon, sentences
+from corpora.synth.voices import EVAL_ROLES, make_speakers
+from corpora.synth.worker import median_f0
 from corpora.table import read_table
 from corpora.utterances import UtteranceTable
 
@@ -34,22 +36,6 @@ def _table(path: Path) -> pd.DataFrame:
     df = read_table(path)
     df["path"] = UtteranceTable.load(path).audio_rows()["audio"]
     return df
-
-
-def median_f0(x: np.ndarray, sr: int, fmin: float = 60.0, fmax: float = 400.0) -> float:
-    """Median F0 (Hz) over voiced frames: the normalised autocorrelation peak per 40 ms frame."""
-    x = x.astype(np.float64)
-    frame, hop = int(0.04 * sr), int(0.01 * sr)
-    lo, hi = int(sr / fmax), int(sr / fmin)
-    frames = np.stack([x[s:s + frame] for s in range(0, len(x) - frame, hop)])
-    frames -= frames.mean(axis=1, keepdims=True)
-    energy = (frames ** 2).mean(axis=1)
-    frames = frames[energy > 0.1 * energy.max()]
-    spec = np.fft.rfft(frames, n=2 * frame, axis=1)
-    ac = np.fft.irfft(np.abs(spec) ** 2, axis=1)[:, :frame]
-    lag = lo + np.argmax(ac[:, lo:hi], axis=1)
-    voiced = ac[np.arange(len(ac)), lag] > 0.5 * ac[:, 0]
-    return float(np.median(sr / lag[voiced]))
 
 
 def test_table_validates_and_audio_matches_it(tiny):
@@ -84,9 +70,12 @@ def test_speakers_disjoint_and_genders_balanced(tiny):
     fr = df[df.corpus == "synth-fr"]
     seen = set(fr.loc[fr.split.isin(["pretrain", "train"]), "voice"])
     assert not seen & set(fr.loc[fr.split == "test", "voice"])
-    # Test speakers all read one list: half sentences heard in training, half new ones.
+    # The test speakers of each gender read one list between them, the k-th female voice the same
+    # window as the k-th male one: half sentences heard in training, half new ones.
     test, train_text = fr[fr.split == "test"], set(fr.loc[fr.split == "train", "text"])
-    assert (test.groupby("speaker")["text"].apply(tuple).nunique()) == 1
+    assert sorted(test.loc[test.gender == "F", "text"]) == sorted(test.loc[test.gender == "M", "text"])
+    windows = test.groupby("speaker")["text"].apply(tuple)
+    assert windows.nunique() == test["speaker"].nunique() // 2
     assert (test["seen_text"] == test["text"].isin(train_text).map({True: "yes", False: "no"})).all()
     assert set(test["seen_text"]) == {"yes", "no"}
     # The gender set's English sentences do not cross splits.

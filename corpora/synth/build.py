@@ -26,6 +26,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
 from tqdm.auto import tqdm
 
 from corpora.base.atomic import atomic_open, write_json
@@ -35,7 +36,7 @@ from corpora.synth import gender_set, sentences
 from corpora.synth.voices import Speaker, make_speakers
 from corpora.synth.worker import SAMPLE_RATE, speak_speaker
 
-GENERATOR_VERSION = 1  # bump when a change alters the generated files
+GENERATOR_VERSION = 2  # bump when a change alters the generated files
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,9 @@ SIZES = {
     # test-only: a few utterances per role, seconds to build
     "tiny": Size(fr={"pretrain": (1, 1, 3), "train": (1, 1, 5), "valid": (1, 1, 2), "test": (1, 1, 12)},
                  gender={"train": (1, 1, 4), "valid": (1, 1, 2), "test": (1, 1, 4)}, train_sentences=8),
-    "mini": Size(fr={"pretrain": (8, 8, 180), "train": (3, 3, 340), "valid": (1, 1, 100), "test": (2, 2, 100)},
+    "mini": Size(fr={"pretrain": (8, 8, 180), "train": (3, 3, 340), "valid": (2, 2, 50), "test": (6, 6, 34)},
                  gender={"train": (3, 3, 300), "valid": (1, 1, 50), "test": (2, 2, 150)}, train_sentences=700),
-    "small": Size(fr={"pretrain": (6, 6, 500), "train": (4, 4, 600), "valid": (1, 1, 200), "test": (2, 2, 250)},
+    "small": Size(fr={"pretrain": (6, 6, 500), "train": (4, 4, 600), "valid": (2, 2, 100), "test": (6, 6, 84)},
                   gender={"train": (4, 4, 800), "valid": (1, 1, 100), "test": (2, 2, 300)}, train_sentences=2000),
 }
 WORKERS = 2
@@ -72,23 +73,28 @@ class Utterance:
 
 
 def _french_utterances(size: Size, seed: int) -> list[Utterance]:
-    """French utterances for every role. Valid and test speakers all read the same list (so
-    female and male test scores compare like with like): half of it sentences also read in
-    training, half sentences no training speaker reads (``seen_text`` says which)."""
-    n_valid, n_test = size.fr["valid"][2], size.fr["test"][2]
-    novel_valid, novel_test = n_valid - n_valid // 2, n_test - n_test // 2
+    """French utterances for every role. The valid and test speakers of a role read one list
+    of ``per speaker x speakers per gender`` sentences, half of them also read in training and
+    half no training speaker reads (``seen_text`` says which), shuffled together: the k-th
+    female and the k-th male speaker read the same window of it, so female and male scores
+    compare like with like and every voice hears seen and novel sentences alike."""
+    lists = {role: size.fr[role][2] * max(size.fr[role][:2]) for role in ("valid", "test")}
+    novel_valid, novel_test = (lists[r] - lists[r] // 2 for r in ("valid", "test"))
     drawn = sentences.sample_sentences(size.train_sentences + novel_valid + novel_test, seed)
     pool, novel = drawn[:size.train_sentences], drawn[size.train_sentences:]
     rng = random.Random(f"synth-assign-{seed}")
     order = pool[:]
     rng.shuffle(order)
-    shared = {"valid": rng.sample(pool, n_valid // 2) + novel[:novel_valid],
-              "test": rng.sample(pool, n_test // 2) + novel[novel_valid:]}
+    shared = {"valid": rng.sample(pool, lists["valid"] // 2) + novel[:novel_valid],
+              "test": rng.sample(pool, lists["test"] // 2) + novel[novel_valid:]}
+    for role in shared:
+        rng.shuffle(shared[role])
     out = []
     for role, (n_f, n_m, per_speaker) in size.fr.items():
         for s_idx, spk in enumerate(make_speakers("fr", role, n_f, n_m, seed)):
             if role in shared:
-                chosen = shared[role]
+                k = s_idx if spk.gender == "F" else s_idx - n_f   # the speaker's place within its gender
+                chosen = shared[role][k * per_speaker:(k + 1) * per_speaker]
             else:
                 # Consecutive windows over one shuffled order: every sentence gets about the
                 # same number of voices and no speaker reads a sentence twice.
@@ -217,7 +223,7 @@ def synthesize(out_dir, size: str = "mini", seed: int = 0, workers: int = WORKER
     table = new_table(_table_rows(utterances, facts))
     write_table(table, table_path)
     written = [table_path] + _write_mustshe(out_dir, mustshe)
-    _write_config(out_dir, config, table)
+    _write_config(out_dir, config, table, _speaker_facts(by_speaker, facts))
     written.append(out_dir / "synth_config.json")
 
     lines = [f"{facts[u.id]['sha256']}  audio/{u.speaker.id}/{u.id}.wav" for u in utterances]
@@ -261,11 +267,26 @@ def _write_mustshe(out_dir: Path, mustshe: dict[str, list[dict]]) -> list[Path]:
     return written
 
 
-def _write_config(out_dir: Path, config: dict, table) -> None:
-    """``synth_config.json``: the config, the engine versions and the counts per corpus/split/gender."""
+def _speaker_facts(by_speaker: dict[str, list[Utterance]], facts: dict[str, dict]) -> list[dict]:
+    """Who each synthetic speaker is: role, gender, espeak-ng variant, pitch and rate settings, and
+    the median F0 measured on its first utterances (how the voices of one variant differ)."""
+    out = []
+    for spk_id, us in by_speaker.items():
+        spk = us[0].speaker
+        f0 = [facts[u.id]["f0"] for u in us if facts[u.id].get("f0") is not None]
+        out.append({"speaker": spk_id, "lang": spk.lang, "role": spk.role, "gender": spk.gender, "voice": spk.voice,
+                    "pitch": spk.pitch, "pitch_range": spk.range, "rate": spk.rate,
+                    "median_f0_hz": round(float(np.nanmedian(f0)), 1) if f0 else None})
+    return out
+
+
+def _write_config(out_dir: Path, config: dict, table, speakers: list[dict]) -> None:
+    """``synth_config.json``: the config, the engine versions, the counts per corpus/split/gender and
+    every speaker's voice (_speaker_facts)."""
     counts = table.groupby(["corpus", "split", "gender"]).agg(n=("id", "size"), hours=("duration", "sum"))
     write_json(out_dir / "synth_config.json", {
         "config": config, "engines": {k: v for k, v in engine_versions().items()
                                       if k in ("espeakng-loader", "pyrealb", "numpy", "scipy", "soundfile")},
         "counts": [{"corpus": c, "split": s, "gender": g, "utterances": int(r.n), "hours": round(float(r.hours), 4)}
-                   for (c, s, g), r in counts.iterrows()]})
+                   for (c, s, g), r in counts.iterrows()],
+        "speakers": speakers})

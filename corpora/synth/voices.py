@@ -10,6 +10,16 @@ Each role (pretraining pool, train, valid, test) draws from its own variants, so
 test voices are variants that no training or pretraining speaker uses (generalisation to
 unseen voices); a role that needs more speakers than it has variants reuses a variant with
 a different pitch and rate.
+
+The evaluation roles (valid, test) need more distinct voices than espeak-ng has reproducible
+variants (the built-in study tests on 6 voices per gender, from 2 variants each). A reused
+variant there is a new voice by its pitch: the k-th reuse moves the speaker's espeak-ng pitch
+by ``EVAL_PITCH_STEP`` x (1, -1, 2, -2, ...) from the variant's first speaker, about 20-40 Hz of
+median F0 a step, well outside the +-4 per-utterance jitter (``Speaker.prosody``), so no two
+evaluation voices of one variant lie within a few Hz of each other. ``synth_config.json`` records
+every speaker's variant, pitch, rate and measured median F0. The pretraining and train roles keep
+the rule the shipped checkpoints were pretrained with (a reuse moves the pitch by 8 x lap, with
+the same +-6 draw), so their audio is unchanged.
 """
 from __future__ import annotations
 
@@ -31,6 +41,8 @@ VARIANTS = {
     "test": {"F": ("f4", "Annie"), "M": ("Denis", "Hugo")},
 }
 ROLES = ("pretrain", "train", "valid", "test")
+EVAL_ROLES = ("valid", "test")
+EVAL_PITCH_STEP = 14   # espeak-ng pitch units between two voices of one variant in an evaluation role
 
 
 @dataclass(frozen=True)
@@ -62,12 +74,16 @@ def make_speakers(lang: str, role: str, n_female: int, n_male: int, seed: int) -
     speakers = []
     for gender, n in (("F", n_female), ("M", n_male)):
         variants = VARIANTS[role][gender]
+        first_pitch: dict[str, int] = {}
         for i in range(n):
             variant = variants[i % len(variants)]
             lap = i // len(variants)  # a reused variant moves its pitch further away
             base = 50 + (8 * lap if lap % 2 else -8 * lap)
+            pitch = base + rng.randint(-6, 6)
+            if role in EVAL_ROLES and lap:  # a distinct voice: whole steps from the variant's first speaker
+                pitch = first_pitch[variant] + EVAL_PITCH_STEP * ((lap + 1) // 2) * (1 if lap % 2 else -1)
+            first_pitch.setdefault(variant, pitch)
             speakers.append(Speaker(
                 id=f"{lang}-{role}-{gender}{i + 1}", lang=lang, gender=gender, role=role,
-                variant=variant, pitch=base + rng.randint(-6, 6), range=50 + rng.randint(-10, 10),
-                rate=rng.randint(150, 185)))
+                variant=variant, pitch=pitch, range=50 + rng.randint(-10, 10), rate=rng.randint(150, 185)))
     return speakers

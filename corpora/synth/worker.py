@@ -20,6 +20,7 @@ from corpora.synth.espeak import Espeak
 from corpora.synth.voices import Speaker
 
 SAMPLE_RATE = 16_000
+F0_UTTERANCES = 8   # a speaker's median F0 (synth_config.json) is measured on its first 8 utterances
 
 
 def speaker_seed(seed: int, speaker_id: str) -> int:
@@ -42,12 +43,31 @@ def wav_bytes(samples: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
+def median_f0(x: np.ndarray, sr: int = SAMPLE_RATE, fmin: float = 60.0, fmax: float = 400.0) -> float:
+    """Median F0 (Hz) over voiced frames: the normalised autocorrelation peak per 40 ms frame
+    (frames under a tenth of the loudest frame's energy, or with a peak under half the frame's
+    energy, are unvoiced)."""
+    x = np.asarray(x, dtype=np.float64)
+    frame, hop = int(0.04 * sr), int(0.01 * sr)
+    lo, hi = int(sr / fmax), int(sr / fmin)
+    frames = np.stack([x[s:s + frame] for s in range(0, len(x) - frame, hop)])
+    frames -= frames.mean(axis=1, keepdims=True)
+    energy = (frames ** 2).mean(axis=1)
+    frames = frames[energy > 0.1 * energy.max()]
+    spec = np.fft.rfft(frames, n=2 * frame, axis=1)
+    ac = np.fft.irfft(np.abs(spec) ** 2, axis=1)[:, :frame]
+    lag = lo + np.argmax(ac[:, lo:hi], axis=1)
+    voiced = ac[np.arange(len(ac)), lag] > 0.5 * ac[:, 0]
+    return float(np.median(sr / lag[voiced])) if voiced.any() else float("nan")
+
+
 def speak_speaker(job: tuple[str, Speaker, int, list[tuple[str, str]]]) -> tuple[str, list[dict]]:
     """Synthesise ``utterances`` [(utt_id, text)] for one speaker under ``out_dir/audio/<id>/``.
 
     Must run in a process that has not used espeak-ng yet (the builder's pool gives each
     speaker a fresh one). Returns (speaker id, one dict per utterance: id, num_samples,
-    pitch, rate, range, sha256 of the written file).
+    pitch, rate, range, sha256 of the written file; ``f0``: the median F0 of each of its first
+    F0_UTTERANCES utterances, None after them).
     """
     out_dir, speaker, seed, utterances = job
     engine = Espeak(speaker_seed(seed, speaker.id))
@@ -55,7 +75,7 @@ def speak_speaker(job: tuple[str, Speaker, int, list[tuple[str, str]]]) -> tuple
     folder = Path(out_dir) / "audio" / speaker.id
     folder.mkdir(parents=True, exist_ok=True)
     rows = []
-    for utt_id, text in utterances:
+    for i, (utt_id, text) in enumerate(utterances):
         prosody = speaker.prosody(rng)
         samples = to_16k(engine.speak(text, speaker.voice, prosody), engine.sample_rate)
         if samples.size == 0:
@@ -65,5 +85,6 @@ def speak_speaker(job: tuple[str, Speaker, int, list[tuple[str, str]]]) -> tuple
             f.write(data)
         rows.append({"id": utt_id, "num_samples": int(samples.size), "pitch": prosody.pitch,
                      "rate": prosody.rate, "range": prosody.range,
-                     "sha256": hashlib.sha256(data).hexdigest()})
+                     "sha256": hashlib.sha256(data).hexdigest(),
+                     "f0": median_f0(samples) if i < F0_UTTERANCES else None})
     return speaker.id, rows

@@ -13,6 +13,7 @@ from typing import Callable
 from gendergap.config_schema import AsrE2ETask, AsrFrozenTask
 from gendergap.runs import asr_finetune, asr_frozen
 from gendergap.steps.base import Graph, ModelStep, register_task, task_runtime
+from gendergap.steps.conditions import declare_results
 from gendergap.steps.seeds import SUBSET, add_seeded
 from gendergap.steps.selection import task_data
 
@@ -86,7 +87,9 @@ def plan_asr(g: Graph, tname: str, t: dict) -> None:
             resources=dict(t["resources"]), task=tname, checkpoint=ck, outputs=[str(run)])
         if not t["seeds"]:
             g.add(step)
+            declare_results(g, tname, t, ck, [str(run / f"{SUBSET}.wer.json")], step.name)
             continue
+        declare_results(g, tname, t, ck, [str(run / f"seed{s}" / f"{SUBSET}.wer.json") for s in t["seeds"]], step.name)
         add_seeded(g, step, [(s, dataclasses.replace(
             step, name=f"{step.name}:seed{s}", out=str(run / f"seed{s}"), subset=f"{SUBSET}@seed{s}",
             overrides=[*t["overrides"], f"seed={s}"], deps=list(step.deps), outputs=[str(run / f"seed{s}")]),

@@ -206,6 +206,7 @@ class Graph:
     table: str = ""                               # the utterance table every task reads
     table_deps: list[str] = field(default_factory=list)   # the step writing it, if the study does
     features: dict = field(default_factory=dict)  # (checkpoint, precision) -> its FeaturesStep
+    row_results: dict = field(default_factory=dict)  # (task, pair) -> its rows' result files (steps/conditions)
 
     def __post_init__(self):
         d = self.d = self.cfg.data

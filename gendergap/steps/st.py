@@ -13,6 +13,7 @@ from typing import Callable
 from gendergap.config_schema import StTask
 from gendergap.runs import st_decode, st_train
 from gendergap.steps.base import CheckContext, Graph, ModelStep, Problem, Step, problems, register_task, task_runtime
+from gendergap.steps.conditions import declare_results
 from gendergap.steps.seeds import SUBSET, add_seeded
 
 
@@ -133,11 +134,14 @@ def plan_st(g: Graph, tname: str, t: dict) -> None:
             if not t["seeds"]:
                 g.add(step)
                 hyp, scored = model / "test.hyp", step.name
+                declare_results(g, tname, t, ck, [f"{hyp}.json"], step.name, pair=pair, result_key="bleu")
             else:
                 add_seeded(g, step, [(s, dataclasses.replace(
                     step, name=f"{step.name}:seed{s}", out=str(model / f"seed{s}"), train_seed=s,
                     subset=f"{SUBSET}@seed{s}", deps=list(step.deps), outputs=[str(model / f"seed{s}")]),
                     str(model / f"seed{s}" / "test.hyp.json")) for s in t["seeds"]])
+                declare_results(g, tname, t, ck, [str(model / f"seed{s}" / "test.hyp.json") for s in t["seeds"]],
+                                step.name, pair=pair, result_key="bleu")
                 hyp = model / f"seed{t['seeds'][0]}" / "test.hyp"  # MuST-SHE: the first seed's output
                 scored = f"{step.name}:seed{t['seeds'][0]}"
             if t["mustshe"]:

@@ -1,0 +1,79 @@
+"""The study's question, per task: once every row (and seed) of a task is scored, one step
+compares its pretraining conditions (analysis.conditions.compare_and_store) and stores the
+comparison and trend rows that the report's answer and condition tables read."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gendergap.steps.base import Graph, Step
+
+
+@dataclass(kw_only=True)
+class ConditionsStep(Step):
+    """Compare the conditions of one task (and language pair). A checkpoint's female share comes
+    from the study's registry (Table 3's F and M shares, written by the checkpoints step)."""
+    KIND = "conditions"
+    results: dict                 # checkpoint -> its runs' result JSON files (one per seed)
+    result_key: str | None        # where the scoring result sits in each JSON (bleu), or None
+    sets: dict                    # checkpoint -> the pretraining set it was made from (config), or None
+    references: list              # checkpoints without pretraining (FBANK)
+    registry: str
+    db: str
+    task_type: str
+    lang_pair: str
+    bootstrap: int
+    bootstrap_seed: int
+
+    def run(self) -> None:
+        from analysis.conditions import compare_and_store, female_share
+        from analysis.report import load_registry
+
+        entries = {e["name"]: e for e in load_registry(self.registry)} if Path(self.registry).is_file() else {}
+        checkpoints = {ck: {"reference": ck in self.references, "set": self.sets.get(ck),
+                            "share": female_share(entries.get(ck, {}))} for ck in self.results}
+        res = compare_and_store(self.results, self.result_key, checkpoints, self.db, self.task_type, self.lang_pair,
+                                self.bootstrap, self.bootstrap_seed)
+        if res is None:
+            print(f"{self.name}: fewer than two conditions with a known female share: nothing to compare", flush=True)
+            return
+        trend = res["trend"]
+        print(f"{self.name}: {len(res['conditions'])} conditions, {len(res['pairs'])} comparisons"
+              + (f"; Δrel slope {trend['slope']['delta_rel']:+.2f} per 10 points of female share ({trend['status']})"
+                 if trend else ""), flush=True)
+
+
+@dataclass
+class RowResults:
+    """What a task's planner declares about one table block (a task, or a task's language pair):
+    each checkpoint's result files and the step that writes the last of them."""
+    task_type: str
+    pair: str
+    result_key: str | None
+    files: dict = field(default_factory=dict)    # checkpoint -> [result JSON per seed]
+    deps: list = field(default_factory=list)
+
+
+def declare_results(g: Graph, tname: str, t: dict, ck: str, files: list[str], final_step: str,
+                    pair: str = "", result_key: str | None = None) -> None:
+    """A planner's row: ``ck``'s result files in task ``tname`` (one per seed), written by ``final_step``."""
+    block = g.row_results.setdefault((tname, pair), RowResults(t["type"], pair, result_key))
+    block.files[ck] = list(files)
+    block.deps.append(final_step)
+
+
+def plan_conditions(g: Graph) -> list[str]:
+    """One ConditionsStep per declared block with two or more checkpoints; returns their names."""
+    names = []
+    for (tname, pair), block in g.row_results.items():
+        if len(block.files) < 2:
+            continue
+        sets = {ck: (g.cfg.checkpoints[ck].get("pretrain") or g.cfg.checkpoints[ck].get("pretrained_on"))
+                for ck in block.files}
+        step = g.add(ConditionsStep(
+            name=f"conditions:{tname}" + (f":{pair}" if pair else ""), results=dict(block.files),
+            result_key=block.result_key, sets=sets, references=[ck for ck in block.files if g.is_baseline(ck)],
+            registry=g.registry, db=g.db, task_type=block.task_type, lang_pair=pair, bootstrap=g.bootstrap,
+            bootstrap_seed=g.seed, deps=sorted(set(block.deps)) + ["checkpoints"], task=tname, pair=pair or None))
+        names.append(step.name)
+    return names
