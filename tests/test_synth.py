@@ -97,6 +97,23 @@ def test_female_voices_are_far_higher_than_male(tiny):
     assert np.median(female) > 1.6 * np.median(male), per_speaker
 
 
+def test_evaluation_voices_of_one_variant_are_distinct_voices(tmp_path):
+    """The mini corpus's valid and test voices (6 test voices per gender from 2 variants each): two
+    voices of one variant differ by at least 10 Hz of median F0, measured on their own audio."""
+    from corpora.synth.build import SIZES, _run_speakers
+    texts = ["Bonjour, je suis très content de vous voir aujourd'hui.", "Le chat noir dort sur le tapis rouge.",
+             "Nous partirons demain matin à la première heure."]
+    speakers = [s for role in EVAL_ROLES for s in make_speakers("fr", role, *SIZES["mini"].fr[role][:2], seed=0)]
+    assert sum(s.role == "test" and s.gender == "F" for s in speakers) >= 6
+    facts = _run_speakers(tmp_path, [(str(tmp_path), s, 0, [(f"{s.id}-{j}", t) for j, t in enumerate(texts)])
+                                     for s in speakers], workers=2)
+    f0 = {s.id: float(np.median([facts[f"{s.id}-{j}"]["f0"] for j in range(len(texts))])) for s in speakers}
+    for a in speakers:
+        for b in speakers:
+            if a.id < b.id and a.role == b.role and a.variant == b.variant:
+                assert abs(f0[a.id] - f0[b.id]) >= 10, (a.id, b.id, f0)
+
+
 def test_bit_identical_across_runs_and_rerun_is_skipped(tiny, tmp_path, capsys):
     other = synthesize(tmp_path / "corpus", size="tiny", seed=0)
     sums_a = (tiny.parent / "checksums.sha256").read_text()

@@ -283,10 +283,11 @@ def _speaker_facts(by_speaker: dict[str, list[Utterance]], facts: dict[str, dict
 def _write_config(out_dir: Path, config: dict, table, speakers: list[dict]) -> None:
     """``synth_config.json``: the config, the engine versions, the counts per corpus/split/gender and
     every speaker's voice (_speaker_facts)."""
-    counts = table.groupby(["corpus", "split", "gender"]).agg(n=("id", "size"), hours=("duration", "sum"))
+    counts = table.groupby(["corpus", "split", "gender"]).agg(n=("id", "size"), seconds=("duration", "sum"))
     write_json(out_dir / "synth_config.json", {
         "config": config, "engines": {k: v for k, v in engine_versions().items()
                                       if k in ("espeakng-loader", "pyrealb", "numpy", "scipy", "soundfile")},
-        "counts": [{"corpus": c, "split": s, "gender": g, "utterances": int(r.n), "hours": round(float(r.hours), 4)}
+        "counts": [{"corpus": c, "split": s, "gender": g, "utterances": int(r.n),
+                    "hours": round(float(r.seconds) / 3600, 4)}
                    for (c, s, g), r in counts.iterrows()],
         "speakers": speakers})

@@ -14,9 +14,11 @@ a different pitch and rate.
 The evaluation roles (valid, test) need more distinct voices than espeak-ng has reproducible
 variants (the built-in study tests on 6 voices per gender, from 2 variants each). A reused
 variant there is a new voice by its pitch: the k-th reuse moves the speaker's espeak-ng pitch
-by ``EVAL_PITCH_STEP`` x (1, -1, 2, -2, ...) from the variant's first speaker, about 20-40 Hz of
-median F0 a step, well outside the +-4 per-utterance jitter (``Speaker.prosody``), so no two
-evaluation voices of one variant lie within a few Hz of each other. ``synth_config.json`` records
+by ``EVAL_PITCH_STEP`` x (1, -1, 2, -2, ...) from the variant's first speaker and keeps its pitch
+range (a wider range alone raised one voice's median F0 by ~20 Hz and undid the step): measured
+~12-15 Hz of median F0 a step for male variants, ~20-30 Hz for female ones, outside the +-4
+per-utterance jitter (``Speaker.prosody``), so no two evaluation voices of one variant lie within
+a few Hz of each other (tests/test_synth.py measures it). ``synth_config.json`` records
 every speaker's variant, pitch, rate and measured median F0. The pretraining and train roles keep
 the rule the shipped checkpoints were pretrained with (a reuse moves the pitch by 8 x lap, with
 the same +-6 draw), so their audio is unchanged.
@@ -42,7 +44,7 @@ VARIANTS = {
 }
 ROLES = ("pretrain", "train", "valid", "test")
 EVAL_ROLES = ("valid", "test")
-EVAL_PITCH_STEP = 14   # espeak-ng pitch units between two voices of one variant in an evaluation role
+EVAL_PITCH_STEP = 16   # espeak-ng pitch units between two voices of one variant in an evaluation role
 
 
 @dataclass(frozen=True)
@@ -74,16 +76,17 @@ def make_speakers(lang: str, role: str, n_female: int, n_male: int, seed: int) -
     speakers = []
     for gender, n in (("F", n_female), ("M", n_male)):
         variants = VARIANTS[role][gender]
-        first_pitch: dict[str, int] = {}
+        first: dict[str, tuple[int, int]] = {}   # variant -> its first speaker's (pitch, range)
         for i in range(n):
             variant = variants[i % len(variants)]
             lap = i // len(variants)  # a reused variant moves its pitch further away
             base = 50 + (8 * lap if lap % 2 else -8 * lap)
-            pitch = base + rng.randint(-6, 6)
-            if role in EVAL_ROLES and lap:  # a distinct voice: whole steps from the variant's first speaker
-                pitch = first_pitch[variant] + EVAL_PITCH_STEP * ((lap + 1) // 2) * (1 if lap % 2 else -1)
-            first_pitch.setdefault(variant, pitch)
+            pitch, pitch_range = base + rng.randint(-6, 6), 50 + rng.randint(-10, 10)
+            if role in EVAL_ROLES and lap:  # a distinct voice: whole pitch steps from the variant's first speaker
+                pitch = first[variant][0] + EVAL_PITCH_STEP * ((lap + 1) // 2) * (1 if lap % 2 else -1)
+                pitch_range = first[variant][1]
+            first.setdefault(variant, (pitch, pitch_range))
             speakers.append(Speaker(
                 id=f"{lang}-{role}-{gender}{i + 1}", lang=lang, gender=gender, role=role,
-                variant=variant, pitch=pitch, range=50 + rng.randint(-10, 10), rate=rng.randint(150, 185)))
+                variant=variant, pitch=pitch, range=pitch_range, rate=rng.randint(150, 185)))
     return speakers
