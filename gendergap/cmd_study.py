@@ -9,9 +9,12 @@ DESCRIPTION = """\
 Run the whole study in miniature on the built-in synthetic gendered corpus, on a CPU: generate
 the corpus, build female-only / male-only / balanced pretraining manifests, register three tiny
 wav2vec 2.0 checkpoints (shipped, or --pretrain them here), then per checkpoint: fine-tuned CTC
-ASR, frozen-feature ASR, fr->en ST, en->fr ST on the gender set with MuST-SHE scoring, gender
-probes on every layer; score per gender with speaker-level confidence intervals and write
-report.md (Tables 3, 4, 5, gender translation, probes, Δrel and probe plots).
+ASR, frozen-feature ASR and fr->en ST (three training seeds each for the frozen tasks), en->fr
+ST on the gender set with MuST-SHE scoring, gender probes on every layer; score per gender with
+speaker-level confidence intervals; compare the pretraining conditions (female-only, balanced,
+male-only, FBANK) per task with the seeds pooled; write report.md, which opens with the answer
+(does the female share of pretraining change the gap?), then Tables 3, 4, 5, the comparison
+tables and trend plots, gender translation, probes.
 
 It is `gendergap sweep --config configs/mini.yaml` run here two jobs at a time. Re-running
 skips finished jobs (a no-op when all are done); a killed study resumes where it stopped.
@@ -20,7 +23,7 @@ examples:
   gendergap study                        # everything, into ./study
   gendergap study --out /tmp/s --seed 1
   gendergap study --pretrain             # pretrain the three tiny checkpoints too (~+35 min, 6,000 updates each)
-  gendergap study --config configs/mini-full.yaml --out study-full   # 3 seeds for frozen ASR and ST (~60 min)
+  gendergap study --config configs/mini-full.yaml --out study-full   # longer frozen ASR and fine-tuning
   gendergap study --config my_study.yaml # another study config (see `gendergap sweep --schema`)
 """
 

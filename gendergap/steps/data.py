@@ -19,6 +19,12 @@ class CorpusStep(Step):
     size: str
     seed: int
 
+    def key_extra(self) -> dict:
+        """The generator's version: a corpus generated anew by a changed generator (other voices,
+        other sentence lists) makes every step reading it run again."""
+        from corpora.synth.build import GENERATOR_VERSION
+        return {"generator": GENERATOR_VERSION}
+
     def run(self) -> None:
         from corpora.synth import synthesize  # lazy: pulls in the espeak-ng engine
 
