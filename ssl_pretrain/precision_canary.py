@@ -99,12 +99,18 @@ def _errors(device: str, dtype: torch.dtype, shapes: tuple[Shapes, ...]) -> dict
     return out
 
 
+@contextlib.contextmanager
 def library_off(device: str):
     """The fallback: the device's kernel library off (oneDNN on a CPU, cuDNN on CUDA), PyTorch's
-    own kernels instead. A process-wide switch while the context is open."""
-    if torch.device(device).type == "cuda":
-        return torch.backends.cudnn.flags(enabled=False)
-    return torch.backends.mkldnn.flags(enabled=False)
+    own kernels instead. A process-wide switch while the context is open; only the on/off flag is
+    touched (``torch.backends.mkldnn.flags()`` would also reset TF32 and determinism settings)."""
+    backend = torch.backends.cudnn if torch.device(device).type == "cuda" else torch.backends.mkldnn
+    before = backend.enabled
+    backend.enabled = False
+    try:
+        yield
+    finally:
+        backend.enabled = before
 
 
 @dataclass(frozen=True)
