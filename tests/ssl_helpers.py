@@ -37,3 +37,19 @@ def utterance_frame(root: Path, rows, sample_rate: int = 16000) -> tuple[pd.Data
     df = pd.DataFrame({"id": [Path(r).stem for r, _ in rows], "offset": 0.0,
                        "duration": [n / sample_rate for _, n in rows]})
     return df, [str(root / r) for r, _ in rows]
+
+
+def shipped_fp32_and_bf16_views(tmp_path: Path, n: int, checkpoint: str = "tiny-female"):
+    """(rows, fp32 view, bf16 view): every layer of a shipped checkpoint's features of ``n`` short
+    signals, extracted on the CPU in both precisions (float32 storage) into one feature store."""
+    from ssl_pretrain.checkpoints import CheckpointRef
+    from ssl_pretrain.feature_store import FeatureStore, SSLExtractor
+    rows = write_wavs(tmp_path / "audio", n=n)
+    df, paths = utterance_frame(tmp_path / "audio", rows)
+    df = df.assign(audio=paths)
+    ref = CheckpointRef.resolve(Path(__file__).resolve().parent.parent / "ssl_pretrain" / "shipped"
+                                / f"{checkpoint}.safetensors")
+    store = FeatureStore(tmp_path / "store")
+    views = [store.view(SSLExtractor(ref, "cpu", p), df, "all", dtype="float32", progress=False)
+             for p in ("fp32", "bf16")]
+    return df, *views

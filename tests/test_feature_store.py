@@ -134,14 +134,8 @@ def test_a_killed_extraction_resumes_from_its_finished_shards(corpus, tmp_path):
 def test_bf16_autocast_extraction_matches_fp32(tmp_path):
     """bf16 keeps 8 bits of mantissa: on the shipped F-tiny checkpoint every layer stays within
     3 % relative (Frobenius) error of fp32, and no frame is off by more than 15 % of the layer's range."""
-    from ssl_helpers import utterance_frame, write_wavs
-    rows = write_wavs(tmp_path / "audio", n=6)
-    df, paths = utterance_frame(tmp_path / "audio", rows)
-    df = df.assign(audio=paths)
-    ref = CheckpointRef.resolve(SHIPPED / "tiny-female.safetensors")
-    store = FeatureStore(tmp_path / "store")
-    fp32 = store.view(SSLExtractor(ref, "cpu", "fp32"), df, "all", dtype="float32", progress=False)
-    bf16 = store.view(SSLExtractor(ref, "cpu", "bf16"), df, "all", dtype="float32", progress=False)
+    from ssl_helpers import shipped_fp32_and_bf16_views
+    df, fp32, bf16 = shipped_fp32_and_bf16_views(tmp_path, n=6)
     assert fp32.dir != bf16.dir  # the precision is part of the entry's key
     assert json.loads((bf16.dir / "entry.json").read_text())["runtime"]["precision"] == "bf16"
     for layer in fp32.layers:

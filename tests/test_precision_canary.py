@@ -92,21 +92,15 @@ def test_a_wrong_grouped_conv_takes_the_onednn_off_path(faulty_grouped_conv, cap
 def test_bf16_features_of_the_shipped_model_stay_right_on_a_faulty_kernel(faulty_grouped_conv, tmp_path):
     """The acceptance check of the AMX fault, here with the stand-in: every layer of F-tiny within 3 %
     of fp32, and the entry says which path ran. Without the canary the same run is ~100 % off."""
-    from ssl_helpers import utterance_frame, write_wavs
-    rows = write_wavs(tmp_path / "audio", n=4)
-    df, paths = utterance_frame(tmp_path / "audio", rows)
-    df = df.assign(audio=paths)
-    ref = CheckpointRef.resolve(SHIPPED / "tiny-female.safetensors")
-    store = FeatureStore(tmp_path / "store")
-    fp32 = store.view(SSLExtractor(ref, "cpu", "fp32"), df, "all", dtype="float32", progress=False)
-    bf16 = store.view(SSLExtractor(ref, "cpu", "bf16"), df, "all", dtype="float32", progress=False)
+    from ssl_helpers import shipped_fp32_and_bf16_views
+    df, fp32, bf16 = shipped_fp32_and_bf16_views(tmp_path, n=4)
     runtime = json.loads((bf16.dir / "entry.json").read_text())["runtime"]
     assert runtime["precision_path"]["path"] == "bf16 autocast, oneDNN off"
     for layer in fp32.layers:
         a, b = (np.concatenate(v.layer(df["id"], layer)) for v in (fp32, bf16))
         assert 0 < np.linalg.norm(b - a) / np.linalg.norm(a) < 0.03, layer
     # the stand-in is as wrong as the real fault: plain autocast with oneDNN on, no canary
-    model = ref.load(device="cpu", precision="fp32").model
+    model = CheckpointRef.resolve(SHIPPED / "tiny-female.safetensors").load().model
     wave = torch.randn(1, 16000)
     with torch.no_grad():
         ok = model(wave, output_hidden_states=True).hidden_states
