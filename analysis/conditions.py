@@ -121,14 +121,20 @@ def compare_conditions(metric, conditions: list[Condition], *, n_resamples: int 
         cts = counts if paired else draw_counts(n_spk, n_resamples, int(seed) + 1 + i)
         full, boot = _estimates(metric, c.runs, _full(n_spk)), _estimates(metric, c.runs, cts)
         n = len(c.runs)
-        sd = {k: (float(full[k][:, 0].std(ddof=1)) if n > 1 else None) for k in RESULT_KEYS}
-        stats[c.name] = {"n": n, "mean": {k: float(full[k][:, 0].mean()) for k in RESULT_KEYS}, "sd": sd,
+        # a score undefined in a run (Δrel of two BLEU 0s) is undefined for the condition: no mean, no test
+        ok = {k: bool(np.all(np.isfinite(full[k]))) for k in RESULT_KEYS}
+        sd = {k: (float(full[k][:, 0].std(ddof=1)) if n > 1 and ok[k] else None) for k in RESULT_KEYS}
+        stats[c.name] = {"n": n, "mean": {k: float(full[k][:, 0].mean()) if ok[k] else None for k in RESULT_KEYS},
+                         "sd": sd,
                          "shift_sd": {k: _shift_sd(sd[k], boot[k]) for k in RESULT_KEYS},
                          "boot": {k: boot[k].mean(axis=0) for k in RESULT_KEYS}}
     for c in conditions:   # each condition's own interval (the trend plot's bars)
         st = stats[c.name]
         st["ci"] = {}
         for k in RESULT_KEYS:
+            if st["mean"][k] is None:
+                st["ci"][k] = None
+                continue
             resamples = st["boot"][k]
             if pool_seeds and st["n"] > 1:
                 resamples = resamples + _seed_draws([(1.0, st["shift_sd"][k], st["n"])], rng, n_resamples)
@@ -159,7 +165,7 @@ def _shift_sd(sd: float | None, boot: np.ndarray) -> float | None:
 
 def _called(test: dict, k: str, pool_seeds: bool) -> bool:
     ci, p, sd = test["ci"][k], test["p_holm"][k], test["seed_sd"][k]
-    if test["status"] != "compared" or ci is None or p is None:
+    if test["status"] != "compared" or ci is None or p is None or test["difference"][k] is None:
         return False
     big_enough = (sd is not None and abs(test["difference"][k]) > sd) if pool_seeds else True
     return p < ALPHA and not (ci[0] <= 0.0 <= ci[1]) and big_enough
@@ -185,10 +191,11 @@ def _pairs(conditions, stats, rng, n_resamples, level, pool_seeds) -> list[dict]
         test = {"a": a.name, "b": b.name, "status": ONE_SEED if one else "compared", "difference": {}, "ci": {},
                 "p": {}, "p_holm": {}, "seed_sd": {}, "called": {}}
         for k in RESULT_KEYS:
-            d = sa["mean"][k] - sb["mean"][k]
+            undefined = sa["mean"][k] is None or sb["mean"][k] is None
+            d = None if undefined else sa["mean"][k] - sb["mean"][k]
             test["difference"][k] = d
-            test["seed_sd"][k] = None if one else math.hypot(sa["sd"][k], sb["sd"][k])
-            if one:
+            test["seed_sd"][k] = None if one or undefined else math.hypot(sa["sd"][k], sb["sd"][k])
+            if one or undefined:
                 test["ci"][k] = test["p"][k] = None
                 continue
             resamples = sa["boot"][k] - sb["boot"][k]
@@ -211,6 +218,9 @@ def _trend(conditions, stats, rng, n_resamples, level, pool_seeds) -> dict | Non
     out = {"status": ONE_SEED if one else "compared", "shares": x.tolist(), "slope": {}, "ci": {}, "p": {},
            "p_holm": {}, "seed_sd": {}, "called": {}, "difference": {}}
     for k in RESULT_KEYS:
+        if any(stats[c.name]["mean"][k] is None for c in pretrained):
+            out["slope"][k] = out["difference"][k] = out["seed_sd"][k] = out["ci"][k] = out["p"][k] = None
+            continue
         y = np.array([stats[c.name]["mean"][k] for c in pretrained])
         out["slope"][k] = out["difference"][k] = float(w @ y)
         sds = [stats[c.name]["sd"][k] for c in pretrained]
@@ -284,6 +294,8 @@ def conditions_rows(res: dict, task: str, lang_pair: str, signature: str, n_utts
         if c["share"] is not None:
             rows.append(row(name, "all", f"{m}:female_share", 100 * c["share"]))
         for k in RESULT_KEYS:
+            if c["mean"][k] is None:
+                continue
             rows.append(row(name, k, f"{m}:condition", c["mean"][k], c["ci"][k]))
             if c["sd"][k] is not None:
                 rows.append(row(name, k, f"{m}:condition_sd", c["sd"][k]))
@@ -292,6 +304,8 @@ def conditions_rows(res: dict, task: str, lang_pair: str, signature: str, n_utts
         tests.append(("female share (slope per 10 points)", "slope", res["trend"]))
     for name, what, t in tests:
         for k in RESULT_KEYS:
+            if t["difference"][k] is None:
+                continue
             rows.append(row(name, k, f"{m}:{what}", t["difference"][k], t["ci"][k]))
             rows.append(row(name, k, f"{m}:{what}_compared", t["status"] == "compared"))
             for field in ("p", "p_holm", "seed_sd"):

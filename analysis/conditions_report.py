@@ -65,8 +65,17 @@ def _tests(part: pd.DataFrame, m: str) -> list[tuple[str, str]]:
     return pairs + ([(SLOPE, "slope")] if (part["metric"] == f"{m}:slope").any() else [])
 
 
+def _compared(part, name, m, what) -> bool | None:
+    """Whether a test compared runs (False: a side trained once); None: no score defined for it."""
+    values = [_value(part, name, f"{m}:{what}_compared", k) for k in KEYS]
+    values = [v for v in values if v is not None]
+    return bool(max(values)) if values else None
+
+
 def _verdict(part, name, m, what, key="delta_rel") -> str:
-    if not _value(part, name, f"{m}:{what}_compared", key):
+    if _get(part, name, f"{m}:{what}", key) is None:
+        return "undefined"
+    if not _compared(part, name, m, what):
         return "one seed: not compared"
     if _value(part, name, f"{m}:{what}_called", key):
         return "called"
@@ -85,7 +94,7 @@ def _cell(part, name, metric, key) -> str:
 def _design(part, m) -> str:
     names = _conditions(part, m)
     runs = [int(_value(part, c, f"{m}:n_runs")) for c in names]
-    r = _get(part, names[0], f"{m}:condition", "delta_rel")
+    r = _get(part, names[0], f"{m}:n_runs")
     n_spk = int(r["n_speakers"]) if r is not None and not pd.isna(r["n_speakers"]) else None
     per = f"{runs[0]} runs" if len(set(runs)) == 1 else "runs " + "/".join(map(str, runs))
     return f"{len(names)} conditions x {per}" + (f", {n_spk} test speakers" if n_spk else "")
@@ -101,11 +110,13 @@ def answer_sentence(task: str, pair: str, m: str, part: pd.DataFrame) -> str:
     if main is None:
         return head + "no two pretraining conditions to compare."
     what = tests[main]
-    if not _value(part, main, f"{m}:{what}_compared", "delta_rel"):
+    if _compared(part, main, m, what) is False:
         return (head + f"cannot answer: a condition was trained once ({design}), and one training run's score moves "
                 "by several points between seeds and machines; train the task with several seeds "
                 "(`seeds: [0, 1, 2]`).")
     r = _get(part, main, f"{m}:{what}", "delta_rel")
+    if r is None or pd.isna(r["ci_low"]):
+        return head + f"cannot answer: Δrel is undefined for a condition (a score of 0 for both genders; {design})."
     p = _value(part, main, f"{m}:{what}_p_holm", "delta_rel")
     numbers = (f"{'Δrel slope' if what == 'slope' else 'Δrel difference ' + main} {r['value']:+.1f}"
                + (" per 10 points" if what == "slope" else "")
@@ -200,13 +211,14 @@ def _trend_plot(part: pd.DataFrame, m: str, path: Path, title: str) -> Path | No
     names = _conditions(part, m)
     pts = [(_value(part, n, f"{m}:female_share"), _get(part, n, f"{m}:condition", "delta_rel"), n)
            for n in names if _value(part, n, f"{m}:female_share") is not None]
+    pts = [p for p in pts if p[1] is not None]   # a condition without a Δrel (scores of 0) has no point
     if len(pts) < 2:
         return None
     fig = Figure(figsize=(5.5, 3.6))
     ax = fig.add_subplot()
     for n in names:
-        if _value(part, n, f"{m}:female_share") is None:
-            r = _get(part, n, f"{m}:condition", "delta_rel")
+        r = _get(part, n, f"{m}:condition", "delta_rel")
+        if _value(part, n, f"{m}:female_share") is None and r is not None:
             lo, hi = (r["ci_low"], r["ci_high"]) if not pd.isna(r["ci_low"]) else (r["value"], r["value"])
             ax.axhspan(lo, hi, color="grey", alpha=0.2, label=f"{n} (no pretraining) 95% CI")
             ax.axhline(r["value"], color="grey", ls=":")

@@ -144,7 +144,8 @@ def gap_table(df: pd.DataFrame, tasks: list[str], metric: str) -> pd.DataFrame:
         nz = ci_contains_zero(row["delta_rel_low"], row["delta_rel_high"])
         row["delta_rel_ci_contains_0"] = "" if nz is None else ("yes" if nz else "no")
         within_seeds = not _nan(row["delta_rel_sd"]) and abs(row["delta_rel"]) <= row["delta_rel_sd"]
-        row["gap_called"] = "" if nz is None else ("yes" if not nz and not within_seeds else "no")
+        row["gap_called"] = "" if nz is None else ("no" if nz or within_seeds else
+                                                   "one seed" if row["n_seeds"] == 1 else "yes")
         row["reference"] = is_reference(checkpoint)
         rows.append(row)
     out = pd.DataFrame(rows)
@@ -389,6 +390,7 @@ def significance_lines(t: pd.DataFrame, what: str) -> list[str]:
     seedy = [f"{_label(r)} ({values(r)})" for r in recs
              if r["delta_rel_ci_contains_0"] == "no" and r.get("gap_called") == "no"]
     sig = [f"{_label(r)} ({values(r)})" for r in recs if r.get("gap_called", "") == "yes"]
+    once = [f"{_label(r)} ({values(r)})" for r in recs if r.get("gap_called", "") == "one seed"]
     no_ci = [_label(r) for r in recs if r["delta_rel_ci_contains_0"] == ""]
     out = []
     if not_sig:
@@ -400,6 +402,9 @@ def significance_lines(t: pd.DataFrame, what: str) -> list[str]:
         out.append(f"- **Significant** ({what} Δrel 95% CI excludes 0" + (
             " and |Δrel| exceeds its seed sd" if any(r.get("n_seeds", 1) > 1 for r in recs) else "") + "): "
             + "; ".join(sig) + ".")
+    if once:
+        out.append(f"- **Not called: one training run** ({what} Δrel 95% CI over speakers excludes 0, but the row "
+                   "was trained once, so how far another seed would move it is unknown): " + "; ".join(once) + ".")
     if no_ci:
         out.append(f"- No CI for the {what} Δrel of: " + "; ".join(no_ci) + " (significance unknown).")
     return out

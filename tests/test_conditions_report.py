@@ -128,3 +128,18 @@ def test_no_change_is_said_as_no_change(tmp_path):
     write_report(tmp_path / "results.db", tmp_path / "report")
     text = (tmp_path / "report" / "report.md").read_text()
     assert "no change of the gap with the female share of pretraining" in text
+
+
+def test_an_undefined_gap_is_stored_as_missing_and_said(tmp_path):
+    """A condition whose runs score 0 for both genders (a tiny ST run's BLEU) has no Δrel: its rows
+    are left out, nothing non-finite is stored, and the answer says why it cannot answer."""
+    rates = {"F-tiny": (0.0, 0.0), "B-tiny": (0.2, 0.3), "M-tiny": (0.3, 0.3)}
+    results, checkpoints = _study(tmp_path, 2, rates)
+    res = compare_and_store(results, None, checkpoints, str(tmp_path / "results.db"), "asr-frozen", "",
+                            bootstrap=200, seed=0)
+    assert res["conditions"]["female"]["mean"]["delta_rel"] is None and res["trend"]["slope"]["delta_rel"] is None
+    assert res["pairs"][0]["difference"]["delta_rel"] is None and res["pairs"][0]["difference"]["all"] < 0
+    write_report(tmp_path / "results.db", tmp_path / "report")
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "cannot answer: Δrel is undefined for a condition" in text
+    assert "| female vs balanced | – |" in (tmp_path / "report" / "conditions_asr-frozen.md").read_text()
