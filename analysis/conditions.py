@@ -291,6 +291,8 @@ def conditions_rows(res: dict, task: str, lang_pair: str, signature: str, n_utts
                 "n_speakers": n_spk[k], "signature": signature}
     for name, c in res["conditions"].items():
         rows.append(row(name, "all", f"{m}:n_runs", c["n_runs"]))
+        if c.get("n_checkpoints"):
+            rows.append(row(name, "all", f"{m}:n_checkpoints", c["n_checkpoints"]))
         if c["share"] is not None:
             rows.append(row(name, "all", f"{m}:female_share", 100 * c["share"]))
         for k in RESULT_KEYS:
@@ -339,6 +341,8 @@ def compare_and_store(results: dict[str, list[str]], result_key: str | None, che
     conditions = [Condition(name, share, tuple(rs)) for (name, share), rs in runs.items()]
     res = compare_conditions(metric_from(first), conditions, n_resamples=bootstrap, seed=seed)
     res["left_out"] = left_out
+    for name, c in res["conditions"].items():   # pretrained checkpoints (replicates) behind each condition
+        c["n_checkpoints"] = sum(1 for ck in loaded if named[ck][0] == name)
     signature = (first["signature"].split("|ci:")[0] + f"|conditions:{len(conditions)}|runs:"
                  + ",".join(str(len(c.runs)) for c in conditions)
                  + f"|test:paired-speaker-bootstrap+seed-t:{bootstrap}|holm|alpha:{ALPHA:g}|seed:{seed}")

@@ -32,13 +32,18 @@ CAPTION = ("Pretraining conditions compared: differences (first minus second; sl
            "exceeds its seed sd.")
 
 
+TASK_ORDER = (*ASR_TASK_TITLES, "st", "gender-st")   # the tables' order: ASR (Table 4), then ST (Table 5)
+
+
 def _blocks(rows: pd.DataFrame) -> list[tuple[str, str, str, pd.DataFrame]]:
-    """(task, lang_pair, metric, its rows) per comparison run, in the DB's order."""
+    """(task, lang_pair, metric, its rows) per comparison run: ASR tasks, then ST, then the others,
+    each by language pair (not in the order parallel jobs happened to store them)."""
     out = []
     for (task, pair), part in rows.groupby(["task", "lang_pair"], sort=False):
         metric = part["metric"].iloc[0].split(":")[0]
         out.append((str(task), str(pair), metric, part))
-    return out
+    rank = lambda t: TASK_ORDER.index(t) if t in TASK_ORDER else len(TASK_ORDER)  # noqa: E731
+    return sorted(out, key=lambda b: (rank(b[0]), b[0], b[1]))
 
 
 def _get(part: pd.DataFrame, name: str, metric: str, key: str = "all"):
@@ -96,8 +101,17 @@ def _design(part, m) -> str:
     runs = [int(_value(part, c, f"{m}:n_runs")) for c in names]
     r = _get(part, names[0], f"{m}:n_runs")
     n_spk = int(r["n_speakers"]) if r is not None and not pd.isna(r["n_speakers"]) else None
-    per = f"{runs[0]} runs" if len(set(runs)) == 1 else "runs " + "/".join(map(str, runs))
+    per = f"{runs[0]} run{'s' if runs[0] != 1 else ''}" if len(set(runs)) == 1 else "runs " + "/".join(map(str, runs))
     return f"{len(names)} conditions x {per}" + (f", {n_spk} test speakers" if n_spk else "")
+
+
+def _one_checkpoint_each(part, m) -> str:
+    """The caveat of a study without pretraining replicates (nothing when a condition has several)."""
+    pretrained = [c for c in _conditions(part, m) if _value(part, c, f"{m}:female_share") is not None]
+    if pretrained and all((_value(part, c, f"{m}:n_checkpoints") or 1) == 1 for c in pretrained):
+        return ("; one pretrained checkpoint per condition, so a difference may be that checkpoint's (its "
+                "pretraining seed) as much as its share's")
+    return ""
 
 
 def answer_sentence(task: str, pair: str, m: str, part: pd.DataFrame) -> str:
@@ -121,7 +135,7 @@ def answer_sentence(task: str, pair: str, m: str, part: pd.DataFrame) -> str:
     numbers = (f"{'Δrel slope' if what == 'slope' else 'Δrel difference ' + main} {r['value']:+.1f}"
                + (" per 10 points" if what == "slope" else "")
                + f", 95 % CI {r['ci_low']:+.1f} to {r['ci_high']:+.1f}" + (f", Holm p {p:.3f}" if p is not None else "")
-               + f"; {design}")
+               + f"; {design}{_one_checkpoint_each(part, m)}")
     favours = "women" if (r["value"] < 0) == (m == "wer") else "men"
     if _value(part, main, f"{m}:{what}_called", "delta_rel"):
         claim = (f"the gap changes with the female share of pretraining, towards {favours} as the share grows"

@@ -88,7 +88,7 @@ def test_a_planted_trend_is_found_and_said_first(study):
     assert answer < min(i for i, line in enumerate(lines) if line.startswith("## Table"))
     sentence = next(line for line in lines[answer:] if line.startswith("- **asr-frozen"))
     assert "the gap changes with the female share of pretraining, towards women" in sentence
-    assert "4 conditions x 3 runs, 12 test speakers" in sentence
+    assert "4 conditions x 3 runs, 12 test speakers; one pretrained checkpoint per condition" in sentence
     assert f"{trend['slope']['delta_rel']:+.1f} per 10 points" in sentence
 
 
@@ -105,6 +105,23 @@ def test_the_tables_plot_and_trace_reach_every_cell(study, capsys):
     assert "female vs male asr-frozen conditions delta_rel wer:diff" in out and "run 5: conditions" in out
     diff = study["res"]["pairs"][1]["difference"]["delta_rel"]
     assert f"= {diff:.4f}" in out
+
+
+def test_replicates_pool_into_their_condition(tmp_path):
+    """Two checkpoints pretrained on one share are one condition with both their runs; the answer no
+    longer warns that a difference may be one checkpoint's."""
+    rates = {"F-tiny": (0.1, 0.3), "F-tiny-2": (0.12, 0.3), "M-tiny": (0.3, 0.3), "B-tiny": (0.2, 0.3)}
+    results, checkpoints = _study(tmp_path, 2, rates)
+    checkpoints["F-tiny-2"] = dict(checkpoints["F-tiny"])   # pretrained on the same set
+    for ck in ("M-tiny", "B-tiny"):   # a replicate of each, on the same runs' files
+        checkpoints[ck + "-2"], results[ck + "-2"] = dict(checkpoints[ck]), list(results[ck])
+    res = compare_and_store(results, None, checkpoints, str(tmp_path / "results.db"), "asr-frozen", "",
+                            bootstrap=1000, seed=0)
+    assert res["conditions"]["female"]["n_runs"] == 4 and res["conditions"]["female"]["n_checkpoints"] == 2
+    write_report(tmp_path / "results.db", tmp_path / "report")
+    sentence = next(line for line in (tmp_path / "report" / "report.md").read_text().splitlines()
+                    if line.startswith("- **asr-frozen"))
+    assert "3 conditions x 4 runs, 12 test speakers)" in sentence and "one pretrained checkpoint" not in sentence
 
 
 def test_a_one_seed_study_says_it_cannot_answer(tmp_path):
