@@ -56,7 +56,7 @@ def test_sweep_runs_as_slurm_job_arrays(slurm_cluster, tmp_path):
     assert (out / "report" / "report.md").is_file()
 
     again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
-    assert again.returncode == 0 and "10 done already, 0 to run" in again.stdout, again.stdout
+    assert again.returncode == 0 and "11 done already, 0 to run" in again.stdout, again.stdout
 
 
 def _spec(name, deps=(), task=None) -> dict:

@@ -31,10 +31,11 @@ def test_checkpoint_resubmits_the_same_job(tmp_path):
 def test_100_checkpoints_x_6_tasks_plan(tmp_path):
     jobs = plan_jobs(load_config(big_config(tmp_path, 100)), tmp_path / "o")
     # per checkpoint: asr-e2e, 2 asr-frozen, 3 st, gender-st + mustshe, probes, features = 10;
-    # plus one shared ASR export, the checkpoint registry and the report
-    assert len(jobs) == 100 * 10 + 3
+    # plus one shared ASR export, the checkpoint registry and the report, and one conditions job per
+    # task block (asr-e2e, 2 asr-frozen, 3 st pairs, gender-st)
+    assert len(jobs) == 100 * 10 + 3 + 7
     assert len({j.name for j in jobs}) == len(jobs) and len({j.key for j in jobs}) == len(jobs)
     groups = sweep.slurm_groups(jobs, {j.name: "pending" for j in jobs})
-    assert sum(len(g) for g in groups) == len(jobs) and len(groups) == 11
+    assert sum(len(g) for g in groups) == len(jobs) and len(groups) == 13   # conditions: two waves
     position = {j.name: i for i, j in enumerate(jobs)}
     assert all(position[d] < position[j.name] for j in jobs for d in j.deps)
