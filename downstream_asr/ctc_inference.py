@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 from speechbrain.integrations.huggingface.wav2vec2 import Wav2Vec2
 
-from ssl_pretrain.invariant import absolute_lengths, encode
+from ssl_pretrain.invariant import FrontEndCache, absolute_lengths, encode
 
 
 class Wav2Vec2Encoder(Wav2Vec2):
@@ -28,11 +28,21 @@ class Wav2Vec2Encoder(Wav2Vec2):
     computation and parameter name of SpeechBrain's WeightedSSLModel with ``layernorm: True``, so an
     export of it loads there): the head reads the lower layers a small encoder keeps phonetic detail in."""
 
-    def __init__(self, *args, layers: str = "last", **kwargs):
+    def __init__(self, *args, layers: str = "last", front_end_cache_mb: float = 0, **kwargs):
         super().__init__(*args, **kwargs)
         if layers not in ("last", "all"):
             raise ValueError(f"layers={layers!r}: last or all")
         self.layers = layers
+        frozen_front_end = self.freeze or self.freeze_feature_extractor
+        if frozen_front_end and hasattr(self.model.feature_extractor, "_freeze_parameters"):
+            # SpeechBrain freezes the CNN's parameters one by one, which leaves transformers'
+            # _requires_grad flag on: its forward then marks the waveform as requiring grad and every
+            # backward ran through the whole frozen CNN down to the samples (the largest cost of a
+            # fine-tuning step of the tiny models). Same parameters, same gradients without it.
+            self.model.feature_extractor._freeze_parameters()
+        if front_end_cache_mb and not frozen_front_end:
+            raise ValueError("front_end_cache_mb needs a frozen front-end (freeze_feature_encoder: True)")
+        self.front_end_cache = FrontEndCache(front_end_cache_mb) if front_end_cache_mb else None
         if layers == "all":
             self.weights = torch.nn.Parameter(torch.zeros(self.model.config.num_hidden_layers + 1))
 
@@ -40,7 +50,7 @@ class Wav2Vec2Encoder(Wav2Vec2):
         if self.output_all_hiddens:
             raise ValueError("Wav2Vec2Encoder returns one tensor per frame (output_all_hiddens=False)")
         out, _ = encode(self.model, wav, absolute_lengths(wav, wav_lens), normalize=self.normalize_wav,
-                        all_layers=self.layers == "all")
+                        all_layers=self.layers == "all", cache=self.front_end_cache)
         if self.layers == "all":
             out = torch.nn.functional.layer_norm(out, out.shape[-1:])
             out = (out * torch.softmax(self.weights, dim=-1).view(-1, 1, 1, 1)).sum(0)

@@ -26,6 +26,7 @@ the other utterances' padded frames, which the layers before it made non-zero.
 """
 from __future__ import annotations
 
+import hashlib
 from contextlib import contextmanager
 
 import torch
@@ -51,12 +52,57 @@ def unpad(wavs: torch.Tensor, lengths: torch.Tensor, normalize: bool) -> list[to
     return [normalise(x) for x in xs] if normalize else xs
 
 
-def front_end(model, xs: list[torch.Tensor], fbank=None) -> tuple[torch.Tensor, torch.Tensor]:
+def front_end(model, xs: list[torch.Tensor], fbank=None, cache: "FrontEndCache | None" = None
+              ) -> tuple[torch.Tensor, torch.Tensor]:
     """The model's front-end on 1-D waveforms: (features [B, T, C] zero-padded, frames [B]).
-    ``fbank``: the feature extractor of a filterbank family (w2v-BERT), run per utterance."""
+    ``fbank``: the feature extractor of a filterbank family (w2v-BERT), run per utterance.
+    ``cache``: a frozen conv front-end's outputs kept per waveform (FrontEndCache)."""
     if model.config.model_type == "wav2vec2-bert":
         return filterbank_features(fbank, xs)
+    if cache is not None:
+        return cache.features(model, xs)
     return conv_features(model, xs)
+
+
+class FrontEndCache:
+    """A frozen convolutional front-end's output per waveform, computed once per training job.
+
+    When the front-end is frozen and nothing augments the waveform, every epoch feeds it the same
+    utterances again: its output is a frozen feature, like the feature store's. Each utterance runs
+    alone (what the batch-invariant forward computes for it anyway), under no_grad, and is kept
+    under a digest of its samples, so a changed waveform (speed perturbation) is simply a new entry
+    and a cached output is always the one recomputing would give. Entries are added until
+    ``max_mb`` is reached (a training job cycles through its data, so keeping the first ones beats
+    evicting); the rest are computed each time."""
+
+    def __init__(self, max_mb: float):
+        self.max_bytes = int(max_mb * 2**20)
+        self.bytes = 0
+        self.entries: dict[bytes, torch.Tensor] = {}
+        self.hits = self.misses = 0
+
+    @staticmethod
+    def digest(x: torch.Tensor) -> bytes:
+        return hashlib.blake2b(x.detach().contiguous().cpu().numpy().tobytes(), digest_size=16).digest()
+
+    def features(self, model, xs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        lengths = torch.tensor([len(x) for x in xs], device=xs[0].device)
+        frames = model._get_feat_extract_output_lengths(lengths).long()
+        per_utt = []
+        for x in xs:
+            key = self.digest(x)
+            feats = self.entries.get(key)
+            if feats is None:
+                self.misses += 1
+                with torch.no_grad():
+                    feats = model.feature_extractor(x[None]).transpose(1, 2)[0]
+                if self.bytes + feats.numel() * feats.element_size() <= self.max_bytes:
+                    self.entries[key] = feats
+                    self.bytes += feats.numel() * feats.element_size()
+            else:
+                self.hits += 1
+            per_utt.append(feats)
+        return torch.nn.utils.rnn.pad_sequence(per_utt, batch_first=True), frames
 
 
 def filterbank_features(fbank, xs: list[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -117,14 +163,16 @@ def project(model, feats: torch.Tensor) -> torch.Tensor:
 
 
 def encode(model, wavs: torch.Tensor, lengths: torch.Tensor, *, normalize: bool,
-           all_layers: bool = False, fbank=None) -> tuple[torch.Tensor, torch.Tensor]:
+           all_layers: bool = False, fbank=None, cache: FrontEndCache | None = None
+           ) -> tuple[torch.Tensor, torch.Tensor]:
     """The encoder's last hidden states for a padded batch of waveforms [B, T] with ``lengths``
     samples each: (states [B, T', D], frames [B]); frames past an utterance's own are not its own.
     ``all_layers``: every layer's instead, [L + 1, B, T', D] (transformers' ``hidden_states``: index 0
     the first layer's input, L the last output). In training mode the model's SpecAugment
-    (``apply_spec_augment``) masks real frames only."""
+    (``apply_spec_augment``) masks real frames only. ``cache``: a frozen front-end's outputs
+    (FrontEndCache)."""
     check_plain_encoder(model)
-    feats, frames = front_end(model, unpad(wavs, lengths, normalize), fbank)
+    feats, frames = front_end(model, unpad(wavs, lengths, normalize), fbank, cache)
     mask = frame_mask(frames, feats.shape[1])
     hidden = project(model, feats)
     if hasattr(model, "_mask_hidden_states"):
