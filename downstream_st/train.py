@@ -30,7 +30,7 @@ from corpora.checks import Finding
 from corpora.base.provenance import config_hash, engine_versions, git_sha
 from downstream_st.average import average_checkpoints, last_checkpoints
 from downstream_st.data import build_s2t_dir, filter_frames, target_column
-from downstream_st.presets import as_flags, check_flags
+from downstream_st.presets import as_flags, check_flags, validation_start
 from ssl_pretrain.run import fairseq_env, start_fairseq, stop
 
 log = logging.getLogger(__name__)
@@ -242,7 +242,10 @@ def train_st(train: pd.DataFrame, valid: pd.DataFrame, out_dir: str | os.PathLik
     data = prepare_data(train, valid, out_dir, tgt_lang=tgt_lang, data_opts=preset["data"], feature_dim=feature_dim,
                         train_source=train_source, valid_source=valid_source)
     save_dir = out_dir / "checkpoints"
-    cmd = build_train_command(out_dir / "data", save_dir, preset["train"], source=preset.get("_source"), trust=trust)
+    flags = dict(preset["train"])
+    if validation_start(preset) is not None:
+        flags["validate-after-updates"] = validation_start(preset)
+    cmd = build_train_command(out_dir / "data", save_dir, flags, source=preset.get("_source"), trust=trust)
     # fairseq's batching, checked before it starts (its own failure text names neither cause)
     lo, hi = int(preset["data"].get("min_frames") or 0), preset["data"].get("max_frames")
     problems = batch_findings({name: [n for n in df["n_frames"].astype(int) if n >= lo and (not hi or n <= int(hi))]

@@ -134,3 +134,17 @@ def test_decoding_flags_of_a_gpu_fp16_run_work_with_fairseq_generate(tmp_path):
     with pytest.raises(UserError, match="fairseq exited with code 1"):
         decode_st(out, meta, test, tmp_path / "fp16.hyp", decode_flags={"fp16": True})
     assert "c10::Half" in (tmp_path / "fp16.hyp.work" / "generate.log").read_text()
+
+
+def test_tiny_preset_validates_from_the_first_averaged_checkpoint():
+    """fairseq validates at every save (every 25 updates); the tiny preset's losses before the
+    checkpoints averaged at the end are only logged, so it validates and saves from the first of them."""
+    from downstream_st.presets import apply_overrides, load_preset, validation_start
+    tiny = load_preset("tiny")
+    assert tiny["validate_from_average"] is True
+    # 800 updates, saves every 25, the last 4 averaged: 725, 750, 775, 800
+    assert validation_start(apply_overrides(tiny, ["max-update=800"])) == 725
+    assert validation_start(apply_overrides(tiny, ["max-update=50"])) == 0
+    assert validation_start(apply_overrides(tiny, ["max-update=800", "validate_from_average=false"])) is None
+    assert validation_start(load_preset("xs")) is None      # the reference recipe validates as fairseq does
+    assert validation_start(apply_overrides(tiny, ["max-update=800", "save-interval-updates=0"])) is None
