@@ -1,0 +1,156 @@
+"""One job's worth of each study stage that changed for the ten-minute main job, the way it is done
+now against the way it was done before, in the same run (ratios, not absolute seconds).
+
+    .venv/bin/python benchmarks/bench_study_stages.py [--stages asr-e2e,st] [--epochs 3] [--updates 150]
+
+- **asr-e2e** (fine-tuning with the CNN front-end frozen): SpeechBrain's wav2vec 2.0 lobe as the
+  recipe builds it (downstream_asr.ctc_inference.Wav2Vec2Encoder) on the shipped B-tiny, training
+  ``--epochs`` passes over 8 batches of 12 s of audio. Before: SpeechBrain froze the CNN's parameters
+  but left transformers' ``_requires_grad`` on, so every backward ran through the frozen CNN to the
+  waveform, and the CNN ran on every utterance every epoch. Now: no gradient below the frozen CNN,
+  and its output kept per utterance (front_end_cache_mb). The two give the same trained weights
+  (checked: the largest difference is printed).
+- **st** (fairseq on frozen features, the tiny preset): training ``--updates`` updates on random
+  128-d features (500 utterances). Before: fairseq validated at every save (every 25 updates).
+  Now: validation and saves only from the first averaged checkpoint (validate_from_average). The
+  averaged models are compared (largest difference printed).
+
+Each stage runs old and new in turn, best of ``--repeats``; the machine should be idle.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+SHIPPED = Path(__file__).resolve().parents[1] / "ssl_pretrain" / "shipped" / "tiny-balanced.safetensors"
+
+
+def e2e_batches(n_batches: int = 8, seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Batches of 12 s of noise-like audio: 4 utterances of 2.4-3.6 s, zero-padded, lengths relative."""
+    g = torch.Generator().manual_seed(seed)
+    out = []
+    for _ in range(n_batches):
+        lens = (torch.randint(38400, 57600, (4,), generator=g))
+        wavs = torch.zeros(4, int(lens.max()))
+        for i, n in enumerate(lens.tolist()):
+            wavs[i, :n] = torch.randn(n, generator=g) * 0.1
+        out.append((wavs, lens.float() / wavs.shape[1]))
+    return out
+
+
+def train_e2e(folder: Path, save: Path, batches, epochs: int, old_way: bool) -> tuple[float, torch.nn.Module]:
+    from downstream_asr.ctc_inference import Wav2Vec2Encoder
+    torch.manual_seed(0)
+    enc = Wav2Vec2Encoder(source=str(folder), save_path=str(save), freeze=False, freeze_feature_extractor=True,
+                          front_end_cache_mb=0 if old_way else 512)
+    if old_way:   # what SpeechBrain's own freezing left: the flag that makes the CNN's input need grad
+        enc.model.feature_extractor._requires_grad = True
+    head = torch.nn.Sequential(torch.nn.Linear(enc.model.config.hidden_size, 1024), torch.nn.LeakyReLU(),
+                               torch.nn.Linear(1024, 38))
+    params = [p for p in list(enc.parameters()) + list(head.parameters()) if p.requires_grad]
+    opt = torch.optim.Adam(params, lr=2e-3)
+    enc.train()
+    started = time.perf_counter()
+    for _ in range(epochs):
+        for wavs, rel in batches:
+            loss = head(enc(wavs, rel)).log_softmax(-1).logsumexp(-1).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return time.perf_counter() - started, enc
+
+
+def bench_e2e(args) -> None:
+    from ssl_pretrain.checkpoints import CheckpointRef
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = CheckpointRef.resolve(str(SHIPPED)).hf_folder(Path(tmp) / "hf")
+        batches = e2e_batches()
+        times = {"before": [], "now": []}
+        models = {}
+        for _ in range(args.repeats):
+            for way in ("before", "now"):
+                seconds, models[way] = train_e2e(folder, Path(tmp) / way, batches, args.epochs, way == "before")
+                times[way].append(seconds)
+        diff = max((a - b).abs().max().item() for a, b in zip(models["before"].state_dict().values(),
+                                                                models["now"].state_dict().values()))
+        steps = args.epochs * len(batches)
+        report("asr-e2e", f"{steps} steps of 12 s batches, shipped B-tiny", times, steps, "step",
+               f"largest weight difference after training: {diff:.1e}")
+
+
+def st_data(root: Path, n_train: int = 500, n_valid: int = 100, dim: int = 128, seed: int = 0):
+    import pandas as pd
+    rng = np.random.default_rng(seed)
+    words = ["the", "cat", "dog", "eats", "sleeps", "red", "blue", "house", "small", "big", "a", "very"]
+    (root / "feats").mkdir(parents=True, exist_ok=True)
+
+    def rows(split, n):
+        out = []
+        for i in range(n):
+            k = int(rng.integers(3, 9))
+            frames = 10 * k + int(rng.integers(0, 10))
+            path = root / "feats" / f"{split}-{i}.npy"
+            np.save(path, rng.standard_normal((frames, dim)).astype(np.float32))
+            out.append({"id": f"{split}-{i}", "speaker": f"s{i % 8}", "feature_path": str(path), "n_frames": frames,
+                        "tgt_text_en": " ".join(rng.choice(words, size=k))})
+        return pd.DataFrame(out)
+    return rows("train", n_train), rows("valid", n_valid)
+
+
+def bench_st(args) -> None:
+    from downstream_st.average import average_checkpoints  # noqa: F401 (fairseq's import, outside the timing)
+    from downstream_st.presets import apply_overrides, load_preset
+    from downstream_st.train import train_st
+    with tempfile.TemporaryDirectory() as tmp:
+        train, valid = st_data(Path(tmp))
+        times = {"before": [], "now": []}
+        for r in range(args.repeats):
+            for way in ("before", "now"):
+                preset = apply_overrides(load_preset("tiny"), [f"max-update={args.updates}",
+                                                               f"validate_from_average={way == 'now'}"])
+                out = Path(tmp) / f"{way}{r}"
+                started = time.perf_counter()
+                train_st(train, valid, out, preset=preset, src_lang="fr", tgt_lang="en", feature_dim=128)
+                times[way].append(time.perf_counter() - started)
+        a = torch.load(Path(tmp) / "before0" / "checkpoint_avg.pt", map_location="cpu", weights_only=False)["model"]
+        b = torch.load(Path(tmp) / "now0" / "checkpoint_avg.pt", map_location="cpu", weights_only=False)["model"]
+        diff = max((a[k].float() - b[k].float()).abs().max().item() for k in a)
+        report("st", f"fairseq-train, tiny preset, {args.updates} updates (process start included)", times,
+               args.updates, "update", f"largest difference of the averaged models: {diff:.1e}")
+
+
+def report(stage: str, what: str, times: dict, n: int, unit: str, check: str) -> None:
+    before, now = min(times["before"]), min(times["now"])
+    print(f"{stage:<8} {what}\n         before {before:7.1f} s ({before / n:.3f} s/{unit})   now {now:7.1f} s "
+          f"({now / n:.3f} s/{unit})   ratio {before / now:.2f}x   ({check})", flush=True)
+
+
+STAGES = {"asr-e2e": bench_e2e, "st": bench_st}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--stages", default=",".join(STAGES), help="comma-separated: " + ", ".join(STAGES))
+    p.add_argument("--epochs", type=int, default=3, help="asr-e2e: passes over its 8 batches")
+    p.add_argument("--updates", type=int, default=150, help="st: fairseq updates")
+    p.add_argument("--repeats", type=int, default=1)
+    args = p.parse_args()
+    torch.set_num_threads(1)
+    from gendergap.logs import setup_logging
+    setup_logging(quiet=True)
+    for stage in args.stages.split(","):
+        STAGES[stage](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""Where each stage of the built-in study spends its time: one job of each kind, profiled.
+
+Plans the study (``--config``, default configs/mini.yaml) against a finished study folder
+(``--study``, e.g. the output of `gendergap study`), takes one job of each kind, points its
+outputs at a scratch folder (the study is read, never written), optionally shortens its training
+(``--steps``), and runs it under cProfile in a fresh process, as the sweep would (one torch thread).
+Prints, per job: process start-up and imports, then the time inside the parts every engine has
+(training steps, data loading, validation, test decoding, scoring and writing), and the top
+functions by cumulative time. ``--dump DIR`` keeps the .prof files (snakeviz, pstats).
+
+Run (idle machine): .venv/bin/python benchmarks/profile_study_stages.py --study study
+"""
+from __future__ import annotations
+
+import argparse
+import cProfile
+import dataclasses
+import io
+import json
+import os
+import pstats
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# One job of each kind; (name in the plan, fields to shorten its training for a profile)
+JOBS = {
+    "asr-e2e": ("asr-e2e:B-tiny", "overrides", "max_steps={n}"),
+    "asr-frozen": ("asr-frozen:B-tiny:seed0", "overrides", "max_steps={n}"),
+    "st": ("st:B-tiny:fr-en:seed0", "overrides", "max-update={n}"),
+    "gender-st": ("gender-st:B-tiny:en-fr", "overrides", "max-update={n}"),
+    "probes": ("probes:B-tiny", None, None),
+}
+# The parts each engine's time falls into: (label, substrings of "file:function" whose
+# cumulative time counts). The first match in a call chain wins (parts are not nested).
+PARTS = [
+    ("validation", ["speechbrain/core.py:_fit_valid", "fairseq_cli/train.py:validate_and_save"]),
+    ("training steps", ["speechbrain/core.py:fit_batch", "fairseq/trainer.py:train_step"]),
+    ("data loading", ["dataloader.py:__next__"]),
+    ("test decoding", ["downstream_asr/transcribe.py:transcribe", "downstream_st/decode.py:decode",
+                       "downstream_asr/frozen.py:evaluate"]),
+    ("scoring and storing", ["analysis/score_runs.py:", "analysis/store.py:"]),
+]
+
+
+def child(args) -> None:
+    t0 = float(os.environ["PROFILE_T0"])
+    os.environ["OMP_NUM_THREADS"] = "1"
+    import torch
+    torch.set_num_threads(1)
+    from gendergap.config import load_config
+    from gendergap.logs import setup_logging
+    from gendergap.plan import plan_jobs
+    setup_logging(quiet=True)
+    steps = {s.name: s for s in plan_jobs(load_config(args.config), args.study)}
+    name, field, fmt = JOBS[args.kind]
+    step = steps[name]
+    scratch = Path(args.scratch)
+    change = {}
+    for f in ("out", "db"):
+        if hasattr(step, f):
+            change[f] = str(scratch / Path(getattr(step, f)).name)
+    if field and args.steps:
+        key = fmt.split("=")[0]
+        change[field] = [o for o in getattr(step, field) if not o.startswith(key + "=")] + [fmt.format(n=args.steps)]
+    step = dataclasses.replace(step, **change)
+    # the imports the step's run pulls in count as start-up, as in a sweep's fresh process
+    for mod in ("speechbrain", "fairseq", "downstream_asr.finetune", "downstream_asr.frozen", "downstream_st.train"):
+        __import__(mod)
+    ready = time.time()
+    prof = cProfile.Profile()
+    prof.enable()
+    step.run()
+    prof.disable()
+    done = time.time()
+    prof.dump_stats(scratch / "job.prof")
+    stats = pstats.Stats(str(scratch / "job.prof"))
+    parts = {}
+    for label, keys in PARTS:
+        parts[label] = sum(entry[3] for func, entry in stats.stats.items()
+                           if any(_matches(stats, func, k) for k in keys))
+    top = io.StringIO()
+    pstats.Stats(str(scratch / "job.prof"), stream=top).sort_stats("cumulative").print_stats(args.top)
+    json.dump({"kind": args.kind, "job": name, "startup_s": ready - t0, "run_s": done - ready,
+               "parts": parts, "top": top.getvalue()}, open(scratch / "profile.json", "w"))
+
+
+def _matches(stats, func, key: str) -> bool:
+    """``key`` names a function (path:name) or, ending in ':', a module; a module's functions
+    count only where none of their callers is of the same module (nothing counted twice)."""
+    name = f"{func[0]}:{func[2]}"
+    if not key.endswith(":"):
+        return name.endswith(key)
+    return key in name and not any(key in f"{c[0]}:{c[2]}" for c in stats.stats[func][4])
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--study", required=True, help="a finished study folder (read only)")
+    p.add_argument("--config", default="configs/mini.yaml")
+    p.add_argument("--kinds", default=",".join(JOBS), help="comma-separated job kinds")
+    p.add_argument("--steps", type=int, default=0, help="shorten training to N steps/updates (0: the config's)")
+    p.add_argument("--top", type=int, default=25)
+    p.add_argument("--dump", help="keep each job's .prof here")
+    p.add_argument("--kind", help=argparse.SUPPRESS)
+    p.add_argument("--scratch", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.kind:
+        return child(args)
+    for kind in args.kinds.split(","):
+        with tempfile.TemporaryDirectory() as tmp:
+            cmd = [sys.executable, __file__, "--study", args.study, "--config", args.config, "--kind", kind,
+                   "--scratch", tmp, "--steps", str(args.steps), "--top", str(args.top)]
+            t0 = time.time()
+            subprocess.run(cmd, check=True, env={**os.environ, "PROFILE_T0": str(t0)})
+            r = json.load(open(Path(tmp) / "profile.json"))
+            if args.dump:
+                Path(args.dump).mkdir(parents=True, exist_ok=True)
+                os.replace(Path(tmp) / "job.prof", Path(args.dump) / f"{kind}.prof")
+        total = r["startup_s"] + r["run_s"]
+        print(f"== {kind} ({r['job']}{f', {args.steps} steps' if args.steps else ''}): {total:.1f} s")
+        print(f"   start-up and imports {r['startup_s']:6.1f} s")
+        for label, s in r["parts"].items():
+            print(f"   {label:<20} {s:6.1f} s")
+        print(f"   other                {r['run_s'] - sum(r['parts'].values()):6.1f} s")
+        print(r["top"], flush=True)
+
+
+if __name__ == "__main__":
+    main()
