@@ -4,7 +4,8 @@ Plans the study (``--config``, default configs/mini.yaml) against a finished stu
 (``--study``, e.g. the output of `gendergap study`), takes one job of each kind, points its
 outputs at a scratch folder (the study is read, never written), optionally shortens its training
 (``--steps``), and runs it under cProfile in a fresh process, as the sweep would (one torch thread).
-Prints, per job: process start-up and imports, then the time inside the parts every engine has
+Prints, per job: process start-up (python, torch, the study's plan), the engines' imports, then
+the time inside the parts every engine has
 (training steps, data loading, validation, test decoding, scoring and writing), and the top
 functions by cumulative time. ``--dump DIR`` keeps the .prof files (snakeviz, pstats).
 
@@ -33,14 +34,17 @@ JOBS = {
     "gender-st": ("gender-st:B-tiny:en-fr", "overrides", "max-update={n}"),
     "probes": ("probes:B-tiny", None, None),
 }
-# The parts each engine's time falls into: (label, substrings of "file:function" whose
-# cumulative time counts). The first match in a call chain wins (parts are not nested).
+# The parts each engine's time falls into: (label, keys). A key is "path:function" (its cumulative
+# time), "path:" (a module's functions, counted where no caller is of the same module) or
+# "path:function@caller" (only the time spent in it when called from ``caller``). Parts are not nested.
 PARTS = [
-    ("validation", ["speechbrain/core.py:_fit_valid", "fairseq_cli/train.py:validate_and_save"]),
-    ("training steps", ["speechbrain/core.py:fit_batch", "fairseq/trainer.py:train_step"]),
-    ("data loading", ["dataloader.py:__next__"]),
-    ("test decoding", ["downstream_asr/transcribe.py:transcribe", "downstream_st/decode.py:decode",
-                       "downstream_asr/frozen.py:evaluate"]),
+    ("imports (engines)", ["<frozen importlib._bootstrap>:_find_and_load"]),
+    ("training steps", ["speechbrain/core.py:fit_batch"]),
+    ("training data loading", ["dataloader.py:__next__@speechbrain/core.py:_fit_train"]),
+    ("validation", ["speechbrain/core.py:_fit_valid"]),
+    ("fairseq-train process", ["downstream_st/train.py:run_fairseq@downstream_st/train.py:train_st"]),
+    ("test decoding", ["downstream_asr/runs.py:decode_trained", "downstream_st/runs.py:decode_model"]),
+    ("probe training", ["analysis/probing/"]),
     ("scoring and storing", ["analysis/score_runs.py:", "analysis/store.py:"]),
 ]
 
@@ -66,9 +70,6 @@ def child(args) -> None:
         key = fmt.split("=")[0]
         change[field] = [o for o in getattr(step, field) if not o.startswith(key + "=")] + [fmt.format(n=args.steps)]
     step = dataclasses.replace(step, **change)
-    # the imports the step's run pulls in count as start-up, as in a sweep's fresh process
-    for mod in ("speechbrain", "fairseq", "downstream_asr.finetune", "downstream_asr.frozen", "downstream_st.train"):
-        __import__(mod)
     ready = time.time()
     prof = cProfile.Profile()
     prof.enable()
@@ -79,21 +80,24 @@ def child(args) -> None:
     stats = pstats.Stats(str(scratch / "job.prof"))
     parts = {}
     for label, keys in PARTS:
-        parts[label] = sum(entry[3] for func, entry in stats.stats.items()
-                           if any(_matches(stats, func, k) for k in keys))
+        parts[label] = sum(_time(stats, func, k) for func in stats.stats for k in keys)
     top = io.StringIO()
     pstats.Stats(str(scratch / "job.prof"), stream=top).sort_stats("cumulative").print_stats(args.top)
     json.dump({"kind": args.kind, "job": name, "startup_s": ready - t0, "run_s": done - ready,
                "parts": parts, "top": top.getvalue()}, open(scratch / "profile.json", "w"))
 
 
-def _matches(stats, func, key: str) -> bool:
-    """``key`` names a function (path:name) or, ending in ':', a module; a module's functions
-    count only where none of their callers is of the same module (nothing counted twice)."""
+def _time(stats, func, key: str) -> float:
+    """The cumulative seconds of ``func`` that ``key`` counts (see PARTS), 0 if none."""
     name = f"{func[0]}:{func[2]}"
-    if not key.endswith(":"):
-        return name.endswith(key)
-    return key in name and not any(key in f"{c[0]}:{c[2]}" for c in stats.stats[func][4])
+    callers = stats.stats[func][4]
+    if "@" in key:
+        key, caller = key.split("@")
+        return sum(c[3] for f, c in callers.items() if f"{f[0]}:{f[2]}".endswith(caller)) if name.endswith(key) else 0.0
+    if key.endswith(":") or key.endswith("/"):
+        mine = key in name and not any(key in f"{c[0]}:{c[2]}" for c in callers)
+        return stats.stats[func][3] if mine else 0.0
+    return stats.stats[func][3] if name.endswith(key) else 0.0
 
 
 def main() -> None:
@@ -121,10 +125,11 @@ def main() -> None:
                 os.replace(Path(tmp) / "job.prof", Path(args.dump) / f"{kind}.prof")
         total = r["startup_s"] + r["run_s"]
         print(f"== {kind} ({r['job']}{f', {args.steps} steps' if args.steps else ''}): {total:.1f} s")
-        print(f"   start-up and imports {r['startup_s']:6.1f} s")
+        print(f"   {'process start-up':<22} {r['startup_s']:6.1f} s")
         for label, s in r["parts"].items():
-            print(f"   {label:<20} {s:6.1f} s")
-        print(f"   other                {r['run_s'] - sum(r['parts'].values()):6.1f} s")
+            if s:
+                print(f"   {label:<22} {s:6.1f} s")
+        print(f"   {'other':<22} {r['run_s'] - sum(r['parts'].values()):6.1f} s")
         print(r["top"], flush=True)
 
 

@@ -107,7 +107,8 @@ class Models:
         self._cache: dict[str, dict | None] = {}
 
     def facts(self, name: str) -> dict | None:
-        """{gflops, dim, outputs, frame_shift, params} of checkpoint ``name`` (a twin: its model's)."""
+        """{gflops, front_gflops, dim, outputs, frame_shift, params} of checkpoint ``name`` (a twin: its
+        model's); front_gflops: the convolutional front-end's share of gflops."""
         name = name.removesuffix("+random-init")
         if name not in self._cache:
             self._cache[name] = self._facts(name)
@@ -117,7 +118,7 @@ class Models:
         from corpora.base.reserved import FBANK
         from ssl_pretrain.families import count_parameters, forward_gflops, frame_shift_s
         if name == FBANK:
-            return {"gflops": 0.0, "dim": 160, "outputs": 1, "frame_shift": 0.02, "params": 0}
+            return {"gflops": 0.0, "front_gflops": 0.0, "dim": 160, "outputs": 1, "frame_shift": 0.02, "params": 0}
         kind, where = self.source.get(name, (None, None))
         if kind is None or (kind == "path" and not Path(where).exists()):
             return None
@@ -128,7 +129,8 @@ class Models:
             from ssl_pretrain.checkpoints import CheckpointRef
             from ssl_pretrain.registry import run_checkpoint
             config, rate = CheckpointRef.resolve(run_checkpoint(where)[0], trust=self.trust).architecture()
-        return {"gflops": forward_gflops(config), "dim": config.hidden_size, "outputs": config.num_hidden_layers + 1,
+        return {"gflops": forward_gflops(config), "front_gflops": forward_gflops(config, front_end_only=True),
+                "dim": config.hidden_size, "outputs": config.num_hidden_layers + 1,
                 "frame_shift": frame_shift_s(config, rate), "params": count_parameters(config) or 0}
 
 
@@ -210,7 +212,12 @@ def _asr(j, ctx: Context) -> Estimate:
     if f is None:
         return Estimate(j.name, j.kind, None, dev)
     batch = float(over.get("batch_seconds", 60))      # finetune_ctc.yaml's default
-    gflop = steps * batch * 3 * f["gflops"]            # forward + backward ~ 3 forwards
+    # forward + backward ~ 3 forwards of what trains; a frozen CNN (the recipe's default) runs
+    # forward only, and not at all once its output is cached (the cache's first pass not counted)
+    frozen_cnn = str(over.get("freeze_feature_encoder", True)).lower() not in ("false", "0")
+    cached = frozen_cnn and float(over.get("front_end_cache_mb") or 0) > 0
+    trained = f["gflops"] - f["front_gflops"] if frozen_cnn else f["gflops"]
+    gflop = steps * batch * (3 * trained + (0 if cached or not frozen_cnn else f["front_gflops"]))
     return Estimate(j.name, j.kind, gflop / fig["train_gflops"] + steps * fig["train_overhead_s_per_step"]
                     + fig["job_overhead_s"], dev, {j.out: (f["params"] + HEAD_PARAMS) * SPEECHBRAIN_CKPT_BYTES_PER_PARAM})
 

@@ -102,9 +102,10 @@ def count_parameters(config) -> int | None:
     return int(sum(p.numel() for p in model.parameters()))
 
 
-def forward_gflops(config, seconds: float = 10.0) -> float:
+def forward_gflops(config, seconds: float = 10.0, front_end_only: bool = False) -> float:
     """GFLOP per second of audio of the encoder's forward, counted by torch's FlopCounterMode on the
-    meta device (shapes only: no memory, no weights) for one ``seconds``-long utterance."""
+    meta device (shapes only: no memory, no weights) for one ``seconds``-long utterance.
+    ``front_end_only``: the convolutional front-end's share (0 for a filterbank family)."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
     from transformers import MODEL_MAPPING
@@ -116,8 +117,10 @@ def forward_gflops(config, seconds: float = 10.0) -> float:
         x = torch.zeros(1, int(seconds * 50), int(getattr(config, "feature_projection_input_dim", 160)), device="meta")
     else:
         x = torch.zeros(1, int(seconds * 16000), device="meta")
+    if front_end_only and config.model_type == "wav2vec2-bert":
+        return 0.0
     with FlopCounterMode(display=False) as counter, torch.no_grad():
-        model(x)
+        model.feature_extractor(x) if front_end_only else model(x)
     return counter.get_total_flops() / seconds / 1e9
 
 
