@@ -100,3 +100,21 @@ def test_probe_layers_scores_do_not_depend_on_the_test_rows_order(splits):
     assert [(r.probe, r.test, r.valid_f1_macro, r.best_epoch) for r in a] == \
            [(r.probe, r.test, r.valid_f1_macro, r.best_epoch) for r in b]
     assert 50 < a[0].test["f1_macro"] < 100    # learnt something, not everything: a real test
+
+
+def test_padding_each_split_once_trains_the_probe_padding_each_batch_trains(splits, monkeypatch):
+    """Padded (a split zero-padded once, batches cut from it) against padding every batch anew:
+    the same losses every epoch, the same predictions and attention weights."""
+    import analysis.probing.attention as attention
+    once = train_attention_probe(splits["train"], splits["valid"], splits["test"], seed=0, recipe=FAST)
+    plain_init = attention.Padded.__init__
+
+    def per_batch(self, seqs, max_mb=256):
+        plain_init(self, seqs, max_mb=0)     # over budget: the per-batch path
+        assert self.all is None
+    monkeypatch.setattr(attention.Padded, "__init__", per_batch)
+    each = train_attention_probe(splits["train"], splits["valid"], splits["test"], seed=0, recipe=FAST)
+    assert [h["valid_loss"] for h in once.history] == [h["valid_loss"] for h in each.history]
+    assert [h["train_loss"] for h in once.history] == [h["train_loss"] for h in each.history]
+    assert np.array_equal(once.test_pred, each.test_pred) and once.best_epoch == each.best_epoch
+    assert all(np.array_equal(a, b) for a, b in zip(once.test_attention, each.test_attention))
