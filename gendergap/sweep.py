@@ -177,36 +177,47 @@ def _finish(job, sj, states, out, progress) -> None:
 
 
 def _run_local(jobs, states, out, parallel, progress) -> dict[str, str]:
+    from contextlib import nullcontext
+
     import submitit
 
+    from gendergap import warm
+
     prio = _priority(jobs)
-    ex = submitit.LocalExecutor(folder=out / "sweep" / "logs")
+    logs = out / "sweep" / "logs"
+    plain = submitit.LocalExecutor(folder=logs)
     running: dict[str, tuple] = {}
 
     def stop(signum, frame):  # SIGTERM: behave as Ctrl-C so running jobs are cancelled
         raise KeyboardInterrupt
     old = signal.signal(signal.SIGTERM, stop)
+    # jobs start as children of one process that imported the engines once (gendergap/warm.py);
+    # a job on a GPU starts the plain way (the server never touches CUDA)
+    server = warm.Server(logs / "warm-server.log") if warm.enabled() else nullcontext()
     try:
-        while True:
-            for name, (job, sj) in list(running.items()):
-                if sj.done():
-                    del running[name]
-                    _finish(job, sj, states, out, progress)
-            _mark_blocked(jobs, states, progress)
-            ready = sorted((j for j in jobs if states[j.name] == "pending"
-                            and all(states[d] == "done" for d in j.deps)), key=lambda j: -prio[j.name])
-            for job in ready[:max(0, parallel - len(running))]:
-                ex.update_parameters(timeout_min=job.resources["time_min"])
-                sj = ex.submit(SweepJob(job, str(state_dir(out, job.name))))
-                write_json(state_dir(out, job.name) / "submitted.json", {
-                    "key": job.key, "executor": "local", "job_id": str(sj.job_id), "stdout": str(sj.paths.stdout),
-                    "stderr": str(sj.paths.stderr), "when": time.time()})
-                states[job.name] = "running"
-                running[job.name] = (job, sj)
-                progress.say("start", job.name)
-            if not running:
-                break
-            time.sleep(0.3)
+        with server:
+            warm_ex = submitit.LocalExecutor(folder=logs, python=server.python_command) if warm.enabled() else plain
+            while True:
+                for name, (job, sj) in list(running.items()):
+                    if sj.done():
+                        del running[name]
+                        _finish(job, sj, states, out, progress)
+                _mark_blocked(jobs, states, progress)
+                ready = sorted((j for j in jobs if states[j.name] == "pending"
+                                and all(states[d] == "done" for d in j.deps)), key=lambda j: -prio[j.name])
+                for job in ready[:max(0, parallel - len(running))]:
+                    ex = plain if str(getattr(job, "device", "cpu")).startswith("cuda") else warm_ex
+                    ex.update_parameters(timeout_min=job.resources["time_min"])
+                    sj = ex.submit(SweepJob(job, str(state_dir(out, job.name))))
+                    write_json(state_dir(out, job.name) / "submitted.json", {
+                        "key": job.key, "executor": "local", "job_id": str(sj.job_id), "stdout": str(sj.paths.stdout),
+                        "stderr": str(sj.paths.stderr), "when": time.time()})
+                    states[job.name] = "running"
+                    running[job.name] = (job, sj)
+                    progress.say("start", job.name)
+                if not running:
+                    break
+                time.sleep(0.3)
     except KeyboardInterrupt:
         for job, sj in running.values():
             sj.cancel(check=False)

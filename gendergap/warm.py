@@ -1,0 +1,232 @@
+"""Warm job processes for the local executor: each job in a fresh process that starts with the
+engines already imported.
+
+A local sweep starts every job as a new Python process (submitit runs ``python -u -m
+submitit.core._submit FOLDER``), and each paid ~2.5 s to start and unpickle its step and ~4 s more
+to import torch, SpeechBrain, transformers and pandas before its first step: on the built-in study
+(60 jobs) and in the sweep tests, more than a tenth of all the time. Here one server process per
+sweep imports them once; a job's command is a tiny client that hands the server its arguments,
+environment, working folder and standard streams (file descriptors over a UNIX socket), and the
+server forks a child that runs the job from there. The child is a separate process like before:
+its own memory, its own seeds (every job sets them), its own threads (``_run`` sets torch's thread
+count from the job's cpus; a child also sets it from OMP_NUM_THREADS, which a forked torch no
+longer reads). The client forwards the signals submitit sends (cancel, time-out, requeue) to the
+child and exits with its exit status; the child kills itself when its client is gone.
+
+Nothing is shared that a job could change for the next: the server never runs a job, never runs
+torch (forking after torch's thread pools start is unsafe) and never touches CUDA, and jobs on a
+GPU are started the plain way. When the server is not up, the client runs the job the plain way
+(exec), so a job never depends on it. ``GENDERGAP_WARM=0`` turns it off.
+
+    python -m gendergap.warm serve SOCKET            # the sweep starts it
+    python -m gendergap.warm run SOCKET -- -u -m MODULE ARGS...
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# what a job process imports before its first step (the server imports them once)
+PRELOAD = ("torch", "numpy", "pandas", "submitit", "speechbrain",
+           "speechbrain.integrations.huggingface.wav2vec2", "gendergap.steps", "gendergap.plan",
+           "downstream_asr.finetune", "downstream_asr.frozen", "downstream_st.train", "downstream_st.decode",
+           "analysis.store", "analysis.score_runs", "analysis.probing", "analysis.report", "ssl_pretrain.features")
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGCONT)
+
+
+def enabled() -> bool:
+    return os.environ.get("GENDERGAP_WARM", "1") not in ("0", "off", "false")
+
+
+class Server:
+    """The sweep's warm server (a context manager): ``python_command`` is the executor's
+    ``python`` for jobs that may start warm. Started before the first job; stopped at the end."""
+
+    def __init__(self, log: Path):
+        self.dir = tempfile.mkdtemp(prefix="gg-warm-")   # short: a UNIX socket path has ~100 bytes
+        self.path = os.path.join(self.dir, "s")
+        self.log = log
+
+    def __enter__(self) -> "Server":
+        self.log.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen([sys.executable, "-m", "gendergap.warm", "serve", self.path],
+                                         stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.time() + 10   # the socket is bound before anything heavy is imported
+        while not os.path.exists(self.path) and self.proc.poll() is None and time.time() < deadline:
+            time.sleep(0.02)
+        return self
+
+    @property
+    def python_command(self) -> str:
+        return f"{sys.executable} -m gendergap.warm run {self.path} --"
+
+    def __exit__(self, *exc) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        Path(self.path).unlink(missing_ok=True)
+        os.rmdir(self.dir)
+
+
+# --- the server ----------------------------------------------------------------------------------
+
+def serve(path: str) -> None:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)          # clients queue here while the engines are imported
+    for name in PRELOAD:
+        try:
+            __import__(name)
+        except Exception as e:  # noqa: BLE001 -- a job imports what it needs itself anyway
+            print(f"warm server: {name} not preloaded: {e}", flush=True)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)    # children are reaped by the kernel
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    parent = os.getppid()
+    listener.settimeout(1.0)
+    print(f"warm server: ready ({len(sys.modules)} modules)", flush=True)
+    while os.getppid() == parent:     # the sweep is gone (killed): so is the server; jobs go on
+        try:
+            conn, _ = listener.accept()
+        except socket.timeout:
+            continue
+        conn.settimeout(None)
+        try:
+            request, fds = _receive(conn)
+        except (OSError, ValueError) as e:
+            print(f"warm server: a bad request ({e})", flush=True)
+            conn.close()
+            continue
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            listener.close()
+            _child(conn, request, fds)   # never returns
+        conn.close()
+        for fd in fds:
+            os.close(fd)
+
+
+def _receive(conn) -> tuple[dict, list[int]]:
+    data, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+    while not data.endswith(b"\n"):
+        more = conn.recv(1 << 20)
+        if not more:
+            raise ValueError("the request ended early")
+        data += more
+    request = json.loads(data)
+    if len(fds) != 3 or not isinstance(request.get("argv"), list) or not request["argv"]:
+        raise ValueError("a request is argv, cwd, env and three file descriptors")
+    return request, list(fds)
+
+
+def _child(conn, request: dict, fds: list[int]) -> None:
+    import runpy
+    import threading
+    import traceback
+    code = 1
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)   # the job waits for its own subprocesses
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)   # a plain python's, even if the server's was ignored
+        os.setpgid(0, 0)
+        for target, fd in zip((0, 1, 2), fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        sys.stdout.reconfigure(line_buffering=True, write_through=True)
+        sys.stderr.reconfigure(line_buffering=True, write_through=True)
+        os.chdir(request["cwd"])
+        served = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        os.environ.clear()
+        os.environ.update(request["env"])
+        # the import path `python -m` would give the job: its folder first, then its PYTHONPATH
+        own = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        sys.path[:] = [request["cwd"], *own, *(p for p in sys.path[1:] if p not in served and p not in own)]
+        threads = os.environ.get("OMP_NUM_THREADS")
+        if threads and threads.isdigit() and "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(int(threads))   # a forked torch does not read it again
+        conn.sendall(json.dumps({"pid": os.getpid()}).encode() + b"\n")
+        threading.Thread(target=_die_with_client, args=(conn,), daemon=True).start()
+        module, *args = request["argv"]
+        sys.argv = [module, *args]
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if isinstance(e.code, str):
+            print(e.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001 -- the job's own error goes to its log, as a plain run's does
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            conn.sendall(json.dumps({"exit": code}).encode() + b"\n")
+        finally:
+            os._exit(code)
+
+
+def _die_with_client(conn) -> None:
+    """The client never writes after its request: a read returns only when it is gone."""
+    try:
+        conn.recv(1)
+    finally:
+        os.killpg(0, signal.SIGKILL)
+
+
+# --- the client ----------------------------------------------------------------------------------
+
+def run(path: str, argv: list[str]) -> int:
+    """Run ``python ARGV`` (``-u -m MODULE ARGS``) in a child of the server at ``path``, or the plain
+    way when the server is not there."""
+    args = [a for a in argv if a != "-u"]
+    if len(args) < 2 or args[0] != "-m":
+        raise SystemExit(f"warm client: expected -m MODULE ARGS, got {argv}")
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(path)
+    except OSError:
+        os.execv(sys.executable, [sys.executable, *argv])
+    request = {"argv": args[1:], "cwd": os.getcwd(), "env": dict(os.environ)}
+    socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], [0, 1, 2])
+    replies = conn.makefile("rb")
+    first = replies.readline()
+    if not first:
+        os.execv(sys.executable, [sys.executable, *argv])   # the server went away before forking
+    pid = json.loads(first)["pid"]
+    for sig in FORWARDED:
+        signal.signal(sig, lambda s, _frame: _forward(pid, s))
+    last = replies.readline()
+    return int(json.loads(last)["exit"]) if last else 1
+
+
+def _forward(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) >= 2 and argv[0] == "serve":
+        serve(argv[1])
+        return 0
+    if len(argv) >= 3 and argv[0] == "run" and "--" in argv:
+        return run(argv[1], argv[argv.index("--") + 1:])
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

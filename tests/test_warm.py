@@ -1,0 +1,91 @@
+"""Warm job processes (gendergap/warm.py): a job forked from a server that imported the engines
+once behaves as a plain `python -u -m MODULE` would: its arguments, folder, environment, import
+path, streams, exit status, thread count; the signals its client gets reach it; it dies with its
+client; without a server the client runs it the plain way."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from gendergap.warm import Server
+
+JOB = '''
+import os, sys, time
+import torch
+print("argv", sys.argv[1:], "cwd", os.getcwd(), "threads", torch.get_num_threads(), "pid", os.getpid(), flush=True)
+print("env", os.environ.get("JOB_VAR"), file=sys.stderr, flush=True)
+if sys.argv[1] == "sleep":
+    try:
+        time.sleep(60)
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+        sys.exit(7)
+sys.exit(int(sys.argv[1]))
+'''
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with Server(tmp_path_factory.mktemp("warm") / "server.log") as s:
+        yield s
+
+
+def client(server_path: str, folder, *args, **kw):
+    env = {**os.environ, "PYTHONPATH": str(folder), "JOB_VAR": "mine", "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-m", "gendergap.warm", "run", server_path, "--", "-u", "-m", "job_mod",
+                             *args], cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+@pytest.fixture
+def folder(tmp_path):
+    (tmp_path / "job_mod.py").write_text(JOB)
+    return tmp_path
+
+
+def test_a_warm_job_is_a_plain_job(server, folder):
+    p = client(server.path, folder, "3")
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 3, (out, err)
+    assert f"argv ['3'] cwd {folder} threads 1" in out    # its PYTHONPATH, folder and OMP_NUM_THREADS
+    assert "env mine" in err
+    pid = int(out.split("pid")[1])
+    assert pid != p.pid
+    # started warm: the server's child, not the client's
+    assert "ready" in (server.log.read_text())
+
+
+def test_a_signal_to_the_client_reaches_the_job(server, folder):
+    p = client(server.path, folder, "sleep")
+    line = p.stdout.readline()
+    assert line.startswith("argv"), line
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=30)
+    assert p.returncode == 7 and "interrupted" in out
+
+
+def test_the_job_dies_with_its_client(server, folder):
+    p = client(server.path, folder, "sleep")
+    pid = int(p.stdout.readline().split("pid")[1])
+    p.kill()
+    p.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the job outlived its client")
+
+
+def test_without_a_server_the_job_runs_the_plain_way(folder, tmp_path):
+    p = client(str(tmp_path / "no-server"), folder, "5")
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 5 and f"argv ['5'] cwd {folder}" in out
+    assert int(out.split("pid")[1]) == p.pid      # exec'd in place
