@@ -15,6 +15,11 @@ now against the way it was done before, in the same run (ratios, not absolute se
   Now: validation and saves only from the first averaged checkpoint (validate_from_average). The
   averaged models are compared (largest difference printed).
 
+- **start** (a local sweep's job process): a job that imports what an ASR/ST job imports, then
+  trains 8 fine-tuning steps of the shipped B-tiny. Before: a fresh ``python -u -m`` per job. Now:
+  forked from the sweep's warm server (gendergap/warm.py). Prints the start-up (process start and
+  imports) and the training time of each, so a warm child is also shown to compute no slower.
+
 Each stage runs old and new in turn, best of ``--repeats``; the machine should be idle.
 """
 from __future__ import annotations
@@ -135,7 +140,53 @@ def report(stage: str, what: str, times: dict, n: int, unit: str, check: str) ->
           f"({now / n:.3f} s/{unit})   ratio {before / now:.2f}x   ({check})", flush=True)
 
 
-STAGES = {"asr-e2e": bench_e2e, "st": bench_st}
+JOB = """
+import os, sys, time
+t0 = float(sys.argv[1])
+os.environ["OMP_NUM_THREADS"] = "1"
+import torch
+torch.set_num_threads(1)
+import downstream_asr.finetune, downstream_asr.frozen, downstream_st.train, analysis.store  # noqa: E401,F401
+sys.path.insert(0, sys.argv[2])
+from bench_study_stages import SHIPPED, e2e_batches, train_e2e
+from ssl_pretrain.checkpoints import CheckpointRef
+import tempfile
+from pathlib import Path
+with tempfile.TemporaryDirectory() as tmp:
+    folder = CheckpointRef.resolve(str(SHIPPED)).hf_folder(Path(tmp) / "hf")
+    ready = time.time()
+    seconds, _ = train_e2e(folder, Path(tmp) / "w", e2e_batches(), 1, False)
+print("TIMES", ready - t0, seconds, flush=True)
+"""
+
+
+def bench_start(args) -> None:
+    import subprocess
+
+    from gendergap.warm import Server
+    here = str(Path(__file__).resolve().parent)
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "bench_job.py").write_text(JOB)
+        env = {**os.environ, "PYTHONPATH": tmp, "OMP_NUM_THREADS": "1"}
+        with Server(Path(tmp) / "server.log") as server:
+            while "ready" not in (Path(tmp) / "server.log").read_text():   # it has imported everything
+                time.sleep(0.2)
+            starts, trains = {"before": [], "now": []}, {"before": [], "now": []}
+            for _ in range(args.repeats):
+                for way in ("before", "now"):
+                    head = [sys.executable] if way == "before" else [sys.executable, "-m", "gendergap.warm", "run",
+                                                                     server.path, "--"]
+                    out = subprocess.run([*head, "-u", "-m", "bench_job", str(time.time()), here], env=env,
+                                         capture_output=True, text=True, check=True).stdout
+                    start, train = map(float, out.split("TIMES")[1].split())
+                    starts[way].append(start)
+                    trains[way].append(train)
+    report("start", "a job process until its first step (imports of an ASR/ST job, the model loaded)", starts, 1,
+           "job", f"then 8 training steps: before {min(trains['before']):.2f} s, now {min(trains['now']):.2f} s, "
+           f"ratio {min(trains['before']) / min(trains['now']):.2f}x")
+
+
+STAGES = {"asr-e2e": bench_e2e, "st": bench_st, "start": bench_start}
 
 
 def main() -> None:

@@ -89,3 +89,21 @@ def test_without_a_server_the_job_runs_the_plain_way(folder, tmp_path):
     out, err = p.communicate(timeout=120)
     assert p.returncode == 5 and f"argv ['5'] cwd {folder}" in out
     assert int(out.split("pid")[1]) == p.pid      # exec'd in place
+
+
+def test_a_warm_jobs_cpu_time_counts_as_the_sweeps(folder, tmp_path):
+    """The server waits for its children and is waited for: `/usr/bin/time` on a sweep (its
+    RUSAGE_CHILDREN) counts the CPU seconds of jobs that ran warm."""
+    import resource
+    (folder / "burn.py").write_text("import time\nt = time.process_time()\nwhile time.process_time() - t < 1.5:\n    pass\n")
+    def cpu():
+        r = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return r.ru_utime + r.ru_stime
+    before = cpu()
+    with Server(tmp_path / "log") as s:
+        env = {**os.environ, "PYTHONPATH": str(folder)}
+        subprocess.run([sys.executable, "-m", "gendergap.warm", "run", s.path, "--", "-u", "-m", "burn"], env=env,
+                       check=True, timeout=120)
+    used = cpu() - before
+    own = float((tmp_path / "log").read_text().split("own CPU ")[1].split()[0])   # its imports
+    assert used - own >= 1.4, (used, own)
