@@ -71,7 +71,7 @@ def register(subparsers, group: str, help_: str) -> None:
     p.add_argument("--force", action="store_true", help="run even where the cost estimate says a file system "
                    "is too small (the dry run and every real run compare the disk estimate with the free space)")
     p.add_argument("--profile", metavar="FILE", help="throughput profile for the cost estimate (default: "
-                   "~/.cache/gendergap/profile.json from `gendergap bench`, else the README's measured defaults)")
+                   "~/.cache/gendergap/profile.json from `gendergap bench`, else the measured defaults of docs/measurements.md)")
     p.add_argument("--schema", action="store_true", help="print every config key with its type, default, meaning")
     p.add_argument("--trust-checkpoint", action="store_true", help=TRUST_HELP)
     p.set_defaults(func=run)

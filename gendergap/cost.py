@@ -12,7 +12,7 @@ extraction and of training (a model's forward FLOPs per audio second are counted
 FlopCounterMode on the meta device, ssl_pretrain.families.forward_gflops), seconds per frozen-ASR
 step, ST update and probe. The figures are either measured on this machine by `gendergap bench`
 (written to ``~/.cache/gendergap/profile.json``) or the defaults below, measured on the 2-core CPU
-of the built-in study and on an H100 (README, "On a GPU"); the table says which.
+of the built-in study and on an H100 (docs/measurements.md, "On a GPU"); the table says which.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from gendergap.steps.base import CheckContext
 PROFILE_PATH = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gendergap" / "profile.json"
 
 # Defaults. cpu: the built-in study's jobs on a 2-core AMD EPYC, two jobs at a time, one thread each
-# (study/sweep/jobs/*/done.json, 2026-11-24). cuda: one H100 (README, "On a GPU", 2026-11-25):
+# (study/sweep/jobs/*/done.json, 2026-11-24). cuda: one H100 (docs/measurements.md, "On a GPU", 2026-11-25):
 # extraction 36-90 TFLOP/s achieved (fp32 / fp16), base pretraining ~205 audio-s/s trained.
 DEFAULTS = {
     "cpu": {"extract_gflops": 4.5, "extract_overhead_s_per_audio_s": 0.002, "train_gflops": 9.0,

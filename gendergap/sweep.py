@@ -193,10 +193,10 @@ def _run_local(jobs, states, out, parallel, progress) -> dict[str, str]:
     old = signal.signal(signal.SIGTERM, stop)
     # jobs start as children of one process that imported the engines once (gendergap/warm.py);
     # a job on a GPU starts the plain way (the server never touches CUDA)
-    server = warm.Server(logs / "warm-server.log") if warm.enabled() else nullcontext()
+    server = warm.Server(logs / "warm-server.log") if warm.enabled() else None
     try:
-        with server:
-            warm_ex = submitit.LocalExecutor(folder=logs, python=server.python_command) if warm.enabled() else plain
+        with server or nullcontext():
+            warm_ex = submitit.LocalExecutor(folder=logs, python=server.python_command) if server else plain
             while True:
                 for name, (job, sj) in list(running.items()):
                     if sj.done():

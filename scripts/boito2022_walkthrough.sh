@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Reproducing Boito et al. 2022 from the corpora as released: the README's walkthrough as a script.
-# Every line is a `gendergap` command from README.md ("Reproducing Boito et al. 2022 on the real
+# Reproducing Boito et al. 2022 from the corpora as released: docs/boito2022.md's walkthrough as a script.
+# Every line is a `gendergap` command from docs/boito2022.md ("Reproducing Boito et al. 2022 on the real
 # corpora"); nothing else touches the data. tests/test_boito2022_walkthrough.py runs it on
 # miniature corpora in the released layouts (tests/paper_fixtures.py) with tiny budgets.
 #
@@ -10,7 +10,7 @@
 # DATA holds the downloads: mtedx/ (fr-fr, fr-en, fr-es, fr-pt), mtedx_fr_speakers.tsv (the talks'
 # genders), mls_french/, mls_french_opus/, cv-corpus-5.1-2020-06-22/fr, cv-corpus-17.0-2024-03-15/fr,
 # lebenchmark/epac_like/data.json. Between the stages, copy configs/boito2022.yaml and point it at
-# WORK/tables and WORK/ssl (the README says how). Budgets (environment):
+# WORK/tables and WORK/ssl (docs/boito2022.md says how). Budgets (environment):
 #   PRETRAIN   pretraining command (default: `pretrain run --preset tiny`; the paper's models:
 #              `pretrain launch --preset large --hardware v100-32g --nodes 2 --gpus-per-node 8 ...`)
 #   PRETRAIN_ARGS  its fairseq overrides (default: the miniature's 20 updates,

@@ -1,9 +1,9 @@
 """The paper in miniature (issue 28, item 7): from corpora in their released layouts to the
-report's Tables 1-5, with README commands only.
+report's Tables 1-5, with the commands of docs/boito2022.md only.
 
 tests/paper_fixtures.py writes the study's corpora (four mTEDx pairs sharing talks, MLS flac and
 opus, Common Voice 48 kHz mp3 with old and new headers, a LeBenchmark JSON);
-scripts/boito2022_walkthrough.sh runs the README's walkthrough on them: index, merge, F-only and
+scripts/boito2022_walkthrough.sh runs docs/boito2022.md's walkthrough on them: index, merge, F-only and
 M-only pretraining manifests resampled to 16 kHz, a tiny pretraining of each, registration; then
 a copy of configs/boito2022.yaml pointing at them, with tiny budgets (what a user edits: paths,
 the two self-pretrained checkpoints, step counts, no GPUs), goes through `sweep --dry-run`, the
