@@ -3,6 +3,16 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+# Test files run on parallel workers (pytest-xdist), one per core up to four; a file stays on
+# one worker (tests/conftest.py groups them), so its trained fixtures are built once. Each worker's
+# torch gets its share of the cores. GENDERGAP_TEST_WORKERS=0 runs everything in this process.
+cores=$(nproc 2>/dev/null || echo 1)
+workers=${GENDERGAP_TEST_WORKERS:-$(( cores < 4 ? cores : 4 ))}
+xdist=()
+if [ "$workers" -gt 1 ]; then
+  xdist=(-n "$workers" --dist loadgroup)
+  export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( cores / workers > 0 ? cores / workers : 1 ))}
+fi
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} MPLBACKEND=Agg
 # The SLURM tests (tests/test_slurm.py) submit real jobs to a one-node cluster on localhost:
 # install Debian's slurm-wlm + munge if missing and start the daemons (a no-op when they run).
@@ -12,7 +22,7 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} MPLBACKEND=Agg
 [ "${GENDERGAP_SLURM:-on}" = off ] || bash scripts/slurm/install.sh
 bash scripts/slurm/start.sh
 log=$(mktemp)
-.venv/bin/python -m pytest "$@" 2>&1 | tee "$log"
+.venv/bin/python -m pytest "${xdist[@]}" "$@" 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 if grep -q "^SKIPPED" "$log"; then
   echo
