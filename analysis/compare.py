@@ -21,7 +21,6 @@ utterance level (its functions, our seed) when the hypothesis files are at hand.
 """
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
@@ -30,6 +29,7 @@ import numpy as np
 from analysis.bootstrap import GENDERS, RESULT_KEYS, draw_counts, percentile_ci, resample_scores
 from analysis.delta import delta_rel, delta_rel_array
 from analysis.metrics import get_metric, sacrebleu_sentence_stats
+from corpora.base.boundary import parse_json, read_json, read_state_json
 from corpora.base.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -223,11 +223,7 @@ def load_result_json(path: str) -> dict:
     p = Path(path)
     if not p.is_file():
         raise UserError("no such result JSON", path=p, fix="write it with `gendergap score asr|st --json`")
-    try:
-        return json.loads(p.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UserError(f"not a result JSON ({e})", path=p,
-                        fix="pass a file written by `score asr|st --json`") from None
+    return read_json(p, "result JSON", shape=dict, fix="pass a file written by `score asr|st --json`")
 
 
 def _written_result(inputs: list[dict]) -> dict | None:
@@ -239,9 +235,8 @@ def _written_result(inputs: list[dict]) -> dict | None:
         hyps = Path(str(f.get("path")))
         for path in {hyps.with_name(hyps.name.replace(".hyp.tsv", ".wer.json")), Path(f"{hyps}.json"),
                      hyps.with_name(hyps.name.replace(".hyp.tsv", ".bleu.json"))} - {hyps}:
-            try:
-                written = json.loads(path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+            written = read_state_json(path, "result JSON")
+            if written is None:
                 continue
             result = written.get("bleu", written) if isinstance(written, dict) else None
             if isinstance(result, dict) and "speaker_stats" in result and \
@@ -263,13 +258,13 @@ def result_from_db(db: str, run_id: int) -> dict:
     if row.empty or not str(row["kind"].iloc[0]).startswith("score-"):
         raise UserError(f"run {run_id} is not a scoring run in this DB", path=db,
                         fix="see the run ids with `gendergap report` or sqlite3; pass --run-a/--run-b")
-    cfg = json.loads(row["config"].iloc[0])
+    cfg = parse_json(row["config"].iloc[0], f"run {run_id}'s config", path=db, shape=dict)
     opts = {k: cfg[k] for k in ("normalization", "tokenize", "lowercase") if k in cfg}
     try:
         result = score_files(cfg["metric"], cfg["refs"], cfg["hyps"], cfg["table"], bootstrap=0,
                              seed=cfg.get("seed", 0), **opts)
     except KeyError:   # a run scored by a model's command: the result JSON it wrote holds the statistics
-        result = _written_result(json.loads(row["inputs"].iloc[0] or "[]"))
+        result = _written_result(parse_json(row["inputs"].iloc[0] or "[]", f"run {run_id}'s inputs", path=db, shape=list))
         if result is None:
             raise UserError(f"run {run_id} does not record its input files", path=db,
                             fix="re-score it with `gendergap score asr|st --db`, or compare JSONs (--a/--b)") from None

@@ -38,16 +38,15 @@ false calls on simulated studies.
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
 from analysis.bootstrap import GENDERS, RESULT_KEYS, draw_counts, percentile_ci, resample_scores
 from analysis.compare import check_pairable, metric_from, speaker_arrays
 from analysis.store import ResultsStore
+from corpora.base.boundary import read_json
 from corpora.base.provenance import file_fingerprint
 
 ALPHA = 0.05
@@ -325,7 +324,7 @@ def compare_and_store(results: dict[str, list[str]], result_key: str | None, che
     group_conditions takes. Returns the compare_conditions result (None with fewer than 2 conditions).
     """
     named, left_out = group_conditions(checkpoints)
-    loaded = {ck: [json.loads(Path(p).read_text(encoding="utf-8")) for p in paths] for ck, paths in results.items()}
+    loaded = {ck: [read_json(p, "result JSON", shape=dict) for p in paths] for ck, paths in results.items()}
     loaded = {ck: [r[result_key] if result_key else r for r in rs] for ck, rs in loaded.items() if ck in named}
     if len({named[ck][0] for ck in loaded}) < 2:
         return None

@@ -20,7 +20,6 @@ Files written into the output directory (each atomically):
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import re
@@ -56,31 +55,15 @@ def load_scores(db_path: str | os.PathLike) -> pd.DataFrame:
 def load_registry(path: str | os.PathLike) -> list[dict]:
     """The entries of a checkpoint-registry JSON (``{"checkpoints": [{name, updates, hours, ...}]}``).
 
-    Read as a file, not through ssl_pretrain.registry: analysis/ imports nothing from the training
-    packages. Numbers are checked here so that a hand-edited file fails with one line, not in pandas.
+    Read by the boundary's registry reader (corpora.base.registry_file), not through
+    ssl_pretrain.registry: analysis/ imports nothing from the training packages.
     """
+    from corpora.base.registry_file import read_registry
     path = Path(path)
     fix = "pass --registry the checkpoints.json that `gendergap ckpt add` or `gendergap study` wrote"
     if not path.is_file():
         raise UserError("no checkpoint registry here", path=path, fix=fix)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise UserError(f"checkpoint registry is not valid JSON ({e.msg})", path=path, line=e.lineno, fix=fix) from None
-    except UnicodeDecodeError:
-        raise UserError("checkpoint registry is not UTF-8 text", path=path, fix=fix) from None
-    entries = data.get("checkpoints") if isinstance(data, dict) else None
-    if not isinstance(entries, list):
-        raise UserError('checkpoint registry has no "checkpoints" list', path=path, fix=fix)
-    for i, e in enumerate(entries):
-        if not isinstance(e, dict) or not isinstance(e.get("name"), str) or not e["name"]:
-            raise UserError(f"checkpoint registry entry {i + 1} has no name", path=path, fix=fix)
-        for field in tables.PRETRAINING_FIELDS:
-            v = e.get(field)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
-                raise UserError(f"checkpoint {e['name']!r}: {field} = {v!r} is not a number", path=path,
-                                fix="write a plain number (or null when unknown)")
-    return entries
+    return read_registry(path, fix)
 
 
 def _write_csv(df: pd.DataFrame, path: Path) -> Path:

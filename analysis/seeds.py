@@ -21,13 +21,12 @@ the mean Δrel exceeds the seed sd in size: outside what the speakers and the se
 """
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 import numpy as np
 
 from analysis.bootstrap import GENDERS, RESULT_KEYS, draw_counts, percentile_ci, resample_scores
 from analysis.compare import metric_from, speaker_arrays
+from corpora.base.boundary import read_json
 from corpora.base.errors import UserError
 
 
@@ -117,7 +116,7 @@ def pool_and_store(results: list[str], seeds: list[int], key: str | None, db: st
     from analysis.store import ResultsStore
     from corpora.base.provenance import file_fingerprint
 
-    loaded = [json.loads(Path(r).read_text(encoding="utf-8")) for r in results]
+    loaded = [read_json(r, "result JSON", shape=dict) for r in results]
     loaded = [r[key] if key else r for r in loaded]
     pooled = pool_seed_results(loaded, seeds, bootstrap=bootstrap, seed=seed, source=results[0])
     config = {"kind": "seeds", "checkpoint": checkpoint, "task": task, "lang_pair": lang_pair, "subset": subset,

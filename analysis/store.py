@@ -25,7 +25,6 @@ import math
 import os
 import sqlite3
 import time
-import unicodedata
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -33,6 +32,7 @@ from typing import Iterable, Iterator
 
 import pandas as pd
 
+from corpora.base.boundary import check_label, parse_json
 from corpora.base.errors import UserError
 from corpora.base.provenance import canonical_json, config_hash, engine_versions, git_sha
 
@@ -318,7 +318,8 @@ class ResultsStore:
         """The study step that made a run: {key, kind, name, fields}, or None (a command run by hand)."""
         row = self.conn.execute("SELECT s.key, s.kind, s.name, s.fields FROM runs r JOIN steps s ON s.key = r.step_key "
                                 "WHERE r.id = ?", (int(run_id),)).fetchone()
-        return None if row is None else {"key": row[0], "kind": row[1], "name": row[2], "fields": json.loads(row[3])}
+        return None if row is None else {"key": row[0], "kind": row[1], "name": row[2],
+                                         "fields": parse_json(row[3], f"run {run_id}'s step", path=self.path)}
 
     def find_done(self, config: dict | str, kind: str | None = None) -> int | None:
         """The id of a finished run with this config (dict or hash), or None: the skip key of sweeps."""
@@ -353,9 +354,8 @@ class ResultsStore:
 
     def _check_names(self, r: dict) -> None:
         for k in ("checkpoint", "task", "lang_pair"):  # they head table rows: one printable line each
-            if any(unicodedata.category(ch) == "Cc" for ch in str(r.get(k) or "")):
-                raise UserError(f"{k} name {str(r[k])[:60]!r} holds a control character", path=self.path,
-                                fix=f"name the {k} with printable characters (e.g. --checkpoint F-tiny)")
+            check_label(r.get(k) or "", f"{k} name", path=self.path,
+                        fix=f"name the {k} with printable characters (e.g. --checkpoint F-tiny)")
 
     # --- reading ----------------------------------------------------------------------
     def runs(self) -> pd.DataFrame:

@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis.store import ResultsStore
+from corpora.base.boundary import parse_json
 from corpora.base.errors import UserError
 
 # a cell's column: the gender (or Δrel) part of what the Markdown table shows -> the CSV's id column
@@ -95,7 +96,7 @@ def trace_scores(db: str | os.PathLike, score_ids: list[int] | None = None, run_
                 raise UserError(f"no run with id {rid} in this DB", path=db, fix="pass the DB the report was made from")
             run = row.iloc[0].to_dict()
             for key in ("config", "versions", "inputs"):
-                run[key] = json.loads(run[key]) if run.get(key) else None
+                run[key] = parse_json(run[key], f"run {rid}'s {key}", path=db) if run.get(key) else None
             run["step"] = store.step_of(rid)
             runs.append(run)
     return {"scores": scores.to_dict("records"), "runs": runs}

@@ -18,7 +18,6 @@ is read once even when many segments (rows) point into the same long recording.
 from __future__ import annotations
 
 import os
-import stat
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +28,8 @@ from typing import Iterable
 import numpy as np
 import soundfile as sf
 from tqdm.auto import tqdm
+
+from corpora.base.boundary import special_kind
 
 
 _interrupted = threading.Event()  # set when the main thread stops a parallel read (Ctrl-C)
@@ -91,12 +92,8 @@ def _not_regular(path: str) -> HeaderError | None:
         return HeaderError(path, "missing", "no such file")
     except OSError:
         return None  # e.g. no permission: the open that follows says why
-    if stat.S_ISREG(mode):
-        return None
-    kind = ("a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode)
-            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
-            else "a special file")
-    return HeaderError(path, "special", kind)
+    kind = special_kind(mode)
+    return None if kind is None else HeaderError(path, "special", kind)
 
 
 def _slow_header(path: str) -> AudioInfo | HeaderError:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import fcntl
 import glob
 import gzip
 import hashlib
@@ -35,7 +34,6 @@ import io
 import json
 import os
 import re
-import stat
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -48,6 +46,7 @@ import soundfile as sf
 from tqdm.auto import tqdm
 
 from corpora.base.atomic import atomic_open, atomic_path
+from corpora.base.boundary import locked, special_kind
 from corpora.base.errors import UserError
 
 VERSION = 1   # bump when what is written for the same key changes (resampler, dither, layout)
@@ -284,7 +283,7 @@ class AudioCache:
             st = os.lstat(path)
         except OSError:
             return None, False
-        if not stat.S_ISREG(st.st_mode):
+        if special_kind(st.st_mode) is not None:   # lstat: a symlink is not this cache's copy either
             return None, False
         try:
             info = sf.info(str(path))
@@ -315,8 +314,7 @@ class AudioCache:
         if not added:
             return
         self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / "index.lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)   # two builds sharing the cache merge, not overwrite
+        with locked(self.root / "index.lock"):   # two builds sharing the cache merge, not overwrite
             rows = self._read_index()
             for s, p in added.items():
                 rows[keys[s]] = {"key": keys[s], "file": os.path.relpath(p.path, self.root), "frames": p.frames,

@@ -102,15 +102,19 @@ class SaveComplete:
 def set_aside_incomplete_checkpoints(save_dir) -> list[str]:
     """Rename checkpoints a kill left half-written (marked, without their marker) to
     ``INCOMPLETE-<name>``, which SpeechBrain does not list; returns the names set aside."""
-    import yaml
+    from corpora.base.errors import UserError
+    from corpora.base.strict_yaml import read_yaml
     moved = []
     for meta in sorted(Path(save_dir).glob("CKPT*/CKPT.yaml")):
         ckpt = meta.parent
         try:
-            marked = bool((yaml.safe_load(meta.read_text(encoding="utf-8")) or {}).get(SaveComplete.MARKED))
-        except yaml.YAMLError:
-            marked = True  # a meta file cut short by the kill
-        if marked and not (ckpt / SaveComplete.FILE).exists():
+            values, _ = read_yaml(meta, "", what="checkpoint meta file")
+            plain, marked = isinstance(values, dict), bool(isinstance(values, dict) and values.get(SaveComplete.MARKED))
+        except UserError:
+            # cut short by a kill -- or not plain YAML (a tag SpeechBrain's own loader would fail on, in a
+            # traceback): either way SpeechBrain must not pick this checkpoint
+            plain, marked = False, True
+        if not plain or (marked and not (ckpt / SaveComplete.FILE).exists()):
             target = ckpt.with_name("INCOMPLETE-" + ckpt.name)
             shutil.rmtree(target, ignore_errors=True)
             ckpt.rename(target)

@@ -8,7 +8,6 @@ came from: model, checkpoint, normalisation, characters outside the vocabulary.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import yaml
 
 from corpora.base.atomic import write_json, write_text
+from corpora.base.boundary import read_json
 from corpora.base.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -91,11 +91,8 @@ def read_run(out_dir: str | os.PathLike) -> dict:
         raise UserError("not a trained ASR model directory (no run.json)", path=out_dir,
                         fix="give the --out directory of `gendergap asr finetune` or `asr frozen`")
     fix = "give the --out directory of `gendergap asr finetune` or `asr frozen`, as it wrote it"
-    try:
-        run = json.loads(p.read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:   # JSONDecodeError is a ValueError
-        raise UserError(f"run.json is not valid JSON ({str(e).splitlines()[0][:120]})", path=p, fix=fix) from None
-    if not isinstance(run, dict) or run.get("kind") not in ("finetune", "frozen"):
+    run = read_json(p, "run.json", shape=dict, fix=fix)
+    if run.get("kind") not in ("finetune", "frozen"):
         raise UserError("run.json names no ASR recipe (`kind`: finetune or frozen)", path=p, fix=fix)
     return run
 

@@ -28,6 +28,7 @@ import os
 import shutil
 from pathlib import Path
 
+from corpora.base.boundary import printable, read_json
 from corpora.base.errors import UserError
 
 FORMAT = "gendergap-encoderasr/1"
@@ -197,13 +198,13 @@ def model_card(run_dir: Path, run: dict, meta: dict, registry: str | None, comma
     if scores:
         lines += ["| test set | all | F | M | Δrel (F vs M, %) | utts F/M | speakers F/M |", "|---|---|---|---|---|---|---|"]
         for p in scores:
-            r = json.loads(p.read_text(encoding="utf-8"))
+            r = read_json(p, "score file", shape=dict)
             ci = r.get("ci") or {}
             lines.append(f"| {p.name[:-len('.wer.json')]} | {_fmt(r.get('all'), ci.get('all'))} | "
                          f"{_fmt(r.get('F'), ci.get('F'))} | {_fmt(r.get('M'), ci.get('M'))} | "
                          f"{_fmt(r.get('delta_rel'), ci.get('delta_rel'))} | {r['n_utts']['F']}/{r['n_utts']['M']} | "
                          f"{r['n_speakers']['F']}/{r['n_speakers']['M']} |")
-        lines += ["", f"Signature: `{json.loads(scores[0].read_text(encoding='utf-8')).get('signature')}`"]
+        lines += ["", f"Signature: `{printable(read_json(scores[0], 'score file', shape=dict).get('signature'))}`"]
     else:
         lines.append("Not scored yet: `gendergap asr decode --model RUN --test test.csv` writes test.wer.json.")
     lines += ["", "## How it was made", "", "```"] + (commands or ["gendergap asr finetune ... (see run.json)"]) + ["```", ""]
@@ -220,11 +221,11 @@ def load_export(folder: Path, device: str = "cpu"):
     from ssl_pretrain.safe_load import load_torch_file
 
     fix = "export the run again with `gendergap asr export RUN --out DIR`"
+    meta = read_json(folder / MARKER, MARKER, shape=dict, max_bytes=1 << 20, fix=fix)
     try:
-        meta = json.loads((folder / MARKER).read_text(encoding="utf-8"))
         values = dict(meta["values"])
         expected = render_yaml(values)
-    except (ValueError, KeyError, TypeError, UnicodeDecodeError) as e:
+    except (ValueError, KeyError, TypeError) as e:
         raise UserError(f"{MARKER} is not an export record ({str(e)[:100]})", path=folder / MARKER, fix=fix) from None
     yaml_path = folder / "hyperparams.yaml"
     if not yaml_path.is_file() or yaml_path.read_text(encoding="utf-8", errors="replace") != expected:

@@ -30,9 +30,10 @@ import time
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
 from hyperpyyaml import load_hyperpyyaml
 
+from corpora.base.boundary import read_json
+from corpora.base.strict_yaml import read_hyperpyyaml_keys
 from corpora.base.errors import UserError
 from downstream_asr.data import read_csv
 from downstream_asr.decode import merge
@@ -52,14 +53,6 @@ FIXED = {"finetune": ("ssl_folder", "output_folder", "ssl_dim", "n_chars"),
 CHOICES = {"ssl_layers": ("last", "all"), "select_by": ("CER", "WER", "loss")}
 
 
-class _PlainLoader(yaml.SafeLoader):
-    """Reads the package's HyperPyYAML templates as plain YAML (tagged values become None) to
-    list the keys that hold plain values."""
-
-
-_PlainLoader.add_multi_constructor("!", lambda loader, suffix, node: None)
-
-
 def template_path(kind: str) -> Path:
     if kind not in TEMPLATES:
         raise UserError(f"unknown ASR recipe {kind!r}", fix=f"one of {', '.join(TEMPLATES)} (run.json's `kind`)")
@@ -70,8 +63,7 @@ def template_path(kind: str) -> Path:
 def plain_values(kind: str) -> dict:
     """The template's keys that hold plain values (numbers, strings, lists, the text_norm mapping):
     the only ones a run may override. Objects (tagged values) and the recipe's fixed keys are not."""
-    with open(template_path(kind), encoding="utf-8") as f:
-        raw = yaml.load(f, Loader=_PlainLoader)
+    raw = read_hyperpyyaml_keys(template_path(kind), "recipe template")
     return {k: v for k, v in raw.items() if _plain(v) and not k.startswith("__") and k not in FIXED[kind]}
 
 
@@ -124,8 +116,7 @@ def check_overrides(overrides: dict, kind: str, path: Path | None = None, marks:
 
 @lru_cache(maxsize=None)
 def _all_keys(kind: str) -> frozenset:
-    with open(template_path(kind), encoding="utf-8") as f:
-        return frozenset(yaml.load(f, Loader=_PlainLoader))
+    return frozenset(read_hyperpyyaml_keys(template_path(kind), "recipe template"))
 
 
 def read_hparams_file(path, kind: str) -> dict:
@@ -236,7 +227,7 @@ def prepare_run(ssl: dict, train_csv, out_dir, hparams_file=None, overrides: dic
     out_dir.mkdir(parents=True, exist_ok=True)
     from_file = read_hparams_file(hparams_file, kind) if hparams_file else {}
     overrides = check_overrides(merge(from_file, overrides or {}), kind)
-    previous = json.loads((out_dir / "run.json").read_text()) if (out_dir / "run.json").exists() else {}
+    previous = read_json(out_dir / "run.json", "run.json", shape=dict) if os.path.lexists(out_dir / "run.json") else {}
     if previous:
         run_template(out_dir, {**previous, "kind": kind})   # an older run with its own hparams.yaml: refused
     norm = TextNorm.from_dict(merge(plain_values(kind).get("text_norm") or {}, overrides.get("text_norm") or {}))

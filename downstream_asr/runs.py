@@ -6,11 +6,11 @@ share this path: they differ in the trainer and the decoder only.
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
 from corpora.base.atomic import write_json
+from corpora.base.boundary import read_json
 
 TASK_OF = {"finetune": "asr-e2e", "frozen": "asr-frozen"}   # the results DB's task per recipe
 # fine-tuning variants that are not the reference study's recipe file their rows under a task of their
@@ -93,6 +93,6 @@ def _decoder(recipe: str):
 
 
 def _record_ckpt_name(out: Path, name: str) -> None:
-    run = json.loads((out / "run.json").read_text())
+    run = read_json(out / "run.json", "run.json", shape=dict)
     run["ckpt_name"] = name
     write_json(out / "run.json", run)

@@ -81,19 +81,28 @@ def build_vocab(texts, min_count: int = 1):
 
 def save_vocab(enc, path: str | os.PathLike) -> None:
     """Write the encoder (SpeechBrain's own text format) atomically."""
-    from corpora.base.atomic import atomic_open
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    enc.save(str(tmp))
-    with open(tmp, encoding="utf-8") as f, atomic_open(path) as g:
-        g.write(f.read())
-    tmp.unlink()
+    from corpora.base.atomic import atomic_path
+    with atomic_path(path) as tmp:   # a unique temporary name, replaced into place when written
+        enc.save(str(tmp))
 
 
 def load_vocab(path: str | os.PathLike):
+    """A run dir's vocabulary (SpeechBrain's encoder file), read as data: a regular file inside the
+    run dir (a FIFO would block the read for ever; a link out of the dir is another file), in the
+    encoder's format, else one line naming it."""
     from speechbrain.dataio.encoder import CTCTextEncoder
+
+    from corpora.base.boundary import listed_file
+    from corpora.base.errors import UserError
+    path = Path(path)
+    listed_file(path.parent, path.name, "vocabulary", source=path, max_bytes=16 << 20)
     enc = CTCTextEncoder()
-    enc.load(str(path))
+    try:
+        enc.load(str(path))   # one `'label' => index` per line, each read with ast.literal_eval
+    except (ValueError, SyntaxError, TypeError, KeyError, IndexError, RecursionError, MemoryError,
+            UnicodeDecodeError) as e:
+        raise UserError(f"the vocabulary is not a SpeechBrain encoder file ({type(e).__name__})", path=path,
+                        fix="restore the run dir's vocab.txt as training wrote it, or train again") from None
     return enc
 
 

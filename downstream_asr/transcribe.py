@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from corpora.base.boundary import HF_LOCAL, finite
+from corpora.base.boundary import HF_LOCAL, finite, parse_json, read_json, read_lines
 from corpora.base.errors import UserError
 from downstream_asr import export
 
@@ -67,12 +67,7 @@ def detect(folder: str | os.PathLike) -> str:
 def _hf_kind(path: Path) -> str:
     from transformers.models.auto.modeling_auto import (MODEL_FOR_CTC_MAPPING_NAMES,
                                                         MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES)
-    try:
-        cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:
-        raise UserError(f"config.json is not valid JSON ({str(e)[:100]})", path=path / "config.json",
-                        fix="copy the model folder again") from None
-    cfg = cfg if isinstance(cfg, dict) else {}
+    cfg = read_json(path / "config.json", "config.json", shape=dict, max_bytes=16 << 20, fix="copy the model folder again")
     model_type, archs = cfg.get("model_type"), cfg.get("architectures") or []
     if model_type in MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES and not any("CTC" in a for a in archs):
         return "hf-seq2seq"
@@ -213,18 +208,11 @@ class SpeechBrainModel(Transcriber):
 
 def _speechbrain_interface(folder: Path, device: str):
     """EncoderDecoderASR when the yaml's modules include a decoder, else EncoderASR; files used in place."""
-    import yaml
     from speechbrain.inference.ASR import EncoderASR, EncoderDecoderASR
     from speechbrain.utils.fetching import LocalStrategy
 
-    class Plain(yaml.SafeLoader):
-        pass
-    Plain.add_multi_constructor("!", lambda loader, suffix, node: None)
-    try:
-        keys = yaml.load((folder / "hyperparams.yaml").read_text(encoding="utf-8"), Loader=Plain) or {}
-    except yaml.YAMLError as e:
-        raise UserError(f"hyperparams.yaml is not YAML ({str(e).splitlines()[0]})", path=folder / "hyperparams.yaml",
-                        fix="copy the model folder again") from None
+    from corpora.base.strict_yaml import read_hyperpyyaml_keys
+    keys = read_hyperpyyaml_keys(folder / "hyperparams.yaml")
     cls = EncoderDecoderASR if "decoder" in keys or "test_search" in keys else EncoderASR
     return cls.from_hparams(source=str(folder), savedir=str(folder), local_strategy=LocalStrategy.NO_LINK,
                             run_opts={"device": device})
@@ -371,21 +359,25 @@ def _read_partial(path: Path, header: dict) -> dict[str, str]:
     """Hypotheses of the batches a killed run finished (one JSON line per batch, fsync'ed). A last line
     cut by the kill is ignored; a file written for another model, table or option is started over."""
     done: dict[str, str] = {}
-    if not path.is_file():
+    if not os.path.lexists(path):
         return done
-    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     try:
-        if json.loads(lines[0]) != header:
+        lines = read_lines(path, "partial transcripts", max_bytes=1 << 30)
+        if not lines or parse_json(lines[0], "partial transcripts", path=path, line=1) != header:
             log.warning("%s was written for another model or table: starting over", path)
             return done
-    except (ValueError, IndexError):
+    except UserError:
         return done
-    for line in lines[1:]:
+    for n, line in enumerate(lines[1:], 2):
         try:
-            rec = json.loads(line)
-            done.update(zip(rec["ids"], rec["texts"]))
-        except (ValueError, KeyError, TypeError):
+            rec = parse_json(line, "partial transcripts", path=path, line=n, shape=dict)
+        except UserError:
             break   # the batch the kill interrupted: transcribed again
+        ids, texts = rec.get("ids"), rec.get("texts")
+        if not (isinstance(ids, list) and isinstance(texts, list) and len(ids) == len(texts)
+                and all(isinstance(x, str) for x in ids + texts)):
+            break
+        done.update(zip(ids, texts))
     return done
 
 

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from corpora.base.atomic import atomic_open, write_text
 from corpora.base.errors import UserError
@@ -189,11 +188,12 @@ def data_config_files(config_path: Path) -> list[str]:
     and written to outside both dirs) of a regular file in that data dir (a FIFO would block for
     ever), and the config is plain YAML (a tag raises, a missing key is named)."""
     from corpora.base.boundary import check_name, inside, regular_file
+    from corpora.base.strict_yaml import read_yaml
     regular_file(config_path, "ST data config", max_bytes=1_000_000)
+    config, _ = read_yaml(config_path, "restore the run dir's data/config.yaml, or train again", what="ST data config")
     try:
-        config = yaml.safe_load(config_path.read_text(encoding="utf-8"))
         names = [config["vocab_filename"], config["bpe_tokenizer"]["sentencepiece_model"]]
-    except (yaml.YAMLError, TypeError, KeyError) as e:
+    except (TypeError, KeyError) as e:
         raise UserError(f"the ST data config is not the one `st train` writes ({type(e).__name__})",
                         path=config_path, fix="restore the run dir's data/config.yaml, or train again") from None
     for name in names:

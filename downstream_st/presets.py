@@ -20,8 +20,10 @@ from __future__ import annotations
 import copy
 import os
 from pathlib import Path
+from typing import Annotated, Optional
 
 import yaml
+from pydantic import BaseModel, ConfigDict, Field
 
 from corpora.base.errors import UserError
 
@@ -71,12 +73,11 @@ def load_preset(name_or_path: str | os.PathLike) -> dict:
     if not path.is_file():
         raise UserError(f"no ST preset {str(name_or_path)!r}", path=path,
                         fix=f"use one of {', '.join(preset_names())} or a YAML file of the same shape")
-    try:
-        cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        raise UserError(f"preset is not valid YAML ({getattr(e, 'problem', e)})", path=path,
-                        line=mark.line + 1 if mark else None, fix="fix the YAML syntax") from None
+    from corpora.base.strict_yaml import read_yaml
+    cfg, _ = read_yaml(path, "copy downstream_st/presets/tiny.yaml and edit it", what="ST preset")
+    if not isinstance(cfg, dict):
+        raise UserError("the ST preset is not a mapping of sections", path=path,
+                        fix="copy downstream_st/presets/tiny.yaml and edit it")
     for section in ("data", "train", "decode"):
         if not isinstance(cfg.get(section), dict):
             raise UserError(f"preset has no {section!r} section", path=path,
@@ -143,6 +144,26 @@ def override_problem(item: str) -> str | None:
     if key.strip().replace("-", "_") in ("average_last", "cpu_threads", "validate_from_average"):
         return None
     return flag_problem("train", key)
+
+
+class StoredPreset(BaseModel):
+    """The preset as a run dir's st.json keeps it (a handed file): the values decoding reads are typed."""
+    model_config = ConfigDict(extra="allow")
+    decode: dict = {}
+    device: str = "cpu"
+    precision: str = "fp32"
+    cpu_threads: Optional[Annotated[int, Field(strict=True, ge=1, le=4096)]] = None
+    average_last: Annotated[int, Field(strict=True, ge=1, le=10_000)] = 10
+
+
+class StoredRun(BaseModel):
+    """A run dir's st.json, as `st train` writes it; checked before anything is decoded."""
+    model_config = ConfigDict(extra="allow")
+    status: str
+    src_lang: str = ""
+    tgt_lang: str = ""
+    feature_dim: Annotated[int, Field(strict=True, ge=1, le=1_000_000)]
+    preset: StoredPreset = StoredPreset()
 
 
 def apply_overrides(cfg: dict, overrides, trust: bool = False) -> dict:

@@ -215,13 +215,8 @@ def prepare_data(train: pd.DataFrame, valid: pd.DataFrame, out_dir: str | os.Pat
 
 
 def _read_meta(path: Path) -> dict:
-    import json
-    if not path.is_file():
-        return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
-        return {}
+    from corpora.base.boundary import read_state_json
+    return read_state_json(path, path.name) or {}
 
 
 def train_st(train: pd.DataFrame, valid: pd.DataFrame, out_dir: str | os.PathLike, *, preset: dict,
@@ -340,12 +335,16 @@ def _check_named_files(meta: dict, model_dir: Path, source: Path) -> None:
 def read_model_meta(model_dir: str | os.PathLike) -> dict:
     """OUT/st.json of a trained model dir (a UserError when it is not one, or unfinished), its
     paths resolved where the dir lies now (relocate_meta)."""
+    from corpora.base.boundary import checked, read_json
+    from downstream_st.presets import StoredRun
     model_dir = Path(model_dir).resolve()
     path = model_dir / META
-    meta = _read_meta(path)
-    if not meta:
+    if not os.path.lexists(path):
         raise UserError("not an ST model dir (no st.json)", path=model_dir,
                         fix="give the --out dir of `gendergap st train`")
+    fix = "restore st.json as `gendergap st train` wrote it, or train again"
+    meta = read_json(path, "st.json", shape=dict, fix=fix)
+    checked(meta, StoredRun, "st.json", path=path, fix=fix)
     if meta.get("status") != "done" or not (model_dir / AVERAGED).is_file():
         raise UserError("this ST model has not finished training (no averaged checkpoint)", path=path,
                         fix="run the same `gendergap st train` command again: it resumes")

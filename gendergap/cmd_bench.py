@@ -12,7 +12,6 @@ The figures go to a profile JSON (default ~/.cache/gendergap/profile.json) that 
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 EPILOG = """examples:
@@ -130,6 +129,7 @@ def run(args) -> int:
     from pathlib import Path
 
     from corpora.base.atomic import write_json
+    from corpora.base.boundary import read_json
     from gendergap.cost import PROFILE_PATH
     from ssl_pretrain.device import device_and_precision, runtime_info
 
@@ -152,12 +152,13 @@ def run(args) -> int:
     print(f"extract  I/O   {device} {precision}: {overhead * 1000:8.2f} ms per audio second outside the model "
           "(reading audio, writing the store's shards)", flush=True)
     out = Path(args.out) if args.out else PROFILE_PATH
-    old = json.loads(out.read_text()) if out.is_file() else {}
+    # the other device's figures and any key this version does not write are kept, not dropped
+    old = read_json(out, "throughput profile", shape=dict) if out.exists() else {}
     kind = "cuda" if device.startswith("cuda") else "cpu"
-    devices = {**(old.get("devices") or {}), kind: figures}
+    devices = old.get("devices") if isinstance(old.get("devices"), dict) else {}
     out.parent.mkdir(parents=True, exist_ok=True)
-    write_json(out, {"devices": devices, "measured": time.strftime("%Y-%m-%dT%H:%M:%S"), "presets": presets,
-                     "runtime": runtime_info(device, precision)})
+    write_json(out, {**old, "devices": {**devices, kind: figures}, "measured": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                     "presets": presets, "runtime": runtime_info(device, precision)})
     print(f"profile written: {out} ({kind}: {', '.join(f'{k} {v:.1f}' for k, v in figures.items())})")
     return 0
 

@@ -16,7 +16,6 @@ of the built-in study and on an H100 (docs/measurements.md, "On a GPU"); the tab
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import shutil
@@ -71,13 +70,13 @@ def load_profile(path: str | os.PathLike | None = None) -> dict:
         if path:
             raise UserError("no such profile", path=p, fix="write one with `gendergap bench --out FILE`")
         return {**DEFAULTS, "source": "default"}
-    from corpora.base.boundary import finite
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise UserError(f"the throughput profile is not JSON ({e})", path=p, fix="run `gendergap bench` again") from None
+    from corpora.base.boundary import finite, read_json
+    data = read_json(p, "throughput profile", shape=dict, max_bytes=1 << 20, fix="run `gendergap bench` again")
+    devices = data.get("devices") or {}
+    if not isinstance(devices, dict):
+        raise UserError("the throughput profile's 'devices' is not a mapping", path=p, fix="run `gendergap bench` again")
     out = {dev: dict(figs) for dev, figs in DEFAULTS.items()}
-    for dev, figs in (data.get("devices") or {}).items():
+    for dev, figs in devices.items():
         if dev in out and isinstance(figs, dict):
             for k, v in figs.items():
                 if k in out[dev]:

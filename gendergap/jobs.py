@@ -14,8 +14,6 @@ finished is skipped by its done.json.
 """
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 import socket
 import time
@@ -24,14 +22,15 @@ from pathlib import Path
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
+from corpora.base import boundary
 from corpora.base.atomic import write_json
+from corpora.base.boundary import locked
 
 
-def read_json(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+def read_state(path: Path) -> dict | None:
+    """A job's state file (done/submitted/failed.json) as the boundary reads it; None when it is
+    absent or unreadable -- the job then counts as not done and runs again, which is always safe."""
+    return boundary.read_state_json(path, "job state file")
 
 
 class SweepJob(Checkpointable):
@@ -57,9 +56,8 @@ def run_job(step, state_dir: str, interrupted=None) -> dict:
     ``interrupted()`` True: the job is being requeued, so an exit is not recorded as a failure."""
     state = Path(state_dir)
     state.mkdir(parents=True, exist_ok=True)
-    with open(state / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # blocks while another process runs this job
-        done = read_json(state / "done.json")
+    with locked(state / "lock"):  # blocks while another process runs this job
+        done = read_state(state / "done.json")
         if done and done.get("key") == step.key:
             return done
         (state / "failed.json").unlink(missing_ok=True)

@@ -15,7 +15,6 @@ resumes.
 """
 from __future__ import annotations
 
-import fcntl
 import shutil
 import signal
 import subprocess
@@ -23,9 +22,10 @@ import time
 from pathlib import Path
 
 from corpora.base.atomic import write_json
+from corpora.base.boundary import locked
 from corpora.base.errors import UserError
 from gendergap.config import task_types
-from gendergap.jobs import SweepJob, read_json
+from gendergap.jobs import SweepJob, read_state
 
 
 def state_dir(out: Path, name: str) -> Path:
@@ -36,13 +36,8 @@ def _lock_held(folder: Path) -> bool:
     lock = folder / "lock"
     if not lock.exists():
         return False
-    with open(lock, "a") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(f, fcntl.LOCK_UN)
-    return False
+    with locked(lock, blocking=False) as got:
+        return not got
 
 
 def _squeue_ids() -> set[str] | None:
@@ -56,15 +51,15 @@ def _squeue_ids() -> set[str] | None:
 def job_state(job, out: Path, queue: set[str] | None = None) -> str:
     """done | failed | running | changed (finished with another key) | pending."""
     folder = state_dir(out, job.name)
-    done = read_json(folder / "done.json")
+    done = read_state(folder / "done.json")
     if done and done.get("key") == job.key:
         return "done"
     if _lock_held(folder):
         return "running"
-    sub = read_json(folder / "submitted.json")
+    sub = read_state(folder / "submitted.json")
     if sub and sub.get("key") == job.key and sub.get("executor") == "slurm" and queue and sub["job_id"] in queue:
         return "running"
-    failed = read_json(folder / "failed.json")
+    failed = read_state(folder / "failed.json")
     if failed and failed.get("key") == job.key:
         return "failed"
     return "changed" if done else "pending"
@@ -121,7 +116,7 @@ def _prepare(jobs: list, out: Path, retry_failed: bool, quiet: bool) -> dict[str
         if states[j.name] == "running":
             # held by a job left over from a killed sweep: submitting it again is safe (it waits for
             # the lock, then finds the job finished); under SLURM it is still queued, so leave it
-            states[j.name] = "pending" if not (read_json(folder / "submitted.json") or {}).get(
+            states[j.name] = "pending" if not (read_state(folder / "submitted.json") or {}).get(
                 "executor") == "slurm" else "running"
         if states[j.name] == "failed" and retry_failed:
             (folder / "failed.json").unlink(missing_ok=True)
@@ -172,7 +167,7 @@ def _finish(job, sj, states, out, progress) -> None:
     except Exception:  # noqa: BLE001 -- the job's own error is in failed.json and its log
         states[job.name] = "failed"
         progress.failed += 1
-        failed = read_json(state_dir(out, job.name) / "failed.json") or {}
+        failed = read_state(state_dir(out, job.name) / "failed.json") or {}
         progress.say("FAILED", job.name, f"{failed.get('error', 'see log')} (log: {sj.paths.stdout})")
 
 
@@ -257,7 +252,7 @@ def earlier_slurm_ids(jobs: list, states: dict[str, str], out: Path) -> dict[str
     ids = {}
     for j in jobs:
         if states[j.name] == "running":
-            sub = read_json(state_dir(out, j.name) / "submitted.json") or {}
+            sub = read_state(state_dir(out, j.name) / "submitted.json") or {}
             if sub.get("executor") == "slurm" and sub.get("key") == j.key and sub.get("job_id"):
                 ids[j.name] = str(sub["job_id"])
     return ids
@@ -290,7 +285,7 @@ def _run_slurm(jobs, states, out, slurm, progress) -> dict[str, str]:
     slurm_ids: dict[str, str] = {}  # job name -> SLURM id (array element "123_4") of this run
     # (job, SLURM id, log) of every job to wait for: this run's and the earlier run's still queued
     watched: list[tuple] = [
-        (j, earlier[j.name], (read_json(state_dir(out, j.name) / "submitted.json") or {}).get("stdout", ""))
+        (j, earlier[j.name], (read_state(state_dir(out, j.name) / "submitted.json") or {}).get("stdout", ""))
         for j in jobs if j.name in earlier]
     for group in slurm_groups(jobs, states):
         # an earlier run's job keeps its element id ("123_4"): only that element must finish
@@ -317,16 +312,16 @@ def _run_slurm(jobs, states, out, slurm, progress) -> dict[str, str]:
             if states[j.name] != "running":
                 continue
             folder = state_dir(out, j.name)
-            done = read_json(folder / "done.json")
+            done = read_state(folder / "done.json")
             if done and done.get("key") == j.key:
                 states[j.name] = "done"
                 progress.done += 1
                 progress.say("done", j.name, f"{done.get('seconds', 0):.0f} s (SLURM {job_id})")
             elif job_id not in queue and not _lock_held(folder):
                 time.sleep(1)  # the marker is written before the job leaves the queue; re-read once
-                if (read_json(folder / "done.json") or {}).get("key") == j.key:
+                if (read_state(folder / "done.json") or {}).get("key") == j.key:
                     continue
-                failed = read_json(folder / "failed.json") or {}
+                failed = read_state(folder / "failed.json") or {}
                 states[j.name] = "failed"
                 progress.failed += 1
                 why = failed.get("error") or "left the SLURM queue without finishing (cancelled, or a job it needs failed)"
@@ -341,9 +336,9 @@ def summary(jobs: list, out: str | Path) -> list[dict]:
     rows = []
     for j in jobs:
         folder = state_dir(out, j.name)
-        done = read_json(folder / "done.json") or {}
-        sub = read_json(folder / "submitted.json") or {}
-        failed = read_json(folder / "failed.json") or {}
+        done = read_state(folder / "done.json") or {}
+        sub = read_state(folder / "submitted.json") or {}
+        failed = read_state(folder / "failed.json") or {}
         state = job_state(j, out, queue)
         rows.append({"job": j.name, "kind": j.kind, "state": state,
                      "seconds": done.get("seconds") if state == "done" else None,

@@ -209,14 +209,21 @@ def build_manifest(table, out, *, gender="balanced", fmt="fairseq", splits=None,
 def make_up(report_path: str | os.PathLike) -> dict:
     """Hours and gender percentages of a selection's train split (Table 3 of the study), from
     the selection_report.json `build_manifest` writes."""
-    import json
+    from corpora.base.boundary import finite, read_json
 
     if not Path(report_path).is_file():
         raise UserError("no selection_report.json: not a `gendergap manifest build` dir", path=Path(report_path).parent,
                         fix="point at the --out dir of the `manifest build` the checkpoint was pretrained on")
-    report = json.loads(Path(report_path).read_text(encoding="utf-8"))
-    train = report["splits"]["train"]
-    total = sum(v["seconds"] for g, v in train.items() if g != "all")
-    pct = {g: 100.0 * train.get(g, {}).get("seconds", 0.0) / total for g in ("M", "F", "U")}
+    fix = "build the manifests again (gendergap manifest build): the report was edited or damaged"
+    report = read_json(report_path, "selection report", shape=dict, fix=fix)
+    train = (report.get("splits") or {}).get("train") if isinstance(report.get("splits"), dict) else None
+    if not isinstance(train, dict) or not all(isinstance(v, dict) for v in train.values()):
+        raise UserError("the selection report has no splits.train of {gender: {seconds: ...}}", path=report_path, fix=fix)
+    seconds = {g: finite(v.get("seconds", 0.0), f"splits.train.{g}.seconds", lo=0, hi=1e12, path=report_path)
+               for g, v in train.items() if g != "all"}
+    total = sum(seconds.values())
+    if total <= 0:
+        raise UserError("the selection report's train split has no audio", path=report_path, fix=fix)
+    pct = {g: 100.0 * seconds.get(g, 0.0) / total for g in ("M", "F", "U")}
     return {"hours": round(total / 3600, 3), "male_pct": round(pct["M"], 1), "female_pct": round(pct["F"], 1),
             "unknown_pct": round(pct["U"], 1)}

@@ -23,6 +23,7 @@ import os
 from pathlib import Path
 
 from corpora.base.atomic import write_json
+from corpora.base.boundary import read_state_json
 from corpora.base.errors import UserError
 from corpora.base.provenance import engine_versions, file_fingerprint, git_sha
 from corpora.table import write_table
@@ -42,9 +43,9 @@ def build_task_selection(table: str | os.PathLike, out: str | os.PathLike, *, co
     unchanged, and export all three; returns the selection report (also in ``out``)."""
     splits = {**DEFAULT_SPLITS, **(splits or {})}
     out = Path(out)
-    if (out / "selection_report.json").is_file():
-        import json
-        return json.loads((out / "selection_report.json").read_text(encoding="utf-8"))
+    done = read_state_json(out / "selection_report.json", "selection report")
+    if done is not None:
+        return done
     loaded = UtteranceTable.load(table)
     df = loaded.rows
     rows = df[df["corpus"] == corpus]

@@ -31,8 +31,8 @@ The rules live here once:
 """
 from __future__ import annotations
 
+import functools
 import hashlib
-import json
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -43,36 +43,96 @@ from corpora.base.reserved import FBANK  # the reserved name of the filterbank b
 from ssl_pretrain.families import Family, check_finetunable, describe, family_of, read_preprocessor
 from ssl_pretrain.registry import Registry, check_name
 
-HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json")
+HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json")
 HF_FILES = ("config.json", "preprocessor_config.json") + HF_WEIGHTS
+MAX_MODEL_GB = 4.0   # default bound on a folder's model in fp32 (XLS-R 1B: 3.9 GB); GENDERGAP_MAX_MODEL_GB raises it
 
 
 def is_fbank(name) -> bool:
     return str(name) == FBANK
 
 
-def check_hf_folder(path: Path, trust: bool = False) -> dict:
-    """A transformers folder of a supported family (ssl_pretrain.families) + weights, checked by
-    ssl_pretrain.safe_load.check_model_folder before transformers reads it (it unpickles a
-    ``pytorch_model.bin`` or the shards its index names; it runs an ``auto_map``'s code)."""
+def max_model_bytes() -> int:
+    """The memory a folder's model may take in fp32: ``GENDERGAP_MAX_MODEL_GB`` (default 4 GB)."""
+    from corpora.base.boundary import finite
+    raw = os.environ.get("GENDERGAP_MAX_MODEL_GB")
+    gb = MAX_MODEL_GB if raw is None else finite(raw, "GENDERGAP_MAX_MODEL_GB", lo=0.001, hi=1e5)
+    return int(gb * 1e9)
+
+
+def bounded_fairseq_config(mcfg: dict, path):
+    """A fairseq checkpoint's model config as transformers' config, under the bounds a model folder's
+    config.json meets (architecture.check_architecture): a .pt or packed release is handed as well."""
+    from ssl_pretrain.architecture import check_architecture, hf_config
+    try:
+        config = hf_config(mcfg)
+    except (TypeError, ValueError, KeyError, SyntaxError, AttributeError) as e:
+        raise UserError(f"the checkpoint's model config does not describe a wav2vec 2.0 model ({type(e).__name__})",
+                        path=path, fix="give a checkpoint written by fairseq's wav2vec2 pretraining") from None
+    return check_architecture(config.to_dict(), family_of({"model_type": "wav2vec2"}, path), path, max_model_bytes())
+
+
+def read_config(path: Path) -> dict:
+    """A model folder's config.json as a dict, read the one bounded way (boundary.read_json)."""
+    from corpora.base.boundary import MAX_CONFIG_BYTES, read_json
     cfg_path = path / "config.json"
-    if not cfg_path.is_file():
+    if not os.path.lexists(cfg_path):
         raise UserError("no config.json in the model folder", path=path,
                         fix="give a Hugging Face model folder (config.json + model.safetensors) or a fairseq .pt")
-    try:
-        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise UserError(f"config.json is not valid JSON ({e.msg})", path=cfg_path, line=e.lineno,
-                        fix="download the model folder again") from None
-    if not isinstance(cfg, dict):
-        raise UserError("config.json is not a JSON object", path=cfg_path, fix="download the model folder again")
+    return read_json(cfg_path, "config.json", shape=dict, max_bytes=MAX_CONFIG_BYTES,
+                     fix="download the model folder again")
+
+
+def check_hf_folder(path: Path, trust: bool = False) -> dict:
+    """A transformers folder of a supported family (ssl_pretrain.families) + weights, checked before
+    anything reads or builds it: ssl_pretrain.safe_load.check_model_folder (custom code, every
+    pickle, the shards an index names), then the architecture config.json describes (bounded
+    shapes, the model's memory under ``max_model_bytes``) and the preprocessor's sample rate.
+    ``CheckpointRef.resolve`` and the sweep's dry run (gendergap.steps.models) both call it."""
+    cfg = read_config(path)
     from ssl_pretrain.safe_load import check_model_folder
     check_model_folder(path, trust=trust)   # custom code, symlinked folders, every pickle (index shards too)
-    family_of(cfg, cfg_path)   # one line listing the supported families otherwise
+    family_of(cfg, path / "config.json")   # one line listing the supported families otherwise
+    st = (path / "config.json").stat()
+    _check_architecture(str(path / "config.json"), st.st_size, st.st_mtime_ns, max_model_bytes())
+    read_preprocessor(path)
     if not any((path / w).is_file() for w in HF_WEIGHTS):
         raise UserError("no weights (model.safetensors / pytorch_model.bin) in the model folder", path=path,
                         fix="download the whole model folder")
     return cfg
+
+
+@functools.lru_cache(maxsize=64)
+def _check_architecture(cfg_path: str, size: int, mtime_ns: int, max_bytes: int) -> None:
+    """architecture.check_architecture once per config.json version (every resolve calls it, and a
+    large model's meta-device build takes a fraction of a second)."""
+    del size, mtime_ns  # part of the cache key only
+    from ssl_pretrain.architecture import check_architecture
+    path = Path(cfg_path)
+    cfg = read_config(path.parent)
+    check_architecture(cfg, family_of(cfg, path), path, max_bytes)
+
+
+def weight_files(folder: Path) -> list[Path]:
+    """A transformers folder's weight files: those of HF_WEIGHTS present, and every shard the
+    indexes among them name (resolved inside the folder)."""
+    from ssl_pretrain.safe_load import index_shards
+    found = [folder / n for n in HF_WEIGHTS if (folder / n).is_file()]
+    shards = {s for f in found if f.name.endswith(".index.json") for s in index_shards(f)}
+    return found + sorted(shards - set(found))
+
+
+def _converted_updates(folder: Path) -> int | None:
+    """The update count a folder converted by gendergap records (gendergap_source.json); None otherwise."""
+    from corpora.base.boundary import MAX_CONFIG_BYTES, read_json
+    src = folder / "gendergap_source.json"
+    if not os.path.lexists(src):
+        return None
+    updates = read_json(src, "gendergap_source.json", shape=dict, max_bytes=MAX_CONFIG_BYTES).get("num_updates")
+    if updates is not None and (isinstance(updates, bool) or not isinstance(updates, int) or updates < 0):
+        raise UserError(f"num_updates {updates!r} is not a count", path=src,
+                        fix="convert the checkpoint again (gendergap ckpt convert)")
+    return updates
 
 
 def name_for_path(path: Path) -> str:
@@ -146,7 +206,9 @@ class CheckpointRef:
         if self.is_fbank:
             return []
         if self.kind == "hf":
-            return [self.path / n for n in HF_FILES if (self.path / n).is_file()]
+            # the shards too: an index alone hashes the same whatever weights its shards hold
+            configs = [self.path / n for n in HF_FILES[:2] if (self.path / n).is_file()]
+            return configs + weight_files(self.path)
         return [self.path]
 
     @property
@@ -156,8 +218,13 @@ class CheckpointRef:
         if self.is_fbank:
             from ssl_pretrain.feature_store import FbankExtractor
             h.update(FbankExtractor().key.encode())
+        root = self.path.resolve() if self.kind == "hf" else None
         for f in self.files():
-            h.update(f"{f.name}\0{file_sha256(f)}\n".encode())
+            # a folder's file by its path inside it (a shard may sit in a subfolder); a folder's top-level
+            # files hash as they always did, so caches keyed on them stay valid
+            # (f itself is not resolved: a top-level file may be a link into a hub cache's blobs)
+            label = f.relative_to(root).as_posix() if root is not None and f.is_relative_to(root) else f.name
+            h.update(f"{label}\0{file_sha256(f)}\n".encode())
         if self.is_twin:
             h.update(f"random-init:{self.random_init_seed}".encode())
         return h.hexdigest()
@@ -180,7 +247,7 @@ class CheckpointRef:
         """The fairseq checkpoint dict (config + weights), checked to be wav2vec 2.0 pretraining."""
         from ssl_pretrain.convert import load_fairseq_checkpoint, model_config
         state = load_fairseq_checkpoint(self.fairseq_path(), trust=self.trusted)
-        model_config(state, self.path)
+        bounded_fairseq_config(model_config(state, self.path), self.path)
         return state
 
     def inspect(self) -> dict:
@@ -188,9 +255,7 @@ class CheckpointRef:
         if self.is_fbank:
             return {"kind": "fbank", "updates": 0}
         if self.kind == "hf":
-            src = self.path / "gendergap_source.json"
-            updates = json.loads(src.read_text())["num_updates"] if src.is_file() else None
-            return {"kind": "hf", "updates": updates, **self.model_facts()}
+            return {"kind": "hf", "updates": _converted_updates(self.path), **self.model_facts()}
         from ssl_pretrain.convert import num_updates
         state = self.fairseq_state()
         return {"kind": self.kind, "updates": num_updates(state), **self.model_facts(state)}
@@ -202,7 +267,7 @@ class CheckpointRef:
             return None
         if self.kind != "hf":
             return family_of({"model_type": "wav2vec2"}, self.path)
-        return family_of(json.loads((self.path / "config.json").read_text(encoding="utf-8")), self.path)
+        return family_of(read_config(self.path), self.path)
 
     def architecture(self, state: dict | None = None):
         """(transformers config of the encoder, sample rate), without reading the weights: a folder's
@@ -215,12 +280,11 @@ class CheckpointRef:
             from corpora.base.boundary import HF_LOCAL
             rate = read_preprocessor(self.path).get("sampling_rate", 16000)
             return AutoConfig.from_pretrained(str(self.path), **HF_LOCAL), int(rate)
-        from ssl_pretrain.architecture import hf_config
         from ssl_pretrain.convert import load_fairseq_checkpoint, model_config
         if state is None:
             state = load_fairseq_checkpoint(self.fairseq_path(), trust=self.trusted, mmap=True)
         task = state.get("cfg", {}).get("task", {}) if state.get("cfg") is not None else vars(state.get("args", {}))
-        return hf_config(model_config(state, self.path)), int(task.get("sample_rate", 16000))
+        return bounded_fairseq_config(model_config(state, self.path), self.path), int(task.get("sample_rate", 16000))
 
     def model_facts(self, state: dict | None = None) -> dict:
         """family, parameters, layers, hidden_size, front_end, sample_rate (ssl_pretrain.families.describe)."""
@@ -239,9 +303,7 @@ class CheckpointRef:
         from ssl_pretrain.features import FrozenSSL
         fbank = None
         if self.kind == "hf":
-            from transformers import AutoModel
-            from corpora.base.boundary import HF_LOCAL
-            model = AutoModel.from_pretrained(str(self.path), **HF_LOCAL)
+            model = self._load_folder()
             meta = read_preprocessor(self.path)
             normalize, rate = bool(meta.get("do_normalize", False)), int(meta.get("sampling_rate", 16000))
             if self.family.input == "fbank":
@@ -257,6 +319,45 @@ class CheckpointRef:
             model = type(model)(model.config)
         return FrozenSSL(model, normalize, rate, self.name, device=device, precision=precision, fbank=fbank)
 
+    def _load_folder(self):
+        """The folder's encoder through transformers' AutoModel, its weights checked: finite
+        (safe_load.check_finite_weights) and fitting config.json (families.check_weights_fit)."""
+        import logging
+
+        from transformers import AutoModel
+
+        from corpora.base.boundary import HF_LOCAL
+        from ssl_pretrain.families import check_weights_fit
+        from ssl_pretrain.safe_load import check_finite_weights
+        weights = weight_files(self.path)
+        check_finite_weights([w for w in weights if not w.name.endswith(".index.json")], trust=self.trusted)
+        from transformers.utils import logging as hf_logging
+        hf_log, bar = logging.getLogger("transformers"), hf_logging.is_progress_bar_enabled()
+        level = hf_log.level
+        # its multi-line load report and progress bar: a misfit is said below, in one line
+        hf_log.setLevel(logging.ERROR)
+        hf_logging.disable_progress_bar()
+        try:
+            # mismatched shapes reported, not raised (a RuntimeError holding the report), so all misfits read alike
+            model, info = AutoModel.from_pretrained(str(self.path), output_loading_info=True,
+                                                    ignore_mismatched_sizes=True, **HF_LOCAL)
+        except (RuntimeError, ValueError, OSError, KeyError) as e:
+            raise UserError(f"transformers cannot load the model folder ({type(e).__name__}: "
+                            f"{' '.join(str(e).split())[:160]})", path=self.path,
+                            fix="copy the model folder again") from None
+        finally:
+            hf_log.setLevel(level)
+            if bar:
+                hf_logging.enable_progress_bar()
+        check_weights_fit(model, info, self.family, weights[0] if len(weights) == 1 else self.path)
+        return model
+
+    def check_weights(self) -> None:
+        """The checks ``load`` makes of a folder's weights, for a caller that hands the folder to
+        another library (SpeechBrain fine-tuning reads it itself)."""
+        if self.kind == "hf":
+            self._load_folder()
+
     def hf_folder(self, cache_root: str | os.PathLike) -> Path:
         """A transformers folder for fine-tuning (SpeechBrain reads one): the folder itself, or a
         fairseq checkpoint converted once into ``cache_root/<name>-<hash>`` (reused while the
@@ -266,6 +367,7 @@ class CheckpointRef:
             raise UserError(f"{self.name} is a random-init twin: fine-tuning starts from real weights",
                             fix="fine-tune the checkpoint itself")
         if self.kind == "hf":
+            self.check_weights()   # SpeechBrain's lobe loads it with transformers, unchecked
             return self.path
         from ssl_pretrain.convert import convert_checkpoint
         dest = Path(cache_root) / f"{self.name}-{self.content_hash[:12]}"

@@ -144,22 +144,38 @@ def num_updates(ckpt: dict) -> int | None:
 
 def convert_checkpoint(path: str | os.PathLike, out_dir: str | os.PathLike, trust: bool = False) -> Path:
     """Write a transformers folder (config.json, model.safetensors, preprocessor_config.json)
-    plus gendergap_source.json saying where it came from. Returns ``out_dir``."""
-    from transformers import Wav2Vec2FeatureExtractor
-    from corpora.base.provenance import file_fingerprint
+    plus gendergap_source.json saying where it came from. Returns ``out_dir``.
+
+    ``out_dir`` is written whole or not at all (built in a fresh temporary folder beside it, then
+    swapped in). An existing ``out_dir`` is replaced only when it is an earlier conversion (it holds
+    gendergap_source.json) or empty: a folder of the user's own files is never deleted."""
+    import tempfile
+
+    from corpora.base.atomic import swap_in_dir
+    from corpora.base.boundary import output_dir
+    out_dir = output_dir(out_dir, "output folder")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / "gendergap_source.json").is_file():
+        raise UserError("the output folder exists and holds files that are not an earlier conversion", path=out_dir,
+                        fix="give a new or empty folder (a conversion replaces only a folder it wrote before)")
     ckpt = load_fairseq_checkpoint(path, trust=trust)
     model, info = fairseq_to_transformers(ckpt, path)
-    out_dir = Path(out_dir)
-    tmp = out_dir.with_name(f".{out_dir.name}.tmp")
-    if tmp.exists():
-        shutil.rmtree(tmp)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".tmp", dir=out_dir.parent))
+    try:
+        _write_folder(model, info, path, tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    swap_in_dir(tmp, out_dir)
+    return out_dir
+
+
+def _write_folder(model, info: dict, path, tmp: Path) -> None:
+    from transformers import Wav2Vec2FeatureExtractor
+    from corpora.base.provenance import file_fingerprint
     model.save_pretrained(tmp)
     # group-norm (base-style) models were pretrained on zero-padded batches without a mask
     Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=info["sample_rate"], padding_value=0.0,
                              do_normalize=info["normalize"],
                              return_attention_mask=model.config.feat_extract_norm == "layer").save_pretrained(tmp)
     write_json(tmp / "gendergap_source.json", {"source": file_fingerprint(path), **info})
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    tmp.replace(out_dir)
-    return out_dir

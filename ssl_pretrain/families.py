@@ -22,8 +22,8 @@ layers, hidden size, the front-end and its sample rate, read from the config (no
 """
 from __future__ import annotations
 
-import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,16 +36,23 @@ class Family:
     label: str              # the name a table prints
     input: str              # "waveform" or "fbank"
     finetune: bool = True   # SpeechBrain's wav2vec 2.0 lobe fine-tunes it end to end
+    # its shapes, for the size estimate made before anything is built (architecture.estimate_parameters):
+    ffn_blocks: int = 1         # feed-forward blocks per layer (a conformer layer has two, macaron style)
+    conv_module: bool = False   # a conformer layer's convolution module (pointwise, depthwise, pointwise)
+    pos_conv: str = "one"       # positional convolution: "one" grouped conv, a "stack" of them, or "none"
+    # weights the frozen encoder never reads: SpecAugment's mask embedding (training only) may be absent
+    inert_weights: tuple = ("masked_spec_embed",)
 
 
 FAMILIES = {f.model_type: f for f in (
     Family("wav2vec2", "wav2vec 2.0", "waveform"),
     Family("hubert", "HuBERT", "waveform"),
     Family("wavlm", "WavLM", "waveform"),
-    Family("data2vec-audio", "data2vec", "waveform"),
-    Family("wav2vec2-conformer", "wav2vec 2.0 conformer", "waveform"),
+    Family("data2vec-audio", "data2vec", "waveform", pos_conv="stack"),
+    Family("wav2vec2-conformer", "wav2vec 2.0 conformer", "waveform", ffn_blocks=2, conv_module=True),
     # SpeechBrain's lobe reads waveforms (and a Wav2Vec2FeatureExtractor): no end-to-end recipe here
-    Family("wav2vec2-bert", "w2v-BERT 2.0", "fbank", finetune=False),
+    Family("wav2vec2-bert", "w2v-BERT 2.0", "fbank", finetune=False, ffn_blocks=2, conv_module=True,
+           pos_conv="none"),
 )}
 SUPPORTED = ", ".join(FAMILIES)
 NOT_FINETUNABLE = ("SpeechBrain's wav2vec 2.0 lobe takes waveforms; w2v-BERT 2.0 reads log-mel "
@@ -65,11 +72,12 @@ def family_of(cfg: dict, path: Path) -> Family:
 def folder_family(path) -> Family | None:
     """The family a transformers folder's config.json names; None when it is not a readable folder
     of a supported family (the checkpoint checks say what is wrong with it)."""
+    from corpora.base.boundary import MAX_CONFIG_BYTES, read_json
     try:
-        cfg = json.loads((Path(path) / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        cfg = read_json(Path(path) / "config.json", "config.json", shape=dict, max_bytes=MAX_CONFIG_BYTES)
+    except UserError:
         return None
-    return FAMILIES.get(cfg.get("model_type")) if isinstance(cfg, dict) else None
+    return FAMILIES.get(cfg.get("model_type"))
 
 
 def check_finetunable(family: Family, name: str) -> None:
@@ -141,16 +149,40 @@ def describe(config, sample_rate: int, path: Path) -> dict:
 
 def read_preprocessor(folder: Path) -> dict:
     """The folder's preprocessor_config.json as a dict ({} when absent), read as data."""
-    from corpora.base.boundary import finite
-    path = folder / "preprocessor_config.json"
-    if not path.is_file():
+    from corpora.base.boundary import MAX_CONFIG_BYTES, finite, read_json
+    path = Path(folder) / "preprocessor_config.json"
+    if not os.path.lexists(path):
         return {}
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"preprocessor_config.json is not valid JSON ({e})", path=path,
-                        fix="download the model folder again") from None
-    if not isinstance(meta, dict):
-        raise UserError("preprocessor_config.json is not a JSON object", path=path, fix="download the model folder again")
-    finite(meta.get("sampling_rate", 16000), "sampling_rate", lo=1000, hi=384000, path=path)
+    meta = read_json(path, "preprocessor_config.json", shape=dict, max_bytes=MAX_CONFIG_BYTES,
+                     fix="download the model folder again")
+    rate = meta.get("sampling_rate", 16000)
+    # an int: it becomes a resampling ratio and a frame count (16000.5 would be truncated silently)
+    finite(rate, "sampling_rate", lo=1000, hi=192000, path=path)
+    if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not float(rate).is_integer():
+        raise UserError(f"sampling_rate {rate!r} is not a whole number of Hz", path=path,
+                        fix="give the rate the model was trained at, e.g. 16000")
+    if not isinstance(meta.get("do_normalize", False), bool):   # a "false" string would read as true
+        raise UserError(f"do_normalize {meta['do_normalize']!r} is not true or false", path=path,
+                        fix="download the model folder again")
     return meta
+
+
+def check_weights_fit(model, info: dict, family: Family, weights) -> None:
+    """Refuse weights that do not fit the config they were loaded under: transformers drops an
+    unexpected weight and leaves a missing one at random init, so WavLM's weights under a wav2vec2
+    config (or HuBERT's under data2vec) would load, silently a different model. ``info`` is
+    from_pretrained's ``output_loading_info``. An unexpected weight outside the encoder's modules
+    (a pretraining checkpoint's quantizer, project_q and project_hid; a CTC head) is no part of
+    the features and passes."""
+    encoder = {n for n, _ in model.named_children()} | {n for n, _ in model.named_parameters(recurse=False)}
+    missing = sorted(k for k in info.get("missing_keys", ()) if k not in family.inert_weights)
+    unexpected = sorted(k for k in info.get("unexpected_keys", ()) if k.split(".")[0] in encoder)
+    mismatched = sorted(str(k[0] if isinstance(k, (tuple, list)) else k) for k in info.get("mismatched_keys", ()))
+    found = [(n, what) for n, what in ((len(missing), "missing"), (len(unexpected), "unexpected"),
+                                        (len(mismatched), "of another shape")) if n]
+    if found:
+        first = (missing or unexpected or mismatched)[0]
+        counts = ", ".join(f"{n} encoder weights {what}" for n, what in found)
+        raise UserError(f"the weights do not fit config.json (a {family.label} model): {counts} (e.g. '{first}'); "
+                        "they would be dropped or left at random init", path=weights,
+                        fix="give the config.json the weights were saved with (copy the model folder again)")

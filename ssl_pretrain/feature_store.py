@@ -15,52 +15,64 @@ whose audio is two copies of one file, is one entry row, extracted and stored on
 
 Layout under the root (one folder per extractor: checkpoint name + content hash, or fbank)::
 
-    <extractor>/<entry>/entry.json       key fields, layers, dtype, precision, device, shard count
+    <extractor>/<entry>/entry.json       key fields, layers, dtype, precision, device, shard count,
+                                         and the size and sha256 of every file below once written
     <extractor>/<entry>/rows.tsv         every segment in extraction order and its shard
     <extractor>/<entry>/shard-00000.zip  uncompressed ZIP of <segment>/<layer>.npy (fp16 [T, D]):
                                          fairseq's own stored-zip feature format, an .npz to numpy
     <extractor>/<entry>/shard-00000.tsv  per member: byte offset/length of its .npy, data offset,
-                                         frames, dim -- written last, so it marks the shard done
+                                         frames, dim
+    <extractor>/<entry>/lock             held while the entry is written (boundary.locked)
 
 An entry is keyed by the extractor's content hash, the rows (hash of their segments), the
-layer set, the storage dtype, the compute precision and EXTRACTOR_VERSION. Extraction goes
-shard by shard in length-bucketed batches (rows sorted by duration); a killed extraction keeps
+layer set, the storage dtype, the compute precision and EXTRACTOR_VERSION; its folder is named
+by that key's hash. Extraction goes shard by shard in length-bucketed batches (rows sorted by
+duration); a shard is done once entry.json records its two files, so a killed extraction keeps
 its finished shards and resumes with the next. A request is served by any finished entry whose
 rows and layers include it (the study extracts every layer of every row once per checkpoint;
 frozen ASR, ST, the probes and the exports then read views of it).
+
+What is served is what was stored. Before a view is served its entry's files are checked against
+entry.json's records (ssl_pretrain.store_files): ``rows.tsv`` and every shard index by size and
+sha256, each shard a view reads by size and sha256 (hashes once per process per version of a file;
+sizes on every open). A file that fails -- edited, replaced by other bytes of the same size with
+its mtime restored, a shard copied in from another entry -- makes the entry *not used*: one warning
+line on stderr, and the request is extracted again (an entry of its own key is repaired in place,
+shard by shard). So is an entry.json that is not what the store writes (read_json with the
+EntryMeta shape: malformed, NaN, too deep, wrongly typed): it is treated as absent. A shard
+index that does not parse stays a one-line refusal naming its line (issue 37's policy). An entry
+written before entries recorded hashes has its files recorded as found on first use. What this
+cannot catch is a rewrite of entry.json's records to match (whoever can do that can write the
+features too): the checks are against files changed behind the store's back, not against a store
+forged whole -- a handed store is data, like any feature file.
 """
 from __future__ import annotations
 
 import csv
-import fcntl
 import hashlib
-import json
 import logging
-import mmap
 import os
 import re
-import struct
-import zipfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import soundfile as sf
 from tqdm import tqdm
 
 from corpora.base.atomic import atomic_open, write_json
+from corpora.base.boundary import locked
 from corpora.base.errors import UserError
 from corpora.base.provenance import canonical_json
 from ssl_pretrain.device import runtime_info
-from ssl_pretrain.features import length_buckets, read_segment
 from ssl_pretrain.segment_content import segment_keys
+from ssl_pretrain.store_files import (COUNTERS, DTYPES, EntryChanged, bytes_on_disk, entry_members,  # noqa: F401
+                                      export_view, mismatch, plan_shards, read_meta, record, record_found,
+                                      remove_stale_temporaries, shard_names, write_kaldi, write_meta, write_shard)
 
 log = logging.getLogger(__name__)
 
 EXTRACTOR_VERSION = 1   # bump when extraction changes the numbers it writes
-DTYPES = {"float16": np.float16, "float32": np.float32}
 SHARD_BYTES = 1 << 30   # ~1 GB of features per shard
-COUNTERS = {"batches": 0, "utterances": 0}   # forward passes run in this process (tests read them)
 
 
 def _safe(text: str) -> str:
@@ -263,6 +275,15 @@ class FeatureView:
 
 # --------------------------------------------------------------------------- the store
 
+_WARNED: set[str] = set()   # entries this process has warned about (once each)
+
+
+def _not_used(entry: Path, why) -> None:
+    if str(entry) not in _WARNED:
+        _WARNED.add(str(entry))
+        log.warning("feature-store entry %s: %s; not used, its features are extracted again", entry, why)
+
+
 class FeatureStore:
     """Feature entries under one root folder (see the module doc)."""
 
@@ -285,41 +306,44 @@ class FeatureStore:
                 keys_at[rate] = segment_keys(rows, rate, self.root, progress)
             return keys_at[rate]
 
-        found = self._find(ext_dir, extractor, keys, layers, dtype)
+        found = self._find(ext_dir, extractor, keys, layers, dtype, ids)
         if found is not None:
-            entry, meta, segs = found
-            log.info("features: %d utterance(s) from %s", len(ids), entry)
-            return self._open(entry, meta, ids, segs, _layer_list(layers, int(meta["n_outputs"])))
+            log.info("features: %d utterance(s) from %s", len(ids), found.dir)
+            return found
         return self._extract(ext_dir, extractor, rows, keys(extractor.sample_rate), layers, dtype, batch_seconds,
                              shard_bytes, progress)
 
     # ---- lookup ------------------------------------------------------------------------
     def _entries(self, ext_dir: Path):
+        """(entry dir, entry.json) of each entry; one whose entry.json is not the store's is absent."""
         for meta_path in sorted(ext_dir.glob("*/entry.json")):
-            try:
-                yield meta_path.parent, json.loads(meta_path.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError):
-                continue
+            meta, _ = read_meta(meta_path)
+            if meta is not None:
+                yield meta_path.parent, meta
 
-    def _find(self, ext_dir: Path, extractor, keys, layers, dtype: str):
-        """(entry dir, meta, segment numbers of the rows) of a finished entry holding them, or None;
-        ``keys(sample_rate)`` gives the rows' segment keys."""
+    def _find(self, ext_dir: Path, extractor, keys, layers, dtype: str, ids: list[str]) -> FeatureView | None:
+        """A view of a finished entry holding the rows, its files checked, or None; ``keys(sample_rate)``
+        gives the rows' segment keys."""
         for entry, meta in self._entries(ext_dir):
-            if not (meta.get("complete") and meta["extractor_key"] == extractor.key and meta["dtype"] == dtype
-                    and meta["precision"] == extractor.precision and meta["version"] == EXTRACTOR_VERSION):
+            key = meta["key"]
+            # matched on the key the folder is named by, so an edited field elsewhere cannot redirect it
+            if not (meta["complete"] and entry.name == _hash(key)[:16] and key.get("extractor") == extractor.key
+                    and key.get("dtype") == dtype and key.get("precision") == extractor.precision
+                    and key.get("version") == EXTRACTOR_VERSION and key.get("layers") == meta["layers"]):
                 continue
-            want = _layer_list(layers, int(meta["n_outputs"]))
+            want = _layer_list(layers, meta["n_outputs"])
             if not set(want) <= set(meta["layers"]):
                 continue
-            wanted, seg_of = keys(int(meta["sample_rate"])), _read_rows(entry)
-            if all(k in seg_of for k in wanted):
-                return entry, meta, [seg_of[k] for k in wanted]
+            try:
+                meta = meta if meta["files"] else record_found(entry)
+                plan = _read_plan(entry, meta)
+                seg_of, wanted = dict(zip(plan["key"], plan["seg"])), keys(meta["sample_rate"])
+                if all(k in seg_of for k in wanted):
+                    segs = [seg_of[k] for k in wanted]
+                    return FeatureView(entry, meta, ids, segs, want, entry_members(entry, meta, segs))
+            except EntryChanged as e:
+                _not_used(entry, e)
         return None
-
-    def _open(self, entry: Path, meta: dict, ids: list[str], segs: list[int], layers: list[int]) -> FeatureView:
-        members = pd.concat([_read_shard_index(entry, i, meta) for i in range(int(meta["shards"]))],
-                            ignore_index=True)
-        return FeatureView(entry, meta, ids, segs, layers, members)
 
     # ---- extraction --------------------------------------------------------------------
     def _extract(self, ext_dir: Path, extractor, rows: pd.DataFrame, keys: list[str], layers, dtype: str,
@@ -337,45 +361,80 @@ class FeatureStore:
         entry.mkdir(parents=True, exist_ok=True)
         # one extraction per entry at a time: a second process asking for the same features
         # waits here, then finds them finished (or resumes what the first one left)
-        with open(entry / "lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            return self._extract_locked(entry, ext_dir, extractor, rows, keys, audio_of, want, dtype, key,
-                                        batch_seconds, shard_bytes, progress)
-
-    def _extract_locked(self, entry: Path, ext_dir: Path, extractor, rows: pd.DataFrame, keys: list[str],
-                        audio_of: dict[str, str], want: list[int], dtype: str, key: dict, batch_seconds: float,
-                        shard_bytes: int, progress: bool) -> FeatureView:
-        meta_path = entry / "entry.json"
-        meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else None
-        if meta is None:
-            ext_dir.mkdir(parents=True, exist_ok=True)
-            write_json(ext_dir / "extractor.json", extractor.describe())
-            plan = _plan_shards(list(dict.fromkeys(keys)), audio_of, extractor, len(want), np.dtype(dtype).itemsize,
-                                shard_bytes)
-            with atomic_open(entry / "rows.tsv") as f:
-                plan.to_csv(f, sep="\t", index=False, quoting=csv.QUOTE_NONE, lineterminator="\n")
-            meta = {"key": key, "extractor_key": extractor.key, "extractor": extractor.describe(), "layers": want,
-                    "n_outputs": extractor.n_outputs, "dim": extractor.dim, "frame_shift_s": extractor.frame_shift_s,
-                    "sample_rate": extractor.sample_rate, "dtype": dtype, "precision": extractor.precision,
-                    "version": EXTRACTOR_VERSION, "rows": len(audio_of), "shards": int(plan["shard"].max()) + 1,
-                    "runtime": runtime_info(extractor.device, extractor.precision), "complete": False}
-            write_json(meta_path, meta)
-        plan = pd.read_csv(entry / "rows.tsv", sep="\t", dtype={"audio": str}, keep_default_na=False,
-                           quoting=csv.QUOTE_NONE)
-        todo = [s for s in range(int(meta["shards"])) if not (entry / f"shard-{s:05d}.tsv").is_file()]
-        if todo:
-            done = int(meta["shards"]) - len(todo)
-            log.info("features: extracting %d shard(s) into %s%s", len(todo), entry,
-                     f" ({done} finished before)" if done else "")
-            total = int(plan["shard"].isin(todo).sum())
-            with tqdm(total=total, desc=f"features {extractor.slug}", unit="utt", disable=not progress) as bar:
-                for s in todo:
-                    _write_shard(entry, s, plan[plan["shard"] == s], extractor, want, dtype, batch_seconds, bar)
-            meta["complete"] = True
-            meta["runtime"] = runtime_info(extractor.device, extractor.precision)
-            write_json(meta_path, meta)
+        with locked(entry / "lock"):
+            meta, plan = self._entry_plan(entry, ext_dir, extractor, unique, audio_of, want, dtype, key, shard_bytes)
+            # read from this request's files (their content is the key's): a path recorded in rows.tsv may be gone
+            plan["audio"] = plan["key"].map(audio_of)
+            _extract_shards(entry, meta, plan, extractor, want, dtype, batch_seconds, progress)
         seg_of = dict(zip(plan["key"], plan["seg"]))
-        return self._open(entry, meta, rows["id"].astype(str).tolist(), [seg_of[k] for k in keys], want)
+        try:
+            segs = [seg_of[k] for k in keys]
+            members = entry_members(entry, meta, segs)
+            return FeatureView(entry, meta, rows["id"].astype(str).tolist(), segs, want, members)
+        except EntryChanged as e:   # only another process changing the entry right now gets here
+            raise UserError(f"the feature-store entry changed while it was read ({e})", path=entry,
+                            fix="run the command again (and stop whatever writes into the feature store)") from None
+
+    def _entry_plan(self, entry: Path, ext_dir: Path, extractor, unique: list[str], audio_of: dict[str, str],
+                    want: list[int], dtype: str, key: dict, shard_bytes: int) -> tuple[dict, pd.DataFrame]:
+        """entry.json and rows.tsv of the entry being extracted: as found when they are the store's
+        (a resume, or a repair), else written anew (any shard then left there has no record: redone)."""
+        meta_path = entry / "entry.json"
+        meta, why = read_meta(meta_path)
+        if meta is not None:
+            try:
+                if meta["key"] != key:
+                    raise EntryChanged("entry.json is another entry's")
+                return meta, _read_plan(entry, meta)
+            except EntryChanged as e:
+                why = e
+        if why != "absent":
+            _not_used(entry, why)
+        ext_dir.mkdir(parents=True, exist_ok=True)
+        write_json(ext_dir / "extractor.json", extractor.describe())
+        plan = plan_shards(unique, audio_of, extractor, len(want), np.dtype(dtype).itemsize, shard_bytes)
+        with atomic_open(entry / "rows.tsv") as f:
+            plan.to_csv(f, sep="\t", index=False, quoting=csv.QUOTE_NONE, lineterminator="\n")
+        meta = {"key": key, "extractor_key": extractor.key, "extractor": extractor.describe(), "layers": want,
+                "n_outputs": extractor.n_outputs, "dim": extractor.dim, "frame_shift_s": extractor.frame_shift_s,
+                "sample_rate": extractor.sample_rate, "dtype": dtype, "precision": extractor.precision,
+                "version": EXTRACTOR_VERSION, "rows": len(audio_of), "shards": int(plan["shard"].max()) + 1,
+                "runtime": runtime_info(extractor.device, extractor.precision), "complete": False,
+                "files": {"rows.tsv": record(entry / "rows.tsv")}}
+        write_meta(meta_path, meta)
+        return meta, _read_plan(entry, meta)
+
+
+def _extract_shards(entry: Path, meta: dict, plan: pd.DataFrame, extractor, want: list[int], dtype: str,
+                    batch_seconds: float, progress: bool) -> None:
+    """Extract every shard entry.json has no record of, or whose files fail theirs; record each as done."""
+    meta_path, todo = entry / "entry.json", []
+    for s in range(meta["shards"]):
+        names = shard_names(s)
+        why = next(((n, w) for n in names if (w := mismatch(entry / n, meta["files"].get(n)))), None)
+        if why is not None:
+            todo.append(s)
+            if any(n in meta["files"] for n in names):   # recorded once, changed since (unrecorded: unfinished)
+                _not_used(entry, f"{why[0]} {why[1]}")
+            for n in names:
+                meta["files"].pop(n, None)
+    if not todo:
+        return
+    remove_stale_temporaries(entry)
+    meta["complete"] = False
+    write_meta(meta_path, meta)
+    done = meta["shards"] - len(todo)
+    log.info("features: extracting %d shard(s) into %s%s", len(todo), entry,
+             f" ({done} finished before)" if done else "")
+    with tqdm(total=int(plan["shard"].isin(todo).sum()), desc=f"features {extractor.slug}", unit="utt",
+              disable=not progress) as bar:
+        for s in todo:
+            meta["files"].update(write_shard(entry, s, plan[plan["shard"] == s], extractor, want, dtype,
+                                             batch_seconds, bar))
+            write_meta(meta_path, meta)   # the shard is done once recorded
+    meta["complete"] = True
+    meta["runtime"] = runtime_info(extractor.device, extractor.precision)
+    write_meta(meta_path, meta)
 
 
 def _layer_list(layers, n_outputs: int) -> list[int]:
@@ -396,211 +455,22 @@ def _layer_list(layers, n_outputs: int) -> list[int]:
     return out
 
 
-INDEX_COLUMNS = ("seg", "layer", "npy_offset", "npy_bytes", "data_offset", "n_frames", "dim")
+PLAN_COLUMNS = ("seg", "key", "audio", "offset", "duration", "shard")
 
 
-def _read_shard_index(entry: Path, shard: int, meta: dict) -> pd.DataFrame:
-    """One shard's member index, checked against its ZIP: every member's bytes lie inside the
-    .npy they point into, and that inside the shard file. An edited or damaged index would
-    otherwise read another utterance's bytes, or fail deep in numpy."""
-    path = entry / f"shard-{shard:05d}.tsv"
-    fix = f"the store entry was edited or damaged: delete {entry} and its features are extracted again"
+def _read_plan(entry: Path, meta: dict) -> pd.DataFrame:
+    """rows.tsv, once it passes its record (EntryChanged if not): segment, key, audio, offset, duration, shard."""
+    path = entry / "rows.tsv"
+    why = mismatch(path, meta["files"].get("rows.tsv"))
+    if why:
+        raise EntryChanged(f"rows.tsv {why}")
     try:
-        df = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False, quoting=csv.QUOTE_NONE)
-    except FileNotFoundError:
-        raise UserError("feature-store shard index missing", path=path, fix=fix) from None
-    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
-        raise UserError(f"cannot read the feature-store shard index ({type(e).__name__})", path=path,
-                        fix=fix) from None
-    missing = [c for c in INDEX_COLUMNS if c not in df.columns]
-    if missing:
-        raise UserError(f"feature-store shard index has no column(s) {', '.join(missing)}", path=path, line=1, fix=fix)
-    nums = {}
-    for c in INDEX_COLUMNS:
-        v = pd.to_numeric(df[c], errors="coerce")
-        bad = v.isna() | (v < 0) | (v != v.round())
-        if bad.any():
-            i = int(np.flatnonzero(bad.to_numpy())[0])
-            raise UserError(f"feature-store shard index: {c} = {df[c].iloc[i]!r} is not a count or offset", path=path,
-                            line=i + 2, fix=fix)
-        nums[c] = v.astype(np.int64)
-    out = pd.DataFrame(nums)
-    try:
-        size = (entry / f"shard-{shard:05d}.zip").stat().st_size
-    except OSError:
-        raise UserError("feature-store shard missing", path=entry / f"shard-{shard:05d}.zip", fix=fix) from None
-    itemsize = np.dtype(meta["dtype"]).itemsize
-    end = out["data_offset"] + out["n_frames"] * out["dim"] * itemsize
-    bad = ((out["dim"] != int(meta["dim"])) | (out["data_offset"] < out["npy_offset"])
-           | (end > out["npy_offset"] + out["npy_bytes"]) | (out["npy_offset"] + out["npy_bytes"] > size))
-    if bad.any():
-        i = int(np.flatnonzero(bad.to_numpy())[0])
-        raise UserError(f"feature-store shard index: member {out['seg'].iloc[i]}/{out['layer'].iloc[i]} does not fit "
-                        f"its shard ({size} bytes)", path=path, line=i + 2, fix=fix)
-    return out.assign(shard=shard)
-
-
-def _read_rows(entry: Path) -> dict[str, int]:
-    plan = pd.read_csv(entry / "rows.tsv", sep="\t", usecols=["seg", "key"], dtype={"key": str},
-                       keep_default_na=False, quoting=csv.QUOTE_NONE)
-    return dict(zip(plan["key"], plan["seg"]))
-
-
-def _plan_shards(keys: list[str], audio_of: dict[str, str], extractor, n_layers: int, itemsize: int,
-                 shard_bytes: int) -> pd.DataFrame:
-    """Segments sorted by length, cut into shards of at most ``shard_bytes`` of features; each is
-    read from the first of its rows' files (``audio_of``: they hold the same bytes)."""
-    parts = [k.rsplit("|", 2) for k in keys]
-    sr = extractor.sample_rate
-    audio = [audio_of[k] for k in keys]
-    start = [int(p[1]) for p in parts]
-    count = [int(p[2]) for p in parts]
-    durations = []
-    for a, n in zip(audio, count):
-        if n < 0:  # "to the end of the file": read the header once (at the file's own rate)
-            info = sf.info(a)
-            durations.append(info.frames / info.samplerate)
-        else:
-            durations.append(n / sr)
-    per_second = n_layers * extractor.dim * itemsize / extractor.frame_shift_s
-    # by length, then by where the samples are read (not by content hash): the order, and so which
-    # segments share a batch, stays what it was before segments were keyed by content. Batched
-    # features equal single ones only up to float rounding (~1 fp16 ulp in 0.1 % of members), and
-    # trained heads amplify that, so a new order would move the built-in study's scores.
-    order = sorted(range(len(keys)), key=lambda i: (durations[i], f"{audio[i]}|{start[i]}|{count[i]}"))
-    shard, used, shards = 0, 0.0, []
-    for i in order:
-        size = durations[i] * per_second
-        if used and used + size > shard_bytes:
-            shard, used = shard + 1, 0.0
-        used += size
-        shards.append(shard)
-    return pd.DataFrame({"seg": range(len(order)), "key": [keys[i] for i in order],
-                         "audio": [audio[i] for i in order], "offset": [start[i] / sr for i in order],
-                         "duration": [durations[i] for i in order], "shard": shards})
-
-
-def _write_shard(entry: Path, shard: int, rows: pd.DataFrame, extractor, layers: list[int], dtype: str,
-                 batch_seconds: float, bar) -> None:
-    """Extract one shard's rows in length-bucketed batches into an uncompressed ZIP, then its index."""
-    path = entry / f"shard-{shard:05d}.zip"
-    tmp = path.with_name(f".{path.name}.tmp")
-    segs, audio = rows["seg"].tolist(), rows["audio"].tolist()
-    offsets, durations = rows["offset"].astype(float).tolist(), rows["duration"].astype(float).tolist()
-    frames: dict[tuple[int, int], tuple[int, int]] = {}
-    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as zf:
-        for batch in length_buckets(durations, batch_seconds):
-            waves = [read_segment(audio[i], offsets[i], durations[i], extractor.sample_rate) for i in batch]
-            outs = extractor.extract(waves, layers, DTYPES[dtype])
-            COUNTERS["batches"] += 1
-            COUNTERS["utterances"] += len(batch)
-            for i, x in zip(batch, outs):
-                for j, layer in enumerate(layers):
-                    with zf.open(f"{segs[i]}/{layer}.npy", "w", force_zip64=True) as f:
-                        np.lib.format.write_array(f, np.ascontiguousarray(x[j]), allow_pickle=False)
-                    frames[(segs[i], layer)] = x[j].shape
-            bar.update(len(batch))
-    os.replace(tmp, path)
-    index = _member_offsets(path)
-    index["n_frames"] = [frames[(s, layer)][0] for s, layer in zip(index["seg"], index["layer"])]
-    index["dim"] = [frames[(s, layer)][1] for s, layer in zip(index["seg"], index["layer"])]
-    with atomic_open(entry / f"shard-{shard:05d}.tsv") as f:
-        index.to_csv(f, sep="\t", index=False, lineterminator="\n")
-
-
-def _member_offsets(path: Path) -> pd.DataFrame:
-    """Where each member's .npy starts and its data begins (local ZIP headers, then the npy header)."""
-    out = []
-    with zipfile.ZipFile(path) as zf, open(path, "rb") as raw, \
-            mmap.mmap(raw.fileno(), 0, access=mmap.ACCESS_READ) as m:
-        for info in zf.infolist():
-            # local header: 30 fixed bytes, then name and extra field (lengths at bytes 26 and 28)
-            name_len, extra_len = struct.unpack_from("<HH", m, info.header_offset + 26)
-            start = info.header_offset + 30 + name_len + extra_len
-            reader = _Reader(m, start)
-            major, _ = np.lib.format.read_magic(reader)
-            if major == 1:
-                np.lib.format.read_array_header_1_0(reader)
-            else:
-                np.lib.format.read_array_header_2_0(reader)
-            seg, layer = info.filename[:-len(".npy")].split("/")
-            out.append((int(seg), int(layer), start, info.file_size, reader.pos))
-    return pd.DataFrame(out, columns=["seg", "layer", "npy_offset", "npy_bytes", "data_offset"])
-
-
-class _Reader:
-    """A file-like read cursor over a memory map (numpy's header readers want ``.read``)."""
-
-    def __init__(self, m, pos: int):
-        self.m, self.pos = m, pos
-
-    def read(self, n: int) -> bytes:
-        data = self.m[self.pos:self.pos + n]
-        self.pos += n
-        return data
-
-
-# --------------------------------------------------------------------------- exports (thin writers)
-
-def write_kaldi(view: FeatureView, out_dir: str | os.PathLike, layer: int, repeat: int = 1,
-                keys: dict[str, str] | None = None) -> dict[str, tuple[int, int]]:
-    """``feats.ark`` + ``feats.scp`` (kaldiio, float32, readable by kaldi-io too) of one layer,
-    keys (default: the view's ids; ``keys`` maps id -> Kaldi key) sorted in C order as Kaldi
-    wants, each frame repeated ``repeat`` times (2: 20 ms -> the 10 ms Kaldi TDNN recipes expect).
-    Returns {key: (frames, dim)}."""
-    import kaldiio
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    ark, tmp_ark, tmp_scp = out_dir / "feats.ark", out_dir / ".feats.ark.tmp", out_dir / ".feats.scp.tmp"
-    keys = keys or {u: u for u in view.ids}
-    shapes = {}
-    with kaldiio.WriteHelper(f"ark,scp:{tmp_ark},{tmp_scp}") as writer:
-        for uid in sorted(view.ids, key=lambda u: keys[u].encode()):
-            x = np.asarray(view.array(uid, layer), dtype=np.float32)
-            if repeat > 1:
-                x = np.repeat(x, repeat, axis=0)
-            writer(keys[uid], x)
-            shapes[keys[uid]] = x.shape
-    # the scp names the ark it was written to; point it at the final name, then publish both
-    scp = tmp_scp.read_text(encoding="utf-8").replace(str(tmp_ark), str(ark))
-    os.replace(tmp_ark, ark)
-    with atomic_open(out_dir / "feats.scp") as f:
-        f.write(scp)
-    tmp_scp.unlink()
-    return shapes
-
-
-def export_view(view: FeatureView, out_dir: str | os.PathLike, fmt: str = "npy", repeat: int = 1) -> Path:
-    """A copy of a view outside the store, for tools that want files: ``npy`` (OUT/<id>.npy,
-    [T, D] for one layer, [L, T, D] for several; float32) or ``kaldi`` (one layer); both with
-    OUT/features.tsv (id, path, n_frames, dim) and OUT/features.json. Returns features.tsv."""
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if fmt == "kaldi":
-        if len(view.layers) != 1:
-            raise UserError("Kaldi archives hold one matrix per utterance", fix="pick one --layer for --format kaldi")
-        shapes = write_kaldi(view, out_dir, view.layers[0], repeat)
-        rows = [(u, str(out_dir / "feats.ark"), *shapes[u]) for u in view.ids]
-    elif fmt == "npy":
-        rows = []
-        for uid in view.ids:
-            x = view.get(uid).astype(np.float32)
-            x = x[0] if len(view.layers) == 1 else x
-            if repeat > 1:
-                x = np.repeat(x, repeat, axis=-2)
-            with atomic_open(out_dir / f"{uid}.npy", "wb") as f:
-                np.save(f, x)
-            rows.append((uid, str(out_dir / f"{uid}.npy"), x.shape[-2], x.shape[-1]))
-    else:
-        raise UserError(f"unknown feature format {fmt!r}", fix="use npy (fairseq s2t) or kaldi (ark/scp)")
-    index = out_dir / "features.tsv"
-    with atomic_open(index) as f:
-        f.write("id\tpath\tn_frames\tdim\n" + "".join(f"{a}\t{b}\t{c}\t{d}\n" for a, b, c, d in rows))
-    write_json(out_dir / "features.json", {**view.describe(), "format": fmt, "repeat": repeat,
-                                           "frame_shift_s": view.frame_shift_s / repeat})
-    return index
-
-
-def bytes_on_disk(root: str | os.PathLike) -> int:
-    """Total size of the files under ``root`` (what a feature cache costs)."""
-    return sum(p.stat().st_size for p in Path(root).rglob("*") if p.is_file())
+        plan = pd.read_csv(path, sep="\t", dtype={"audio": str, "key": str}, keep_default_na=False,
+                           quoting=csv.QUOTE_NONE)
+        ok = (all(c in plan.columns for c in PLAN_COLUMNS) and plan["seg"].tolist() == list(range(len(plan)))
+              and plan["shard"].between(0, meta["shards"] - 1).all() and plan["key"].is_unique)
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, pd.errors.ParserError, pd.errors.EmptyDataError):
+        ok = False
+    if not ok:   # only an entry recorded as found (_record_found) can get here
+        raise EntryChanged("rows.tsv is not a segment table the store writes")
+    return plan

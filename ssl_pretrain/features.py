@@ -110,6 +110,10 @@ def to_model_rate(wave, native_rate: int, sample_rate: int):
     return y.numpy() if as_numpy else y
 
 
+MIN_RATE, MAX_RATE = 1000, 384_000      # the sample rates a model folder's preprocessor may name, too
+MAX_UTTERANCE_SECONDS = 3600.0           # ~460 MB as float32 at 16 kHz, before any model sees it
+
+
 def read_segment(path: str, offset: float, duration: float, sample_rate: int) -> np.ndarray:
     """One utterance (mono float32, at ``sample_rate``) from a file, by offset/duration in seconds.
 
@@ -125,6 +129,15 @@ def read_segment(path: str, offset: float, duration: float, sample_rate: int) ->
         native = int(info.samplerate)
         start = int(round(offset * native))
         frames = int(round(duration * native)) if duration and duration > 0 else -1
+        # bounded before any sample is decoded: a 1 Hz header would make resampling allocate
+        # 16,000 samples per stored one, and a segment hours long is no utterance
+        if not MIN_RATE <= native <= MAX_RATE:
+            raise UserError(f"the audio's sample rate {native} Hz is outside {MIN_RATE}-{MAX_RATE} Hz", path=path,
+                            fix="resample the file (e.g. sox IN -r 16000 OUT), or leave its row out of the table")
+        seconds = (frames if frames >= 0 else max(info.frames - start, 0)) / native
+        if seconds > MAX_UTTERANCE_SECONDS:
+            raise UserError(f"one utterance of {seconds:,.0f} s (at most {MAX_UTTERANCE_SECONDS:,.0f} s are read at "
+                            "once)", path=path, fix="segment the recording: give each utterance its offset and duration")
         if hasattr(src, "seek"):
             src.seek(0)
         wav, _ = sf.read(src, start=start, frames=frames, dtype="float32", always_2d=True)

@@ -11,7 +11,6 @@ import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import yaml
 
 from corpora.base.errors import UserError
 
@@ -42,9 +41,9 @@ def preset_path(preset: str) -> Path:
 
 def load_preset(preset: str) -> dict:
     """The preset's config as a plain dict (fairseq's own hydra loader reads the same file)."""
+    from corpora.base.strict_yaml import read_yaml
     path = preset_path(preset)
-    with open(path, encoding="utf-8") as f:
-        cfg = yaml.safe_load(f)
+    cfg, _ = read_yaml(path, "give a fairseq hydra yaml file", what="pretraining preset")
     if not isinstance(cfg, dict) or "model" not in cfg or "task" not in cfg:
         raise UserError("not a fairseq pretraining config (no `model:` / `task:` section)", path=path,
                         fix="start from ssl_pretrain/presets/base.yaml")

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from corpora.base.atomic import atomic_path
+from corpora.base.boundary import parse_json
 from corpora.base.errors import UserError
 from ssl_pretrain.architecture import hf_config
 
@@ -71,10 +72,7 @@ def _packed_cfg(meta: dict, path: Path) -> dict:
     fix = "the release's metadata was edited or damaged: re-pack it (gendergap ckpt pack) or download it again"
     if "fairseq_cfg" not in meta:
         raise UserError("packed checkpoint has no fairseq_cfg metadata", path=path, fix=fix)
-    try:
-        cfg = json.loads(meta["fairseq_cfg"])
-    except json.JSONDecodeError as e:
-        raise UserError(f"packed checkpoint's fairseq_cfg metadata is not JSON ({e.msg})", path=path, fix=fix) from None
+    cfg = parse_json(meta["fairseq_cfg"], "fairseq_cfg metadata of the packed checkpoint", path=path, fix=fix)
     if not isinstance(cfg, dict) or not isinstance(cfg.get("model"), dict):
         raise UserError("packed checkpoint's fairseq_cfg metadata has no `model` section", path=path, fix=fix)
     try:

@@ -10,27 +10,22 @@ refused), a folder must be a transformers model of a supported family (ssl_pretr
 """
 from __future__ import annotations
 
-import json
 import os
 import time
-import unicodedata
 from pathlib import Path
 
+from corpora.base import boundary
 from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
+from corpora.base.registry_file import read_registry
 
 DEFAULT_PATH = Path("runs") / "checkpoints.json"
 
 
 def check_name(name: str, where: str | os.PathLike | None = None, line: int | None = None) -> str:
-    """A checkpoint name is one line of printable text: it heads table rows (Markdown, LaTeX, CSV), file
-    names and log lines, and a newline or another control character in it would break them."""
-    bad = [ch for ch in str(name) if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")]
-    if not str(name).strip() or bad:
-        what = f"control character {bad[0]!r}" if bad else "nothing but spaces"
-        raise UserError(f"checkpoint name {str(name)[:60]!r} holds {what}", path=where, line=line,
-                        fix="name it with printable characters, e.g. F-tiny")
-    return name
+    """A checkpoint name heads table rows and log lines and becomes file and folder names (feature
+    store entries, fine-tuning runs): the boundary's one name check."""
+    return boundary.check_name(name, "checkpoint name", path=where, line=line)
 
 
 class Registry:
@@ -49,21 +44,7 @@ class Registry:
     def _stored(self) -> list[dict]:
         if not os.path.lexists(self.path):
             return []
-        from corpora.base.boundary import regular_file
-        fix = "repair the file or move it away and re-add the checkpoints"
-        regular_file(self.path, "checkpoint registry", max_bytes=64 << 20, fix=fix)
-        try:
-            data = json.loads(self.path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise UserError(f"registry is not valid JSON ({e.msg})", path=self.path, line=e.lineno, fix=fix) from None
-        except (UnicodeDecodeError, RecursionError):
-            raise UserError("registry is not UTF-8 JSON of a sane depth", path=self.path, fix=fix) from None
-        entries = data.get("checkpoints", []) if isinstance(data, dict) else None
-        if not isinstance(entries, list) or not all(isinstance(e, dict) and isinstance(e.get("name"), str)
-                                                    for e in entries):
-            raise UserError('registry is not {"checkpoints": [{"name": ..., "path": ...}, ...]}', path=self.path,
-                            fix=fix)
-        return entries
+        return read_registry(self.path, "repair the file or move it away and re-add the checkpoints")
 
     def get(self, name: str) -> dict:
         for e in self.entries():
@@ -117,7 +98,7 @@ class Registry:
         from corpora.base.units import count_label
         rows = [("Model", "family", "params", "# updates", "# hours", "M,%", "F,%", "U,%", "kind")]
         for e in self.entries():
-            rows.append((e["name"], e.get("family") or "-", count_label(e.get("parameters")),
+            rows.append((boundary.printable(e["name"]), boundary.printable(e.get("family") or "-"), count_label(e.get("parameters")),
                          fmt(e.get("updates"), "updates"), fmt(e.get("hours"), "hours"),
                          fmt(e.get("male_pct"), "pct"), fmt(e.get("female_pct"), "pct"),
                          fmt(e.get("unknown_pct"), "pct"), e["kind"]))

@@ -21,7 +21,8 @@ import time
 import zipfile
 from pathlib import Path
 
-from corpora.base.atomic import write_json
+from corpora.base.atomic import atomic_path, write_json
+from corpora.base.boundary import read_state_json
 from corpora.base.errors import UserError
 from corpora.base.provenance import engine_versions, git_sha
 from ssl_pretrain.hardware import load_preset, preset_path
@@ -209,10 +210,9 @@ def repair_cut_short_last(save_dir) -> str | None:
     source = next((p for p in saved if zipfile.is_zipfile(p) and _is_prefix_of(last, p)), None)
     if source is None:
         return None
-    tmp = last.with_name(".checkpoint_last.repair.tmp")
-    shutil.copyfile(source, tmp)
-    last.replace(last.with_name("checkpoint_last.pt.partial"))
-    tmp.replace(last)
+    with atomic_path(last) as tmp:   # a unique temporary name: never written through a planted link
+        shutil.copyfile(source, tmp)
+        last.replace(last.with_name("checkpoint_last.pt.partial"))
     log.warning("%s was cut short while fairseq copied %s to it (a kill during a save); resuming from "
                 "%s, the same state (the cut file is kept as checkpoint_last.pt.partial)",
                 last, source.name, source.name)
@@ -307,16 +307,12 @@ def warm_start(state: dict, out_dir, source: str | None = None) -> list[str]:
     OUT/init.json records which weights OUT/init.pt holds (``source``, their sha256): a rerun with
     other weights rewrites init.pt, so --init-from always wins over a stale file, unless the run
     already has a checkpoint_last.pt trained from the old weights: then it is refused, naming both."""
-    import json
     import torch
     from corpora.base.atomic import atomic_open
     out_dir = Path(out_dir)
     init, record_path = out_dir / "init.pt", out_dir / "init.json"
     digest = _weights_sha256(state)
-    try:
-        record = json.loads(record_path.read_text(encoding="utf-8")) if record_path.is_file() else {}
-    except (OSError, ValueError):
-        record = {}
+    record = read_state_json(record_path, "init.json") or {}
     if not (init.is_file() and record.get("sha256") == digest):
         if record.get("sha256") and (out_dir / "checkpoints" / "checkpoint_last.pt").is_file():
             raise UserError(f"this run was started from {record.get('source')} (weights sha256 "

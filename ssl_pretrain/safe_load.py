@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import pickle
 import re
@@ -90,17 +89,21 @@ def check_model_folder(folder: str | os.PathLike, *, trust: bool = False) -> Non
     ``trust``: that flag opts in to unpickling, never to running a folder's .py), no symlinked directory,
     and every pickle it holds read with the allowlist loader -- by suffix, and every shard a weights
     index (``*.index.json``) names, whatever its suffix (transformers unpickles what the index says)."""
-    from corpora.base.boundary import folder_files, no_custom_code
+    from corpora.base.boundary import HF_CONFIGS, MAX_CONFIG_BYTES, folder_files, no_custom_code, read_json
     folder = Path(folder)
+    for name in HF_CONFIGS:   # read the one bounded way first: a 100k-deep or huge file is one line, not a
+        if os.path.lexists(folder / name):   # RecursionError from a plain json.loads further on
+            read_json(folder / name, name, max_bytes=MAX_CONFIG_BYTES, fix="copy the model folder again")
     no_custom_code(folder)
     files = folder_files(folder)
-    for p in sorted(p for p in files if p.suffix == ".safetensors"):
+    # every shard an index names, resolved inside the folder (a shard elsewhere, missing or a FIFO is one
+    # line) and checked like the folder's own files, with or without --trust-checkpoint
+    shards = {s for idx in files if idx.name.endswith(".index.json") for s in index_shards(idx)}
+    for p in sorted(p for p in {*files, *shards} if p.suffix == ".safetensors"):
         _check_safetensors_header(p)
     if trust:
         return
-    pickles = {p for p in files if p.suffix in PICKLE_SUFFIXES}
-    for idx in (p for p in files if p.name.endswith(".index.json")):
-        pickles |= {s for s in _index_shards(idx) if s.suffix != ".safetensors"}
+    pickles = {p for p in files if p.suffix in PICKLE_SUFFIXES} | {s for s in shards if s.suffix != ".safetensors"}
     for p in sorted(pickles):
         st = p.stat()
         _check_pickle_once(str(p), st.st_size, st.st_mtime_ns)
@@ -112,24 +115,53 @@ def _check_safetensors_header(path: Path) -> None:
     from safetensors import SafetensorError, safe_open
     try:
         with safe_open(str(path), framework="pt") as f:
-            f.keys()
+            keys = list(f.keys())
     except (SafetensorError, OSError, ValueError) as e:
         raise UserError(f"not a valid safetensors file ({e})", path=path,
                         fix="copy the model folder again (the file is truncated or was altered)") from None
+    if not keys:   # transformers would load nothing from it and leave every weight at random init
+        raise UserError("the safetensors file holds no tensors", path=path,
+                        fix="copy the model folder again (the weights file was emptied)")
 
 
-def _index_shards(index: Path) -> list[Path]:
-    """The shard files a transformers weights index names, each resolved inside its folder, regular."""
-    from corpora.base.boundary import MAX_CONFIG_BYTES, inside, regular_file
-    regular_file(index, "weights index", max_bytes=MAX_CONFIG_BYTES)
-    try:
-        wmap = json.loads(index.read_text(encoding="utf-8")).get("weight_map")
-    except (ValueError, UnicodeDecodeError, AttributeError):
-        wmap = None
-    if not isinstance(wmap, dict):
-        raise UserError("the weights index has no weight_map object", path=index, fix="copy the model folder again")
-    shards = [inside(index.parent, s, "weights shard", source=index) for s in sorted(set(map(str, wmap.values())))]
-    return [regular_file(s, "weights shard") for s in shards]
+def index_shards(index: Path) -> list[Path]:
+    """The shard files a transformers weights index (``*.index.json``) names in its ``weight_map``,
+    each resolved inside the index's folder and a regular file, sorted."""
+    from corpora.base.boundary import MAX_CONFIG_BYTES, listed_file, read_json
+    fix = "copy the model folder again"
+    wmap = read_json(index, "weights index", shape=dict, max_bytes=MAX_CONFIG_BYTES, fix=fix).get("weight_map")
+    if not isinstance(wmap, dict) or not wmap or not all(isinstance(v, str) for v in wmap.values()):
+        raise UserError("the weights index has no weight_map object of weight name -> shard file", path=index, fix=fix)
+    return sorted({listed_file(index.parent, s, "weights shard", source=index) for s in wmap.values()})
+
+
+def check_finite_weights(paths, *, trust: bool = False) -> None:
+    """Every floating-point tensor of the weight files ``paths`` (safetensors or torch pickles) is
+    finite: a NaN or an infinity loads silently and turns every feature after it into NaN."""
+    for p in paths:
+        st = Path(p).stat()
+        _finite_once(str(p), st.st_size, st.st_mtime_ns, trust)
+
+
+@functools.lru_cache(maxsize=64)
+def _finite_once(path: str, size: int, mtime_ns: int, trust: bool) -> None:
+    del size, mtime_ns  # part of the cache key only
+    if path.endswith(".safetensors"):
+        from safetensors import safe_open
+        with safe_open(path, framework="pt") as f:   # one tensor in memory at a time
+            tensors = ((k, f.get_tensor(k)) for k in f.keys())
+            _first_non_finite(tensors, path)
+        return
+    state = load_torch_file(path, trust=trust, what="model file", mmap=True)
+    _first_non_finite(((k, v) for k, v in (state.items() if isinstance(state, dict) else ())), path)
+
+
+def _first_non_finite(tensors, path: str) -> None:
+    for key, t in tensors:
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            kind = "NaN" if bool(torch.isnan(t).any()) else "infinite"
+            raise UserError(f"the weight '{key}' holds {kind} values", path=path,
+                            fix="copy the model folder again (a NaN or infinite weight makes every feature NaN)")
 
 
 @functools.lru_cache(maxsize=256)

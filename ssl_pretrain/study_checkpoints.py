@@ -5,9 +5,9 @@ package so that a script can call them too.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from corpora.base.boundary import read_state_json
 from corpora.base.errors import UserError
 
 SHIPPED = Path(__file__).resolve().parent / "shipped"
@@ -15,10 +15,7 @@ PRETRAIN_SEEDS = 4  # a tiny run still at chance is redone with the next seed, u
 
 
 def _read_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
+    return read_state_json(path) or {}
 
 
 def pretrain_tiny(manifest: str, out: str, seed: int, updates: int, preset: str = "tiny",

@@ -19,7 +19,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from corpora.base.atomic import atomic_open
+from corpora.base.atomic import atomic_open, atomic_path
 
 _SIMPLE_KV = re.compile(r"(\w+)=([^,\s|]+)")
 _SAVED = re.compile(r"Saved checkpoint (\S+) \(epoch \d+ @ (\d+) updates")
@@ -218,9 +218,8 @@ def apply_rollback(action: Action, save_dir: str | Path) -> list[str]:
         src = Path(action.checkpoint)
         if src.name == "checkpoint_last.pt":
             src = src.with_name(f"checkpoint_last.pt.bad{action.restart}")
-        tmp = save_dir / ".checkpoint_last.rollback.tmp"
-        shutil.copyfile(src, tmp)
-        tmp.replace(save_dir / "checkpoint_last.pt")
+        with atomic_path(save_dir / "checkpoint_last.pt") as tmp:   # a unique name: never through a planted link
+            shutil.copyfile(src, tmp)
     return aside
 
 
@@ -235,7 +234,9 @@ def journal(path: str | Path, event: str, **fields) -> None:
 
 
 def read_journal(path: str | Path) -> list[dict]:
+    from corpora.base.boundary import parse_json, read_lines
     path = Path(path)
     if not path.exists():
         return []
-    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+    return [parse_json(x, "watchdog journal", path=path, line=n, shape=dict)
+            for n, x in enumerate(read_lines(path, "watchdog journal"), 1) if x.strip()]

@@ -101,8 +101,13 @@ def test_bench_measures_a_profile_the_dry_run_reads(study, tmp_path, capsys):
     import json
     root, cfg, data = study
     profile = tmp_path / "profile.json"
+    # an existing profile: the other device's figures and a key of the user's own stay (issue 47)
+    gpu = {"extract_gflops": 9000.0, "train_gflops": 3000.0}
+    profile.write_text(json.dumps({"devices": {"cuda": gpu}, "cluster": "node-a100-17"}))
     assert main(["bench", "--quick", "--seconds", "0.2", "--device", "cpu", "--out", str(profile)]) == 0
-    figures = json.loads(profile.read_text())["devices"]["cpu"]
+    written = json.loads(profile.read_text())
+    assert written["devices"]["cuda"] == gpu and written["cluster"] == "node-a100-17"
+    figures = written["devices"]["cpu"]
     assert figures["extract_gflops"] > 0 and figures["train_gflops"] > 0
     assert figures["extract_overhead_s_per_audio_s"] >= 0
     capsys.readouterr()

@@ -273,7 +273,8 @@ def test_a_segment_shared_by_two_corpora_is_extracted_once(corpus, tmp_path):
     assert COUNTERS["utterances"] - before == n and view_b.dir == views[0].dir
     for a, b in zip(rows_a["id"], rows_b["id"]):
         np.testing.assert_array_equal(view_b.array(b, 1), views[0].array(a, 1))
-    assert len((tmp_path / "store" / CACHE).read_text().splitlines()) == 1 + 2 * rows_a["audio"].nunique()
+    # header, one line per file, and the line that checks them
+    assert len((tmp_path / "store" / CACHE).read_text().splitlines()) == 2 + 2 * rows_a["audio"].nunique()
 
     # both at the same layers, in one entry: still n extractions, the view says so
     before = COUNTERS["utterances"]
@@ -307,13 +308,13 @@ def test_extraction_order_follows_length_and_source_not_content(tmp_path):
     """Which segments share a length bucket decides their features' float rounding, and trained heads
     amplify it: the plan orders by length, then file path and first sample -- never by the content
     hash in the key, so keying by content left every earlier study's batches as they were."""
-    from ssl_pretrain.feature_store import _plan_shards
+    from ssl_pretrain.store_files import plan_shards
 
-    class Ext:   # what _plan_shards reads of an extractor
+    class Ext:   # what plan_shards reads of an extractor
         sample_rate, dim, frame_shift_s = 16000, 4, 0.02
 
     audio = {"f" * 64 + "|0|16000": "/a/1.wav", "0" * 64 + "|0|16000": "/a/2.wav",
              "9" * 64 + "|0|8000": "/b/0.wav", "1" * 64 + "|16000|16000": "/a/1.wav"}
-    plan = _plan_shards(list(audio), audio, Ext(), 1, 2, 1 << 30)
+    plan = plan_shards(list(audio), audio, Ext(), 1, 2, 1 << 30)
     assert plan["audio"].tolist() == ["/b/0.wav", "/a/1.wav", "/a/1.wav", "/a/2.wav"]
     assert plan["offset"].tolist() == [0.0, 0.0, 1.0, 0.0]

@@ -75,15 +75,18 @@ def table(audio_fifo: bool = False, column: str | None = None, value: str | None
     return setup
 
 
-def st_run(vocab: str = "vocab.txt", vocab_fifo: bool = False, **named):
+def st_run(vocab: str = "vocab.txt", vocab_fifo: bool = False, st_json: str | None = None, **named):
     """A finished-looking ST run dir whose data/config.yaml names ``vocab`` (a victim beside --out);
-    ``named``: st.json keys naming a file outside the run dir (made a FIFO there)."""
+    ``named``: st.json keys naming a file outside the run dir (made a FIFO there); ``st_json``: the
+    st.json text itself, when that is the hostile file."""
     def setup(tmp: Path) -> None:
         run = tmp / "run"
         (run / "data").mkdir(parents=True)
         (run / "checkpoint_avg.pt").write_bytes(b"not read: the data config is refused first")
         (run / "st.json").write_text(json.dumps({"status": "done", "src_lang": "fr", "tgt_lang": "en",
                                                  "feature_dim": 8, "checkpoint": "checkpoint_avg.pt", **named}))
+        if st_json is not None:
+            (run / "st.json").write_text(st_json)
         for value in named.values():
             os.mkfifo(run / value)
         if named:   # the data config whole, so only the named file is hostile
@@ -125,17 +128,39 @@ CASES = [
     ("st-vocab-fifo", DECODE, st_run(vocab_fifo=True), "not a regular file"),
     ("st-json-registry-fifo", DECODE, st_run(registry="../reg.fifo"), "registry named by st.json"),
     ("st-json-index-fifo", DECODE, st_run(feature_index="../index.fifo"), "feature_index named by st.json"),
+    ("st-json-threads-many", DECODE, st_run(st_json=json.dumps({"status": "done", "feature_dim": 8, "preset": {
+        "cpu_threads": "many"}})), "'preset.cpu_threads' is wrong"),
+    ("st-json-deep", DECODE, st_run(st_json="[" * 100_000 + "]" * 100_000), "nests more than 64"),
+    ("st-json-nan", DECODE, st_run(st_json='{"status": "done", "feature_dim": NaN}'), "NaN is not standard JSON"),
+    ("st-json-dim-string", DECODE, st_run(st_json='{"status": "done", "feature_dim": "8"}'), "'feature_dim' is wrong"),
     # special files
     ("merge-out-dev-full", ["corpus", "merge", "{tmp}/a.tsv", "--out", "/dev/full"], nothing, "not a regular file"),
     ("index-out-fifo", ["corpus", "index", "--kind", "generic", "--root", "{tmp}", "--out", "{tmp}/out.fifo"],
      fifo("out.fifo"), "not a regular file"),
     ("report-out-fifo", ["report", "--db", "{tmp}/r.db", "--out", "{tmp}/out.fifo"], fifo("out.fifo"),
      "not a directory"),
+    ("merge-out-proc", ["corpus", "merge", "{tmp}/c/table.tsv", "--out", "/proc/self/x"], table(), "kernel file system"),
+    ("build-out-proc", ["manifest", "build", "--table", "{tmp}/c/table.tsv", "--gender", "any", "--out", "/proc/self/m"],
+     table(), "kernel file system"),
     ("fairseq-audio-fifo", BUILD + ["--format", "fairseq"], table(audio_fifo=True), "not a regular file"),
     # numbers
     ("config-registry-fifo", SWEEP, registered(registry_fifo=True), "not a regular file"),
-    ("config-registry-list", SWEEP, registered(registry='[{"name": "F", "path": "/etc"}]'), "registry is not"),
-    ("config-registry-deep", SWEEP, registered(registry="[" * 100000 + "]" * 100000), "registry is not"),
+    ("config-registry-list", SWEEP, registered(registry='[{"name": "F", "path": "/etc"}]'), "registry is a JSON array"),
+    ("config-registry-deep", SWEEP, registered(registry="[" * 100000 + "]" * 100000), "nests more than 64"),
+    # a registry's facts are read through its declared shape (they print in Table 3)
+    *[(f"config-registry-{case}", SWEEP, registered(registry=json.dumps({"checkpoints": [
+        {"name": "F", "path": "f.pt", "kind": "fairseq", **entry}]}).replace('"NAN"', "NaN")), words)
+      for case, entry, words in [
+          ("hours-negative", {"hours": -5}, "'checkpoints.0.hours' is wrong"),
+          ("hours-string", {"hours": "lots"}, "'checkpoints.0.hours' is wrong"),
+          ("hours-nan", {"hours": "NAN"}, "NaN is not standard JSON"),
+          ("pct-150", {"male_pct": 150}, "'checkpoints.0.male_pct' is wrong"),
+          ("path-number", {"path": 7}, "'checkpoints.0.path' is wrong"),
+          ("path-etc-passwd", {"path": "/etc/passwd"}, "does not end in .pt"),
+          ("kind-unknown", {"kind": "pickle"}, "'checkpoints.0.kind' is wrong"),
+          ("name-traversal", {"name": "../../x"}, "path separator")]],
+    ("config-registry-key-twice", SWEEP, registered(
+        registry='{"checkpoints": [{"name": "F", "name": "G", "path": "f.pt", "kind": "fairseq"}]}'), "given twice"),
     ("config-hours-negative", SWEEP, config(extra=", hours: -3"), "hours -3"),
     ("config-hours-nan", SWEEP, config(extra=", hours: .nan"), "hours nan"),
     ("config-pct-inf", SWEEP, config(extra=", male_pct: .inf"), "percentage inf"),

@@ -205,3 +205,239 @@ def test_the_untampered_folder_transcribes(good, tmp_path, capfd, monkeypatch):
     rc, _, err = run_fresh(capfd, "-q", *_argv(TRANSCRIBE, good / "model", good, tmp_path / "out"))
     assert rc == 0, err[-40:]
     assert (tmp_path / "out").is_dir()
+
+
+# ---- issue 47: a model folder is checked before it is built -------------------------------------------------
+# Tiny self-supervised folders (tests/family_helpers.py), tampered as a hostile user did, through the real CLI:
+# `ckpt add` (what resolving and the sweep's dry run check) and `ckpt features` (what loading the weights checks).
+
+@pytest.fixture(scope="module")
+def ssl_models(tmp_path_factory):
+    from family_helpers import tiny_family_model
+    root = tmp_path_factory.mktemp("ssl47")
+    return {t: tiny_family_model(root / t, t, seed=1) for t in ("wav2vec2", "wavlm", "hubert", "data2vec-audio")}
+
+
+def _ssl_copy(src: Path, tmp_path: Path) -> Path:
+    shutil.copytree(src, tmp_path / "model")
+    return tmp_path / "model"
+
+
+def _ssl_cli(capfd, monkeypatch, tmp_path, command: str, model: Path, good: Path):
+    """(rc, err lines) of `ckpt add` or `ckpt features` on ``model``, all output under tmp_path/out."""
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out"
+    argv = {"add": ["ckpt", "add", "m", model, "--registry", out / "ckpts.json"],
+            "features": ["ckpt", "features", model, "--table", good / "table.tsv", "--device", "cpu",
+                         "--feature-store", out / "store"]}[command]
+    capfd.readouterr()   # what building the folder printed is not the command's
+    rc, _, err = run_fresh(capfd, "-q", *argv)
+    return rc, err
+
+
+def _sharded(src: Path, dest: Path) -> Path:
+    """``src``'s model saved again as three safetensors shards and model.safetensors.index.json."""
+    from transformers import AutoModel
+    AutoModel.from_pretrained(src).save_pretrained(dest, max_shard_size="40KB")
+    shutil.copy(src / "preprocessor_config.json", dest)
+    assert len(list(dest.glob("model-0000*-of-00003.safetensors"))) == 3
+    return dest
+
+
+def test_every_shard_a_sharded_folder_names_is_part_of_its_identity(ssl_models, tmp_path):
+    from safetensors.torch import load_file, save_file
+    from ssl_pretrain.checkpoints import CheckpointRef
+    model = _sharded(ssl_models["wav2vec2"], tmp_path / "sharded")
+    ref = CheckpointRef.resolve(model)
+    shards = sorted(model.glob("model-*.safetensors"))
+    assert set(shards) <= set(ref.files())
+    assert ref.load().num_layers == 2                     # a sharded folder loads as before
+    before = ref.content_hash
+    tensors = load_file(shards[-1])                       # new weights in one shard, the index untouched
+    key = sorted(tensors)[0]
+    tensors[key] = tensors[key] + 1
+    save_file(tensors, shards[-1], metadata={"format": "pt"})
+    assert CheckpointRef.resolve(model).content_hash != before   # so no cache serves the old features
+
+
+def shard_outside(d: Path) -> None:
+    idx = json.loads((d / "model.safetensors.index.json").read_text())
+    last = sorted(set(idx["weight_map"].values()))[-1]
+    (d / last).rename(d.parent / "elsewhere.safetensors")
+    idx["weight_map"] = {k: "../elsewhere.safetensors" if v == last else v for k, v in idx["weight_map"].items()}
+    (d / "model.safetensors.index.json").write_text(json.dumps(idx))
+
+
+def shard_missing(d: Path) -> None:
+    sorted(d.glob("model-*.safetensors"))[-1].unlink()
+
+
+def shard_fifo(d: Path) -> None:
+    last = sorted(d.glob("model-*.safetensors"))[-1]
+    last.unlink()
+    os.mkfifo(last)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("tamper,says", [(shard_outside, "weights shard path '../elsewhere.safetensors' leads outside"),
+                                         (shard_missing, "cannot read the weights shard (No such file"),
+                                         (shard_fifo, "FIFO")], ids=lambda x: getattr(x, "__name__", ""))
+def test_a_shard_outside_missing_or_a_fifo_is_one_line(ssl_models, good, tmp_path, capfd, monkeypatch, tamper, says):
+    model = _sharded(ssl_models["wav2vec2"], tmp_path / "model")
+    tamper(model)
+    before = _listing(tmp_path)
+    rc, err = _ssl_cli(capfd, monkeypatch, tmp_path, "add", model, good)
+    _assert_refused(tmp_path, before, rc, err, says)
+
+
+def weights_of(family: str):
+    """A folder holding ``family``'s weights under the victim's config.json (set by the test)."""
+    def swap(d: Path, models: dict) -> None:
+        shutil.copy(models[family] / "model.safetensors", d / "model.safetensors")
+    swap.__name__ = f"{family}_weights"
+    return swap
+
+
+def nan_weight(value):
+    def poison(d: Path, models: dict) -> None:
+        from safetensors.torch import load_file, save_file
+        tensors = load_file(d / "model.safetensors")
+        key = sorted(k for k in tensors if k.startswith("encoder.layers.1."))[0]
+        tensors[key].view(-1)[0] = value
+        save_file(tensors, d / "model.safetensors", metadata={"format": "pt"})
+    poison.__name__ = f"weight_{value}"
+    return poison
+
+
+def no_tensors(d: Path, models: dict) -> None:
+    from safetensors.torch import save_file
+    save_file({}, d / "model.safetensors", metadata={"format": "pt"})
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("victim,tamper,command,says", [
+    ("wav2vec2", weights_of("wavlm"), "features", "the weights do not fit config.json (a wav2vec 2.0 model): "
+                                                  "7 encoder weights unexpected"),
+    ("data2vec-audio", weights_of("hubert"), "features", "the weights do not fit config.json (a data2vec model): "
+                                                         "16 encoder weights missing, 3 encoder weights unexpected"),
+    ("wav2vec2", no_tensors, "add", "model.safetensors: the safetensors file holds no tensors"),
+    ("wav2vec2", nan_weight(float("nan")), "features", "model.safetensors: the weight 'encoder.layers.1."),
+    ("wav2vec2", nan_weight(float("inf")), "features", "holds infinite values"),
+], ids=lambda x: getattr(x, "__name__", x) if not isinstance(x, str) or len(x) < 20 else "")
+def test_weights_that_do_not_fit_or_are_not_finite_are_one_line(ssl_models, good, tmp_path, capfd, monkeypatch,
+                                                                 victim, tamper, command, says):
+    model = _ssl_copy(ssl_models[victim], tmp_path)
+    tamper(model, ssl_models)
+    before = _listing(tmp_path)
+    rc, err = _ssl_cli(capfd, monkeypatch, tmp_path, command, model, good)
+    _assert_refused(tmp_path, before, rc, err, says)
+    if "NaN" in says or "weight 'encoder" in says:
+        assert "holds NaN values" in err[0]
+
+
+@pytest.mark.timeout(60)
+def test_a_pretraining_folder_and_its_quantizer_still_load(good, tmp_path, capfd, monkeypatch):
+    # a released pretraining folder holds more than the encoder (quantizer, project_q, project_hid): not a misfit
+    import torch
+    from family_helpers import tiny_config
+    from transformers import Wav2Vec2FeatureExtractor, Wav2Vec2ForPreTraining
+    torch.manual_seed(0)
+    Wav2Vec2ForPreTraining(tiny_config("wav2vec2")).save_pretrained(tmp_path / "model")
+    Wav2Vec2FeatureExtractor(sampling_rate=16000).save_pretrained(tmp_path / "model")
+    rc, err = _ssl_cli(capfd, monkeypatch, tmp_path, "features", tmp_path / "model", good)
+    assert rc == 0, err[-20:]
+
+
+def _config(**changes):
+    def edit(d: Path) -> None:
+        _json(d, "config.json", **changes)
+    edit.__name__ = "-".join(f"{k}={v!r}"[:40] for k, v in changes.items())
+    return edit
+
+
+def _deep(name: str, levels: int = 100_000):
+    def deepen(d: Path) -> None:
+        (d / name).write_text("[" * levels + "]" * levels)
+    deepen.__name__ = f"deep_{name}"
+    return deepen
+
+
+def _raw(name: str, text: str, label: str):
+    def write(d: Path) -> None:
+        (d / name).write_text(text)
+    write.__name__ = label
+    return write
+
+
+def huge_config(d: Path) -> None:
+    cfg = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**cfg, "padding": "x" * (17 << 20)}))
+
+
+def rate_47(value):
+    def set_rate(d: Path) -> None:
+        _json(d, "preprocessor_config.json", sampling_rate=value)
+    set_rate.__name__ = f"sampling_rate_{value}"
+    return set_rate
+
+
+CONFIG_CASES = [
+    (_config(num_hidden_layers=100000), "model config's num_hidden_layers 100000 is outside [1, 256]"),
+    (_config(hidden_size=20000), "model config's hidden_size 20000 is outside [1, 16384]"),
+    (_config(num_hidden_layers=0), "model config's num_hidden_layers 0 is outside [1, 256]"),
+    (_config(conv_stride=[5, 4, 0, 4]), "model config's conv_stride entry 0 is outside [1, 1024]"),
+    (_config(conv_kernel=[10, 0, 3, 3]), "model config's conv_kernel entry 0 is outside [1, 1024]"),
+    (_config(hidden_size="32"), "model config's hidden_size '32' is not an integer"),
+    (_config(intermediate_size=48.0), "model config's intermediate_size 48.0 is not an integer"),
+    (_config(num_attention_heads=5), "hidden_size 32 is not divisible by num_attention_heads 5"),
+    (_config(conv_dim=[16, 16, 16]), "conv lists differ in length (conv_dim 3, conv_kernel 4, conv_stride 4)"),
+    (_config(num_feat_extract_layers=7), "num_feat_extract_layers 7 is not the 4 conv layers"),
+    (_config(hidden_act="no-such-activation"), "no model can be built from the model config"),
+    (_config(hidden_size=2048, num_attention_heads=16, intermediate_size=8192, num_hidden_layers=24),
+     "over the 4 GB bound"),
+    (_deep("config.json"), "config.json nests more than 64 levels"),
+    (huge_config, "config.json is 17,"),
+    (_raw("config.json", '{"model_type": "wav2vec2", "hidden_size": NaN}', "nan_in_config"), "not standard JSON"),
+    (_raw("config.json", '{"model_type": "wav2vec2", "model_type": "hubert"}', "key_twice"), "is given twice"),
+    (_deep("preprocessor_config.json"), "preprocessor_config.json nests more than 64 levels"),
+    (rate_47(500000), "sampling_rate 500000 is outside [1000, 192000]"),
+    (rate_47(16000.5), "sampling_rate 16000.5 is not a whole number of Hz"),
+    (_deep("gendergap_source.json"), "gendergap_source.json nests more than 64 levels"),
+]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("tamper,says", CONFIG_CASES, ids=[t.__name__ for t, _ in CONFIG_CASES])
+def test_a_config_that_describes_no_sane_model_is_one_line(ssl_models, good, tmp_path, capfd, monkeypatch, tamper,
+                                                           says):
+    model = _ssl_copy(ssl_models["wav2vec2"], tmp_path)
+    tamper(model)
+    before = _listing(tmp_path)
+    rc, err = _ssl_cli(capfd, monkeypatch, tmp_path, "add", model, good)
+    _assert_refused(tmp_path, before, rc, err, says)
+
+
+@pytest.mark.timeout(60)
+def test_the_model_size_bound_can_be_raised(ssl_models, good, tmp_path, capfd, monkeypatch):
+    # 1.2 B parameters (4.8 GB in fp32): refused by default above, registered once the user raises the bound
+    model = _ssl_copy(ssl_models["wav2vec2"], tmp_path)
+    _json(model, "config.json", hidden_size=2048, num_attention_heads=16, intermediate_size=8192, num_hidden_layers=24)
+    monkeypatch.setenv("GENDERGAP_MAX_MODEL_GB", "8")
+    rc, err = _ssl_cli(capfd, monkeypatch, tmp_path, "add", model, good)
+    assert rc == 0, err[-20:]
+
+
+@pytest.mark.timeout(180)
+def test_the_sweep_dry_run_checks_the_architecture(ssl_models, tmp_path):
+    # the same check at planning: a study naming the folder fails its dry run, in one line, before any job
+    model = _ssl_copy(ssl_models["wav2vec2"], tmp_path)
+    _json(model, "config.json", num_hidden_layers=100000)
+    cfg = tmp_path / "study.yaml"
+    cfg.write_text(f"name: s\ncorpus: {{synth: tiny}}\ncheckpoints:\n  Big: {{path: {model}}}\n"
+                   "tasks:\n  probes: {corpus: synth-fr, layers: all, probes: [mean], control: false}\n")
+    p = subprocess.run([sys.executable, "-m", "gendergap.cli", "sweep", "--config", str(cfg), "--out",
+                        str(tmp_path / "study"), "--dry-run"], capture_output=True, text=True, env=ENV, timeout=150)
+    err = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2 and len(err) == 1, err
+    assert "num_hidden_layers 100000 is outside [1, 256]" in err[0] and "Big" in err[0], err[0]
+    assert not (tmp_path / "study" / "sweep" / "jobs").exists()

@@ -238,9 +238,12 @@ def test_table3_from_the_registry(tmp_path):
 @pytest.mark.parametrize("content, message", [
     (None, "no checkpoint registry here"),
     ('{"checkpoints": [', "not valid JSON"),
-    ('[1, 2]', 'no "checkpoints" list'),
-    ('{"checkpoints": [{"hours": 3}]}', "entry 1 has no name"),
-    ('{"checkpoints": [{"name": "X", "updates": "125K"}]}', "updates = '125K' is not a number"),
+    ('[1, 2]', "is a JSON array, not a JSON object"),
+    ('{"checkpoints": [{"hours": 3}]}', "'checkpoints.0.name' is wrong: Field required"),
+    ('{"checkpoints": [{"name": "X", "path": "x.pt", "kind": "fairseq", "updates": "125K"}]}',
+     "'checkpoints.0.updates' is wrong"),
+    ('{"checkpoints": [{"name": "X", "path": "x.pt", "kind": "fairseq", "hours": -5}]}',
+     "'checkpoints.0.hours' is wrong"),
 ])
 def test_cli_bad_registry_is_one_line(tmp_path, capsys, content, message):
     db, reg, out = tmp_path / "r.db", tmp_path / "reg.json", tmp_path / "o"

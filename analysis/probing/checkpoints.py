@@ -7,7 +7,6 @@ anything with ``name`` and ``describe()`` (ssl_pretrain.checkpoints.CheckpointRe
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Callable
@@ -17,6 +16,7 @@ import pandas as pd
 from analysis.probing.data import parse_layers, probe_splits
 from analysis.probing.recipe import Recipe
 from analysis.probing.run import ProbeResult, f1_by_layer, probe_layers, rows_for_store
+from corpora.base.boundary import read_state_json
 
 
 def probe_data(table: str, *, corpus: str | None, seed: int, max_utts: dict) -> tuple[dict, pd.DataFrame]:
@@ -84,7 +84,7 @@ def _probe_one(ref, feats, splits, *, table: str, corpus: str | None, layers: st
               "ids": config_hash({s: splits[s]["id"].tolist() for s in splits}), "layers": layers,
               "probes": probes, "control": control, "seed": seed, "recipe": recipe.__dict__}
     result_path = out / "probes" / _slug(label) / "results.json"
-    done = json.loads(result_path.read_text(encoding="utf-8")) if result_path.is_file() else None
+    done = read_state_json(result_path, "probe results")
     if done and done.get("config_hash") == config_hash(config):
         print(f"  already probed with this config: {result_path}")
         results = [ProbeResult(**r) for r in done["results"]]

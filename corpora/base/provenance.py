@@ -41,8 +41,8 @@ def git_sha() -> str:
 
 
 @functools.lru_cache(maxsize=256)
-def _sha256(path: str, size: int, mtime_ns: int) -> str:
-    del size, mtime_ns  # part of the cache key only
+def _sha256(path: str, size: int, mtime_ns: int, inode: int, ctime_ns: int) -> str:
+    del size, mtime_ns, inode, ctime_ns  # part of the cache key only
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 22), b""):
@@ -51,10 +51,12 @@ def _sha256(path: str, size: int, mtime_ns: int) -> str:
 
 
 def file_sha256(path: str | os.PathLike) -> str:
-    """sha256 of a file's bytes, the one file hash of the project; cached per (path, size, mtime)
-    within a process (a checkpoint is hashed by every command that resolves it)."""
+    """sha256 of a file's bytes, the one file hash of the project; cached within a process (a
+    checkpoint is hashed by every command that resolves it) per path, size, mtime, inode and ctime:
+    any write resets the ctime, which no user can set back (``touch`` restores only the mtime), and
+    a file copied in has a new inode."""
     st = os.stat(path)
-    return _sha256(str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
+    return _sha256(str(Path(path).resolve()), st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
 
 
 def canonical_json(obj) -> str:

@@ -67,6 +67,29 @@ def read_yaml(path: Path, missing_fix: str, what: str = "config") -> tuple[Any, 
     return _plain(root, (), marks, path, _Budget()), marks
 
 
+class _TagsAsNone(yaml.SafeLoader):
+    """Safe YAML in which every tagged value (an object HyperPyYAML would build: ``!new:``, ``!ref``,
+    ``!name:``) reads as None: nothing is built or imported, only the keys and plain values remain."""
+
+
+_TagsAsNone.add_multi_constructor("!", lambda loader, suffix, node: None)
+
+
+def read_hyperpyyaml_keys(path: Path, what: str = "hyperparams.yaml") -> dict:
+    """A HyperPyYAML file (SpeechBrain's hyperparams.yaml, the package's recipe templates) as a mapping of
+    its top-level keys to plain values, tagged values None -- to see which keys it has, never to build it."""
+    from corpora.base.boundary import regular_file
+    regular_file(path, what, max_bytes=MAX_BYTES, fix=f"copy the {what} again")
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_TagsAsNone) or {}
+    except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as e:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UserError(f"the {what} is not YAML ({first[:120]})", path=path, fix=f"copy the {what} again") from None
+    if not isinstance(data, dict):
+        raise UserError(f"the {what} is not a mapping of keys", path=path, fix=f"copy the {what} again")
+    return data
+
+
 class _Budget:
     """What one read has expanded so far, and the nodes being expanded (an alias's anchor among
     them is a recursive anchor)."""

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from corpora.base.boundary import parse_json
 from corpora.base.errors import UserError
 from corpora.readers.common import AudioCheck, finish_table, read_utf8
 
@@ -61,10 +62,7 @@ def _corpus_and_split(path: Path) -> tuple[str, str]:
 
 def _rows_of(path: Path, lang: str, corpus: str | None, notes: list[str]) -> list[dict]:
     text = read_utf8(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise UserError(f"invalid JSON ({e.msg})", path=path, line=e.lineno, fix="check the file") from None
+    data = parse_json(text, "LeBenchmark JSON", path=path, fix="check the file")
     if not isinstance(data, dict):
         raise UserError("expected a JSON object {segment id: {path, trans, duration, spk_id, spk_gender}}",
                         path=path, line=1, fix="use LeBenchmark's per-corpus JSON format")

@@ -30,6 +30,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from corpora.base.atomic import atomic_open, write_json
+from corpora.base.boundary import read_state_json
 from corpora.base.errors import UserError
 from corpora.base.provenance import engine_versions, file_sha256
 from corpora.synth import gender_set, sentences
@@ -148,10 +149,7 @@ def _checksums_match(out_dir: Path, config: dict) -> bool:
     sums, cfg = out_dir / "checksums.sha256", out_dir / "synth_config.json"
     if not sums.is_file() or not cfg.is_file():
         return False
-    try:
-        previous = json.loads(cfg.read_text(encoding="utf-8")).get("config")
-    except ValueError:
-        return False
+    previous = (read_state_json(cfg, "synth_config.json") or {}).get("config")
     if previous != config:
         return False
     for line in sums.read_text(encoding="utf-8").splitlines():

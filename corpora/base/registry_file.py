@@ -1,0 +1,86 @@
+"""The checkpoint registry's file format, read the one way (ssl_pretrain.registry keeps the file;
+analysis.report reads it for Table 3 without importing the training packages).
+
+``{"checkpoints": [{name, path, kind, hours, male_pct, female_pct, unknown_pct, updates, ...}]}``:
+every entry is checked against ``Entry`` -- a name that may become a file name, a path of the kind
+it claims, finite numbers in range -- so a hand-edited fact fails in one line instead of printing
+in a published table.
+"""
+from __future__ import annotations
+
+import math
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from corpora.base.boundary import check_name, printable, read_json
+from corpora.base.errors import UserError
+
+KIND_SUFFIX = {"fairseq": ".pt", "packed": ".safetensors"}   # an hf entry is a folder
+
+
+def _finite(v, lo, hi):
+    if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool)
+                              and math.isfinite(v) and lo <= v <= hi):
+        raise ValueError(f"must be a finite number in [{lo}, {hi}]")
+    return v
+
+
+class Entry(BaseModel):
+    """One registered checkpoint as the registry file must hold it: read as data, every fact checked
+    (a number in a Table 3 row comes from here)."""
+    model_config = ConfigDict(extra="allow", strict=True)
+    name: str
+    path: str
+    kind: Literal["fairseq", "packed", "hf"]
+    hours: Optional[float] = None
+    male_pct: Optional[float] = None
+    female_pct: Optional[float] = None
+    unknown_pct: Optional[float] = None
+    updates: Optional[int] = None
+    parameters: Optional[int] = None
+    layers: Optional[int] = None
+    hidden_size: Optional[int] = None
+    sample_rate: Optional[int] = None
+    manifest: Optional[str] = None
+    note: str = ""
+
+    @field_validator("hours", mode="before")
+    @classmethod
+    def _hours(cls, v):
+        return _finite(v, 0, 1e8)
+
+    @field_validator("male_pct", "female_pct", "unknown_pct", mode="before")
+    @classmethod
+    def _pct(cls, v):
+        return _finite(v, 0, 100)
+
+    @field_validator("updates", "parameters", "layers", "hidden_size", "sample_rate", mode="before")
+    @classmethod
+    def _count(cls, v):
+        return _finite(v, 0, 1e15)
+
+    @field_validator("path", "manifest")
+    @classmethod
+    def _path(cls, v):
+        if v is not None and (not v.strip() or "\x00" in v):
+            raise ValueError("must be a non-empty path")
+        return v
+
+
+class _File(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True)
+    checkpoints: list[Entry] = []
+
+
+
+def read_registry(path, fix: str) -> list[dict]:
+    """The registry's entries as stored (only the keys the file has), each checked."""
+    data = read_json(path, "checkpoint registry", shape=_File, fix=fix)
+    for e in data.checkpoints:
+        check_name(e.name, "checkpoint name", path=path)
+        suffix = KIND_SUFFIX.get(e.kind)
+        if suffix and not e.path.endswith(suffix):
+            raise UserError(f"the registry's entry {e.name!r} is a {e.kind} checkpoint whose path does not end in "
+                            f"{suffix}: '{printable(e.path)[:80]}'", path=path, fix=fix)
+    return [e.model_dump(exclude_unset=True) for e in data.checkpoints]
