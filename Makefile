@@ -4,11 +4,12 @@ SHELL := /bin/bash
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: install study test bench clean-venv help
+.PHONY: install study test bench docs clean-venv help
 help:
 	@echo "make study   install if needed, then run the main job (gendergap study)"
 	@echo "make test    install if needed, then run the test suite"
 	@echo "make bench   run the speed benchmarks (ratios against the naive way)"
+	@echo "make docs    build the documentation site into site/ (warnings are errors)"
 
 install:
 	@bash scripts/install.sh
@@ -21,6 +22,9 @@ test: install
 
 bench: install
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+docs: install
+	$(BIN)/mkdocs build --strict
 
 clean-venv:
 	rm -rf $(VENV)

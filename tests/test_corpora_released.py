@@ -98,7 +98,7 @@ def test_commonvoice_48k_zero_byte_clip_and_per_speaker_gender(tmp_path, capsys)
         ("b", "common_voice_fr_3.mp3", "male", 1.0), ("b", "common_voice_fr_4.mp3", "female", 1.0),
         ("c", "common_voice_fr_5.mp3", "", 1.0), ("d", "common_voice_fr_6.mp3", "male", 0)])
     out = tmp_path / "cv_fr.tsv"
-    # The manual's example (docs/manual.md), with no --sample-rates: 48 kHz accepted and recorded.
+    # The manual's example (docs/corpora.md), with no --sample-rates: 48 kHz accepted and recorded.
     rc, _, err = run(capsys, "corpus", "index", "--kind", "commonvoice", "--root", str(root), "--split", "train",
                      "--out", str(out))
     assert rc == 0, err

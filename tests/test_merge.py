@@ -24,7 +24,7 @@ ROWS = {"fr": 6, "en": 4, "es": 6, "pt": 5}
 
 
 def index_pairs(tmp_path: Path, capsys, corpus=lambda tgt: f"mtedx-fr-{tgt}", extra=()) -> list[Path]:
-    """Each pair indexed by the CLI, as docs/manual.md tells (one `corpus index` per subset)."""
+    """Each pair indexed by the CLI, as docs/boito2022.md tells (one `corpus index` per subset)."""
     root, genders = make_mtedx_pairs(tmp_path / "released")
     tables = []
     for tgt in PAIRS:

@@ -1,0 +1,98 @@
+"""The documentation (issue 49): the MkDocs site builds with warnings as errors (a broken link, an
+anchor that is gone or a page missing from the navigation fails here), the README stays a short
+manual whose links resolve, and every command-line leaf has a description and an example."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _build(root: Path, out: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(root / "mkdocs.yml"),
+                           "-d", str(out)], capture_output=True, text=True, timeout=300)
+
+
+def test_the_site_builds_with_warnings_as_errors(tmp_path):
+    r = _build(REPO, tmp_path / "site")
+    assert r.returncode == 0, r.stderr[-3000:]
+    built = {p.name for p in (tmp_path / "site").glob("*.html")}
+    pages = {p.stem + ".html" for p in (REPO / "docs").glob("*.md")}
+    assert pages <= built, pages - built
+
+
+@pytest.mark.parametrize("breakage,words", [
+    ("[gone](no-such-page.md)", "no-such-page.md"),
+    ("[gone](index.md#no-such-heading)", "no-such-heading"),
+])
+def test_a_broken_link_fails_the_build(tmp_path, breakage, words):
+    """The strictness is real: a copy of the docs with one broken link does not build."""
+    shutil.copytree(REPO / "docs", tmp_path / "docs", symlinks=False)
+    shutil.copy(REPO / "mkdocs.yml", tmp_path / "mkdocs.yml")
+    page = tmp_path / "docs" / "glossary.md"
+    page.write_text(page.read_text(encoding="utf-8") + f"\nSee {breakage}.\n", encoding="utf-8")
+    r = _build(tmp_path, tmp_path / "site")
+    assert r.returncode != 0 and words in r.stderr, r.stderr[-2000:]
+
+
+def test_the_readme_is_a_short_manual_whose_paths_exist():
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 250
+    for ref in set(re.findall(r"`((?:docs|configs|scripts|benchmarks|tests)/[\w./-]+)`", text)):
+        assert (REPO / ref).exists(), f"README names {ref}, which does not exist"
+    for section in ("Δrel", "Install", "GPU", "Your own study", "Glossary", "Commands", "Limits", "Cite", "Licence"):
+        assert section in text, f"README lacks {section}"
+
+
+def test_the_readme_demo_results_are_the_recorded_run_of_the_current_config():
+    """The README's expected results come from docs/demo-results.json (`gendergap study --record`):
+    the block is that record's rendering, and the record was made with the config `make study`
+    runs now -- change configs/mini.yaml and this fails until the demo is run and recorded again."""
+    from corpora.base.provenance import file_sha256
+    from gendergap.demo_record import load_record, readme_block, render
+    rec = load_record(REPO / "docs" / "demo-results.json")
+    assert rec["config"]["sha256"] == file_sha256(REPO / "configs" / "mini.yaml"), (
+        "configs/mini.yaml changed since the demo was recorded: run `gendergap study --record "
+        "docs/demo-results.json` (it rewrites the README's block too)")
+    assert readme_block((REPO / "README.md").read_text(encoding="utf-8")) == render(rec)
+    assert {"asr-frozen", "st fr-en"} <= set(rec["scores"]) and rec["wall_s"] > 0 and rec["answers"]
+
+
+def _leaves():
+    import argparse
+
+    from gendergap.cli import build_parser
+
+    def walk(parser, prefix):
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs:
+            return [(" ".join(prefix), parser)]
+        return [leaf for name, sp in subs[0].choices.items() for leaf in walk(sp, prefix + [name])]
+    return walk(build_parser(), [])
+
+
+def test_every_command_leaf_has_a_description_and_an_example():
+    """`gendergap X Y --help` teaches: a description of its own, and at least one example line that
+    runs that very command (an epilog pasted under several leaves fails: its examples name another)."""
+    problems = []
+    for leaf, parser in _leaves():
+        text = parser.format_help()
+        if not (parser.description or "").strip():
+            problems.append(f"{leaf}: no description")
+        examples = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(f"gendergap {leaf}")]
+        if not examples:
+            problems.append(f"{leaf}: no example line starting `gendergap {leaf}`")
+        group = leaf.split()[0]
+        siblings = [ln.strip() for ln in text.splitlines() if ln.strip().startswith(f"gendergap {group} ")
+                    and " " in leaf and not ln.strip().startswith(f"gendergap {leaf}")
+                    and not ln.strip().startswith(f"gendergap {group} --")]
+        if len(siblings) > len(examples):   # mostly another leaf's examples: a group's epilog pasted here
+            problems.append(f"{leaf}: {len(siblings)} example lines of other `{group}` commands "
+                            f"(e.g. {siblings[0][:60]!r}) against {len(examples)} of its own")
+    assert not problems, "\n".join(problems)
