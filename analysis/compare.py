@@ -29,8 +29,12 @@ import numpy as np
 from analysis.bootstrap import GENDERS, RESULT_KEYS, draw_counts, percentile_ci, resample_scores
 from analysis.delta import delta_rel, delta_rel_array
 from analysis.metrics import get_metric, sacrebleu_sentence_stats
+from analysis.score_runs import fmt_score
+from analysis.scoring import align_texts, read_texts, score_files
+from analysis.store import ResultsStore
 from corpora.base.boundary import parse_json, read_json, read_state_json
 from corpora.base.errors import UserError
+from corpora.base.provenance import file_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -248,9 +252,6 @@ def _written_result(inputs: list[dict]) -> dict | None:
 def result_from_db(db: str, run_id: int) -> dict:
     """Re-derive a stored scoring run's per-speaker statistics from its recorded inputs (a run stored by a
     model's command, which records no utterance table: from the result JSON it wrote, _written_result)."""
-    from analysis.scoring import score_files
-    from analysis.store import ResultsStore
-
     with ResultsStore(db, readonly=True) as store:
         runs = store.runs()
         stored = store.scores(run_id=int(run_id))
@@ -313,9 +314,6 @@ def compare_runs(*, a: str | None = None, b: str | None = None, db: str | None =
 
 def _unchanged_texts(a: dict, b: dict):
     """(refs, hyps_a, hyps_b) when both runs' input files are still as they were scored, else None."""
-    from analysis.scoring import align_texts, read_texts
-    from corpora.base.provenance import file_fingerprint
-
     ia, ib = a.get("inputs") or {}, b.get("inputs") or {}
     try:
         for fp in (ia["refs"], ia["hyps"], ib["refs"], ib["hyps"]):
@@ -337,8 +335,6 @@ def _unchanged_texts(a: dict, b: dict):
 
 def comparison_text(res: dict) -> str:
     """What `score compare` prints: one line per score (A, B, A - B with its CI, p) and the signature."""
-    from analysis.score_runs import fmt_score
-
     out = [f"{res['metric'].upper()} paired {res['method']} over speakers ({res['n_resamples']} resamples, "
            f"seed {res['seed']}): A - B"]
     for k in ("all", "F", "M", "delta_rel"):

@@ -12,6 +12,8 @@ import math
 
 import numpy as np
 
+from corpora.base.errors import UserError
+
 
 def delta_rel(female: float | None, male: float | None) -> float | None:
     """Δrel in percent; None when either score is missing or both are 0 (the mean is 0)."""
@@ -54,8 +56,6 @@ def delta_rel_rounding_interval(female: float, male: float, half_width: float = 
 
 def checked_delta_rel(*, female: float, male: float) -> float:
     """Δrel of two scores as printed (`score delta`); a negative or an all-zero pair is a UserError."""
-    from corpora.base.errors import UserError
-
     negative = [f"--{k} {v:g}" for k, v in (("female", female), ("male", male)) if v < 0]
     if negative:  # WER and BLEU are never negative: a sign slip, not a score
         raise UserError(f"{', '.join(negative)}: a WER or BLEU score cannot be negative",

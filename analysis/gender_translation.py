@@ -7,18 +7,17 @@ functions give the lines the command prints.
 from __future__ import annotations
 
 from analysis.mustshe import score_mustshe, score_rows_for_store
+from analysis.store import ResultsStore
 from analysis.winomt import score_winomt, signature, winomt_rows_for_store
 from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
+from corpora.base.provenance import file_fingerprint
 
 
 def store_translation_scores(db: str, kind: str, config: dict, rows: list[dict], inputs: list[str],
                              checkpoint: str | None) -> None:
     """``rows`` as one run of ``kind`` in the results DB, the input files fingerprinted; the same
     ``config`` (the command's options) again adds no run."""
-    from analysis.store import ResultsStore
-    from corpora.base.provenance import file_fingerprint
-
     if not checkpoint:
         raise UserError("--db needs --checkpoint", fix="name the model the translations come from")
     with ResultsStore(db) as store:

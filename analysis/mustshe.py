@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.scoring import refuse_nul
+from analysis.store import ResultsStore
 from corpora.base.errors import UserError
+from corpora.base.provenance import file_fingerprint
 from corpora.base.textfile import read_utf8
 from corpora.table import normalise_gender
 
@@ -325,9 +327,6 @@ def score_rows_for_store(result: dict, checkpoint: str, lang_pair: str = "", sub
 
 def store_mustshe(db, result: dict, name: str, lang_pair: str, subset: str, config: dict, inputs) -> None:
     """Store a score_mustshe result as one run (``score-mustshe``); the same config again adds no run."""
-    from analysis.store import ResultsStore
-    from corpora.base.provenance import file_fingerprint
-
     with ResultsStore(db) as store:
         store.store_run("score-mustshe", config, score_rows_for_store(result, name, lang_pair, subset), name=name,
                         inputs=[file_fingerprint(p) for p in inputs])

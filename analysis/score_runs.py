@@ -14,7 +14,9 @@ import pandas as pd
 
 from analysis.mustshe import score_mustshe, store_mustshe
 from analysis.scoring import read_speakers, score_files, store_result
+from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
+from corpora.utterances import UtteranceTable
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +56,6 @@ def speakers_of_csv(test_csv: str, table: str | list[str] | None):
         raise UserError("no ID column", path=test_csv, line=1, fix="give a SpeechBrain CSV")
     ids = csv["ID"].tolist()
     if table:   # one table, or several (--table repeated) merged as corpora.merge does
-        from corpora.utterances import UtteranceTable
         frame = UtteranceTable.load(table, validate=False)   # id/speaker/gender are enough here
         return read_speakers(frame.rows, ids, source=frame.source)
     if not {"spk_id", "gender"} <= set(csv.columns):
@@ -68,8 +69,6 @@ def score_asr_run(meta: dict, speakers, *, db: str | None, bootstrap: int, seed:
                   task: str, subset: str, config: dict) -> dict:
     """Score the decoded files (WER for F, M and all with speaker-level CIs), print the result, store
     its rows in ``db`` (if any) and write NAME.wer.json next to the hypotheses; returns the result."""
-    from corpora.base.atomic import write_json
-
     result = score_files("wer", meta["refs"], meta["hyps"], speakers, bootstrap=bootstrap, seed=seed,
                          normalization="none")
     result["asr"] = {k: meta.get(k) for k in ("text_norm_name", "oov", "checkpoint", "model")}
@@ -111,8 +110,6 @@ def score_translation(*, refs: str, hyps: str, speakers, lang_pair: str, mustshe
     """BLEU per gender of ``hyps`` against ``refs`` (``speakers``: the utterance table, or its id/speaker/
     gender rows), and MuST-SHE gender accuracy with ``mustshe``: printed, stored in ``db`` (if any) under
     ``task``, written to ``out_json`` ({"bleu", then ``written``'s keys, then "mustshe"}); returns that."""
-    from corpora.base.atomic import write_json
-
     result = score_files("bleu", refs, hyps, speakers, bootstrap=bootstrap, seed=seed)
     ci = result["ci"]
     print(f"BLEU {lang_pair}: all {_num(result['all'])}  F {_num(result['F'])}  M {_num(result['M'])}  "

@@ -21,6 +21,7 @@ import pandas as pd
 from analysis.bootstrap import GENDERS, draw_counts, percentile_ci, resample_scores, speaker_sums
 from analysis.delta import delta_rel
 from analysis.metrics import get_metric
+from analysis.store import ResultsStore
 from corpora.base.errors import UserError
 from corpora.base.textfile import read_utf8
 from corpora.base.provenance import file_fingerprint
@@ -323,8 +324,6 @@ def store_result(db: str | os.PathLike, result: dict, *, checkpoint: str, task: 
     The run's config holds the scoring options and input files, so ``score compare --db`` can
     re-derive the per-speaker statistics and the same config re-scored replaces its rows.
     """
-    from analysis.store import ResultsStore
-
     config = {"metric": result["metric"], "checkpoint": checkpoint, "task": task, "lang_pair": lang_pair,
               "subset": subset, "signature": result["signature"], **(config or {})}
     inputs = list((result.get("inputs") or {}).values())

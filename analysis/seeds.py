@@ -26,8 +26,10 @@ import numpy as np
 
 from analysis.bootstrap import GENDERS, RESULT_KEYS, draw_counts, percentile_ci, resample_scores
 from analysis.compare import metric_from, speaker_arrays
+from analysis.store import ResultsStore
 from corpora.base.boundary import read_json
 from corpora.base.errors import UserError
+from corpora.base.provenance import file_fingerprint
 
 
 
@@ -113,9 +115,6 @@ def pool_and_store(results: list[str], seeds: list[int], key: str | None, db: st
     """Pool one task's per-seed scoring results (their JSON files; ``key``: where the scoring
     result sits in each, e.g. ``bleu``) and store mean ± sd and the seed-and-speaker CI in the
     results DB as one run (a second call with the same inputs stores nothing new)."""
-    from analysis.store import ResultsStore
-    from corpora.base.provenance import file_fingerprint
-
     loaded = [read_json(r, "result JSON", shape=dict) for r in results]
     loaded = [r[key] if key else r for r in loaded]
     pooled = pool_seed_results(loaded, seeds, bootstrap=bootstrap, seed=seed, source=results[0])

@@ -32,7 +32,7 @@ from typing import Iterable, Iterator
 
 import pandas as pd
 
-from corpora.base.boundary import check_label, parse_json
+from corpora.base.boundary import check_label, parse_json, printable
 from corpora.base.errors import UserError
 from corpora.base.provenance import canonical_json, config_hash, engine_versions, git_sha
 
@@ -190,7 +190,6 @@ class ResultsStore:
         for kind, name, table in self.conn.execute("SELECT type, name, tbl_name FROM sqlite_master"):
             auto = kind == "index" and name.startswith("sqlite_autoindex_") and table in ("runs", "steps", "scores")
             if (kind, name) not in own and not auto and not name.startswith("sqlite_stat"):
-                from corpora.base.boundary import printable
                 raise UserError(f"not a gendergap results DB: it holds a{'n' if kind == 'index' else ''} {kind} {printable(name)[:60]!r} that gendergap never "
                                 "creates: refusing to open it", path=self.path,
                                 fix=f"export the rows (sqlite3 {self.path} .dump > rows.sql), delete the CREATE "

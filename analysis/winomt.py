@@ -28,6 +28,8 @@ from functools import lru_cache
 from pathlib import Path
 
 from analysis.mustshe import read_utf8_lines
+from analysis.winomt_aligned import predict_aligned, spacy_model_version
+from corpora.base.atomic import atomic_open
 from corpora.base.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -368,8 +370,6 @@ def _diff(a: float, b: float, rounded: bool) -> float:
 
 def write_predictions(path: str | os.PathLike, translations: list[str], predicted: list[str]) -> None:
     """mt_gender's per-sentence output: CSV with a header, the translation and its predicted gender."""
-    from corpora.base.atomic import atomic_open
-
     with atomic_open(path) as f:  # newline="" inside: csv writes the line ends itself
         writer = csv.writer(f, delimiter=",", lineterminator="\n")
         writer.writerow(["Sentence", "Predicted gender"])
@@ -434,7 +434,6 @@ def score_winomt(gold_path, translations_path, lang: str, pro_path=None, anti_pa
     anti = _subset_indexes(gold, anti_path, "anti-stereotypical file") if anti_path else None
     missing: set[str] = set()
     if method == "aligned":
-        from analysis.winomt_aligned import predict_aligned, spacy_model_version
         predicted, reasons = predict_aligned(gold, translations, lang, alignments_path, save_alignments)
         tools = {"aligner": "given links" if alignments_path else "eflomal (forward)",
                  "morphology": spacy_model_version(lang)}

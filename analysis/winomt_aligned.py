@@ -25,6 +25,7 @@ from collections import Counter
 from functools import lru_cache
 from pathlib import Path
 
+from corpora.base.atomic import write_text
 from corpora.base.errors import UserError
 
 ARTICLES = ("the", "a", "an")
@@ -85,7 +86,6 @@ def eflomal_links(sources: list[str], targets: list[str], save_to: str | os.Path
         eflomal.Aligner().align([s.lower() or "." for s in sources], [t.lower() or "." for t in targets],
                                 links_filename_fwd=str(fwd), quiet=True)
         if save_to:
-            from corpora.base.atomic import write_text
             write_text(save_to, fwd.read_text(encoding="utf-8"))
         return read_alignments(fwd, len(sources))
 

@@ -30,6 +30,7 @@ import soundfile as sf
 from tqdm.auto import tqdm
 
 from corpora.base.boundary import special_kind
+from corpora.prepared_audio import open_audio
 
 
 _interrupted = threading.Event()  # set when the main thread stops a parallel read (Ctrl-C)
@@ -163,7 +164,6 @@ def _format_names(format_int: int) -> tuple[str, str]:
 def _gz_header(path: str) -> AudioInfo | HeaderError:
     """A ``x.wav.gz`` (WinoST ships them): the header of the decompressed bytes, which
     libsndfile cannot reach through gzip itself (corpora.prepared_audio.open_audio)."""
-    from corpora.prepared_audio import open_audio
     special = _not_regular(path)
     if special is not None:
         return special

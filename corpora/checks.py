@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from corpora.base.errors import UserError
+from corpora.utterances import UtteranceTable
 
 EXAMPLES = 3   # how many ids a finding names before "..."
 
@@ -70,8 +71,6 @@ def provide_table(table: str | os.PathLike, df: pd.DataFrame) -> None:
 def load_table(table: str | os.PathLike) -> tuple[pd.DataFrame | None, list[Finding]]:
     """The table, or the finding saying why it cannot be used (missing, unreadable, invalid:
     duplicate or empty ids, bad genders... as corpora.table.validate_table finds them)."""
-    from corpora.utterances import UtteranceTable
-
     key = os.path.abspath(table)
     cache = _current().tables
     if key not in cache:
@@ -227,7 +226,6 @@ def audio_findings(table: str | os.PathLike, rows: pd.DataFrame, *, rate: int | 
     table's; segments end inside their file; with ``rate``, every file is at that rate. Headers
     only, each file once per pass."""
     from corpora.audio_info import AudioInfo, probe_headers
-    from corpora.utterances import UtteranceTable
 
     files = rows.drop_duplicates("audio").reset_index(drop=True)   # many segments share a recording
     try:   # rows of load_table: audio absolute; a Kaldi pipe or a FIFO is a finding

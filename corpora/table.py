@@ -22,6 +22,7 @@ import pandas as pd
 from corpora.base.atomic import atomic_open
 from corpora.base.boundary import finite
 from corpora.base.errors import UserError
+from corpora.base.provenance import file_fingerprint
 from corpora.base.textfile import read_utf8
 
 log = logging.getLogger(__name__)
@@ -224,7 +225,6 @@ def table_source(table) -> str:
 def table_fingerprint(table):
     """What a run records of its table argument: one path's file_fingerprint (as before several
     tables could be given, so one table's records and keys are unchanged), or a list of them."""
-    from corpora.base.provenance import file_fingerprint
     paths = table_paths(table)
     return file_fingerprint(paths[0]) if len(paths) == 1 else [file_fingerprint(p) for p in paths]
 

@@ -11,21 +11,15 @@
   the train log, and checkpoints kept by a validation score (``select_by``, CER by default).
 Subclasses define ``forward_logprobs(batch, stage) -> (log_probs [B,T,V], rel_lengths [B])``.
 
-Cluster-grade runs, all through SpeechBrain's own machinery:
-- several processes (``torchrun --nproc_per_node N``): ``distributed_run_opts`` joins the process
-  group (gloo on CPU, nccl on CUDA) and Brain wraps the modules in DDP; each rank takes every
-  N-th batch of the length-bucketed sampler (SpeechBrain's DistributedSamplerWrapper), so one
-  step of N ranks sees the batches one rank would accumulate with ``grad_accumulation_factor`` N;
-- gradient accumulation (run option ``grad_accumulation_factor``);
-- intra-epoch checkpoints every ``ckpt_interval_minutes`` / ``ckpt_interval_steps``, each with
-  a completion marker written last, so that a job killed while saving resumes from the previous
-  complete checkpoint rather than from a half-written one.
+Intra-epoch checkpoints (every ``ckpt_interval_minutes`` / ``ckpt_interval_steps``) each carry a
+completion marker written last, so that a job killed while saving resumes from the previous
+complete checkpoint rather than from a half-written one. Several processes, gradient accumulation
+and the checks of those run options: downstream_asr/cluster.py.
 """
 from __future__ import annotations
 
 import logging
 import math
-import os
 import random
 import shutil
 import time
@@ -36,12 +30,15 @@ import speechbrain as sb
 import torch
 from speechbrain.core import INTRA_EPOCH_CKPT_FLAG
 from speechbrain.utils.checkpoints import PARAMFILE_EXT, mark_as_loader, mark_as_saver, register_checkpoint_hooks
-from speechbrain.utils.distributed import (ddp_barrier, ddp_broadcast, ddp_init_group, if_main_process,
-                                           is_distributed_initialized)
+from speechbrain.utils.distributed import ddp_barrier, ddp_broadcast, if_main_process, is_distributed_initialized
 
+from corpora.base.atomic import write_json
+from corpora.base.errors import UserError
+from downstream_asr.cluster import finish_distributed, world_size
 from downstream_asr.errors import batch_option, too_long_for_ctc
 from downstream_asr.text import decode
 from ssl_pretrain.device import precision_guard
+from ssl_pretrain.safe_load import load_torch_file
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +63,6 @@ class RNGState:
 
     @mark_as_loader
     def _recover(self, path, end_of_epoch):
-        from ssl_pretrain.safe_load import load_torch_file
         del end_of_epoch
         state = load_torch_file(path, what="RNG state file")
         torch.set_rng_state(state["torch"])
@@ -102,7 +98,6 @@ class SaveComplete:
 def set_aside_incomplete_checkpoints(save_dir) -> list[str]:
     """Rename checkpoints a kill left half-written (marked, without their marker) to
     ``INCOMPLETE-<name>``, which SpeechBrain does not list; returns the names set aside."""
-    from corpora.base.errors import UserError
     from corpora.base.strict_yaml import read_yaml
     moved = []
     for meta in sorted(Path(save_dir).glob("CKPT*/CKPT.yaml")):
@@ -145,8 +140,6 @@ class SafeCheckpointer(sb.utils.checkpoints.Checkpointer):
         """speechbrain.utils.checkpoints.torch_recovery, with the safe loader."""
         from speechbrain.utils.checkpoints import hook_on_loading_state_dict_checkpoint
 
-        from corpora.base.errors import UserError
-        from ssl_pretrain.safe_load import load_torch_file
         del end_of_epoch
         state = hook_on_loading_state_dict_checkpoint(
             load_torch_file(path, trust=self.trust, what="SpeechBrain checkpoint file"))
@@ -159,73 +152,6 @@ class SafeCheckpointer(sb.utils.checkpoints.Checkpointer):
             raise UserError(f"does not fit this run's model ({type(e).__name__}: {str(e).splitlines()[0][:160]})",
                             path=path, fix="restore the run directory's own save/ folder, or train the run again "
                                            "in a new --out") from None
-
-
-# --------------------------------------------------------------------------- several processes
-
-def launched_by_torchrun() -> bool:
-    """SpeechBrain's own test (Brain.distributed_launch): RANK and LOCAL_RANK are set."""
-    return os.environ.get("RANK") is not None and os.environ.get("LOCAL_RANK") is not None
-
-
-def distributed_run_opts(device: str) -> dict:
-    """Under torchrun: join the process group through SpeechBrain (``ddp_init_group``; gloo on a
-    CPU, nccl on CUDA with rank LOCAL_RANK on GPU LOCAL_RANK) and return the run options that
-    make Brain wrap its modules in DDP. In a single process: {}."""
-    if not launched_by_torchrun():
-        return {}
-    cuda = str(device).startswith("cuda")
-    backend = "nccl" if cuda else "gloo"
-    if cuda:
-        device = f"cuda:{int(os.environ['LOCAL_RANK'])}"
-    if not is_distributed_initialized():
-        ddp_init_group({"distributed_backend": backend})
-    # find_unused_parameters: some trainable parameters get no gradient in some steps (encoder
-    # frozen for the first freeze_encoder_steps, layerdrop, masked_spec_embed of real checkpoints);
-    # without it DDP waits forever for their gradients.
-    return {"distributed_backend": backend, "device": device, "find_unused_parameters": True}
-
-
-def world_size() -> int:
-    return torch.distributed.get_world_size() if is_distributed_initialized() else 1
-
-
-def main_first(prepare):
-    """``prepare(write=True)`` on the main process, then -- once it has written the run directory
-    -- ``prepare(write=False)`` on the others; returns this process's result."""
-    result = prepare(write=True) if if_main_process() else None
-    ddp_barrier()
-    return result if if_main_process() else prepare(write=False)
-
-
-def finish_distributed() -> None:
-    """Wait for every rank, then leave the process group: rank 0 decodes and scores alone, and
-    SpeechBrain's checkpoint loading would otherwise wait for ranks that have already exited."""
-    if is_distributed_initialized():
-        ddp_barrier()
-        torch.distributed.destroy_process_group()
-
-
-def check_run_options(hparams: dict, run_opts: dict) -> None:
-    """Gradient accumulation and checkpoint intervals, checked before SpeechBrain sees them
-    (it calls sys.exit on two intervals at once)."""
-    from corpora.base.errors import UserError
-
-    def value(key, default=0):
-        found = run_opts.get(key, hparams.get(key))
-        return default if found is None else found
-
-    accum = value("grad_accumulation_factor", 1)
-    if not isinstance(accum, int) or accum < 1:
-        raise UserError(f"grad_accumulation_factor (--grad-accum) must be a whole number >= 1, not {accum!r}",
-                        fix="e.g. --grad-accum 2")
-    minutes, steps = value("ckpt_interval_minutes"), value("ckpt_interval_steps")
-    if not isinstance(minutes, (int, float)) or minutes < 0 or not isinstance(steps, int) or steps < 0:
-        raise UserError(f"checkpoint intervals must be >= 0 (ckpt_interval_minutes={minutes!r}, "
-                        f"ckpt_interval_steps={steps!r})", fix="e.g. --ckpt-interval-minutes 15")
-    if minutes > 0 and steps > 0:
-        raise UserError("ckpt_interval_minutes and ckpt_interval_steps are both set: SpeechBrain takes one",
-                        fix="keep --ckpt-interval-minutes, or ckpt_interval_steps=N, not both")
 
 
 def anneal_factor(step: int, max_steps: int, final: float) -> float:
@@ -470,7 +396,6 @@ class CTCBrain(sb.Brain):
         100%, while any wrong word also costs insertions), CER does not."""
         key = str(getattr(self.hparams, "select_by", "CER") or "CER")
         if key not in ("CER", "WER", "loss"):
-            from corpora.base.errors import UserError
             raise UserError(f"select_by={key!r}", fix="use select_by=CER, WER or loss")
         return key
 
@@ -486,7 +411,6 @@ class CTCBrain(sb.Brain):
 def fit_by_length(brain, hparams: dict, train_ds, valid_ds, out_dir, progress: bool, **extra) -> dict:
     """Both recipes' training: batches of similar length (a fresh order each epoch), then
     ``train_summary.json`` with the steps, epochs, budget stop and ``extra`` fields."""
-    from corpora.base.atomic import write_json
     from downstream_asr.data import length_batch_sampler, loader_kwargs
 
     sampler = length_batch_sampler(train_ds, hparams["batch_seconds"], shuffle=True, seed=hparams["seed"])

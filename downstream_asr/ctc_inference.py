@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 from speechbrain.integrations.huggingface.wav2vec2 import Wav2Vec2
 
+from downstream_asr.text import decode
 from ssl_pretrain.invariant import FrontEndCache, absolute_lengths, encode
 
 
@@ -77,5 +78,4 @@ def greedy_texts(log_probs: torch.Tensor, rel_frames: torch.Tensor, vocab) -> li
     """Greedy CTC hypotheses (blank 0) as text in ``vocab`` (downstream_asr.text.decode)."""
     import speechbrain as sb
 
-    from downstream_asr.text import decode
     return [decode(h, vocab) for h in sb.decoders.ctc_greedy_decode(log_probs, rel_frames, blank_id=0)]

@@ -17,6 +17,7 @@ import yaml
 from corpora.base.atomic import write_json, write_text
 from corpora.base.boundary import read_json
 from corpora.base.errors import UserError
+from downstream_asr.text import TextNorm, load_vocab
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,6 @@ def open_for_decoding(out_dir: str | os.PathLike, test_csv, data_root: str | Non
     the way the training text was. Characters the vocabulary lacks are counted and logged (they
     become <unk> and never appear in hypotheses). Returns (run, vocab, test, oov)."""
     from downstream_asr.data import oov_report, read_csv
-    from downstream_asr.text import TextNorm, load_vocab
 
     out_dir = Path(out_dir)
     run = read_run(out_dir)

@@ -28,8 +28,10 @@ import os
 import shutil
 from pathlib import Path
 
+from corpora.base.atomic import write_json, write_text
 from corpora.base.boundary import printable, read_json
 from corpora.base.errors import UserError
+from downstream_asr.runs import task_of
 
 FORMAT = "gendergap-encoderasr/1"
 MARKER = "gendergap-export.json"
@@ -112,9 +114,7 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, *, trust: boo
     renamed: never half a folder). ``out`` may be an earlier export (replaced), else must not exist."""
     import torch
 
-    from corpora.base.atomic import write_json, write_text
     from downstream_asr.finetune import load_finetuned
-    from downstream_asr.runs import task_of
 
     run_dir, out = Path(run_dir), Path(out).absolute()
     if out.exists() and not (out / MARKER).is_file() and (not out.is_dir() or any(out.iterdir())):

@@ -25,13 +25,16 @@ import speechbrain as sb
 
 from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
-from downstream_asr.common import CTCBrain, check_run_options, distributed_run_opts, fit_by_length, main_first
+from downstream_asr.cluster import check_run_options, distributed_run_opts, main_first
+from downstream_asr.common import CTCBrain, fit_by_length
 from downstream_asr.ctc_inference import ctc_log_probs
 from downstream_asr.data import audio_dataset, length_batch_sampler, oov_report, read_csv
-from downstream_asr.decode import open_for_decoding, recover_best, run_options, write_transcripts
+from downstream_asr.decode import open_for_decoding, read_run, recover_best, run_options, write_transcripts
 from downstream_asr.errors import batch_option
 from downstream_asr.rundir import build_hparams, locate, outside, prepare_run, relative
-from downstream_asr.text import TextNorm
+from downstream_asr.text import TextNorm, load_vocab
+from ssl_pretrain.checkpoints import check_hf_folder
+from ssl_pretrain.device import runtime_info
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +87,6 @@ class FinetuneBrain(CTCBrain):
 
 
 def ssl_hidden_size(ssl_folder: str | os.PathLike) -> int:
-    from ssl_pretrain.checkpoints import check_hf_folder
     return int(check_hf_folder(Path(ssl_folder))["hidden_size"])
 
 
@@ -118,8 +120,6 @@ def load_finetuned(out_dir: str | os.PathLike, device: str = "cpu", precision: s
     """A fine-tuning run directory's best checkpoint, ready for inference (transcribe, export):
     (brain in eval mode, run.json, vocabulary, checkpoint name). An `asr frozen` run is refused:
     it reads features from the feature store, not audio."""
-    from downstream_asr.decode import read_run
-    from downstream_asr.text import load_vocab
     out_dir = Path(out_dir)
     run = read_run(out_dir)
     if run["kind"] != "finetune":
@@ -153,7 +153,6 @@ def train_finetune(ref, train_csv, valid_csv, out_dir, hparams_file=None, overri
     the run directory, and the process group is closed again before returning
     (``summary["main_process"]`` says which rank this is), so that rank 0 can decode alone.
     """
-    from ssl_pretrain.device import runtime_info
     out_dir = Path(out_dir)
     dist_opts = distributed_run_opts(device)
     device = dist_opts.get("device", device)  # under torchrun on CUDA: this rank's GPU

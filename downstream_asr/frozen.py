@@ -27,13 +27,17 @@ from torch import nn
 
 from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
-from downstream_asr.common import CTCBrain, check_run_options, fit_by_length, launched_by_torchrun
+from downstream_asr.cluster import check_run_options, launched_by_torchrun
+from downstream_asr.common import CTCBrain, fit_by_length
 from downstream_asr.data import add_tokens_pipeline, length_batch_sampler, read_csv
 from downstream_asr.decode import open_for_decoding, recover_best, run_options, write_transcripts
 from downstream_asr.errors import batch_option
 from downstream_asr.perturb import check_factors, speed_perturbed
 from downstream_asr.rundir import build_hparams, locate, outside, prepare_run, relative
 from downstream_asr.text import TextNorm
+from ssl_pretrain.checkpoints import CheckpointRef
+from ssl_pretrain.device import runtime_info
+from ssl_pretrain.feature_store import FeatureStore, extractor_for
 
 log = logging.getLogger(__name__)
 
@@ -262,7 +266,6 @@ def _open_store(out_dir: Path, run: dict, training: bool = False):
     """The run's feature store (training: where it was given, created if need be). Decoding: found
     relative to the run directory (a study copied whole keeps its ``../../features``), else where
     it was; a cache: when neither is there, test features are extracted anew into ``OUT/features``."""
-    from ssl_pretrain.feature_store import FeatureStore
     if training:
         return FeatureStore(locate(out_dir, run["feature_store"]) or Path(out_dir) / run["feature_store"])
     found = locate(out_dir, run["feature_store"], run.get("feature_store_abs"))
@@ -276,7 +279,6 @@ def _open_store(out_dir: Path, run: dict, training: bool = False):
 def _run_ssl(out_dir: Path, run: dict, trust: bool):
     """The SSL checkpoint the run was trained on (features are extracted with it): where run.json
     says relative to the run directory, else where it was; it must have the recorded content."""
-    from ssl_pretrain.checkpoints import CheckpointRef
     ssl = run["ssl"]
     if ssl["kind"] == "fbank":   # no file: its hash is the filterbank extractor's settings
         ref = CheckpointRef(ssl["name"], Path(ssl["path"]), "fbank")
@@ -309,13 +311,11 @@ def train_frozen(ref, layer, train_csv, valid_csv, out_dir, *, feature_store=Non
     are read up front so that bad input fails before training, not after. ``grad_accum`` and
     ``ckpt_interval_minutes`` as in downstream_asr.finetune.train_finetune (None: the yaml's).
     """
-    from ssl_pretrain.device import runtime_info
     if launched_by_torchrun():
         # the heads are small and train in minutes on one process; several ranks would each
         # extract into the same feature store and write the same run directory
         raise UserError("`asr frozen` runs in one process, not under torchrun",
                         fix="launch it without torchrun (use --grad-accum for a larger batch)")
-    from ssl_pretrain.feature_store import extractor_for
     extractor = extractor_for(ref, device, precision)
     layer, num_layers = _checked_layer(layer, extractor)
     out_dir = Path(out_dir)
@@ -379,7 +379,6 @@ def decode_frozen(out_dir, test_csv, name: str = "test", data_root: str | None =
     """Greedy-decode ``test_csv`` with the best checkpoint of ``out_dir``; writes hyp/ref TSVs.
     Features come from the run's feature store, on the run's device and precision. ``trust``
     (--trust-checkpoint): unpickle the run's checkpoint files fully."""
-    from ssl_pretrain.feature_store import extractor_for
     out_dir = Path(out_dir)
     run, vocab, test, oov = open_for_decoding(out_dir, test_csv, data_root)
     opts, rt = run_options(run, run_opts)

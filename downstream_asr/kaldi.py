@@ -24,6 +24,7 @@ import pandas as pd
 
 from corpora.base.atomic import write_text
 from corpora.base.errors import UserError
+from corpora.utterances import UtteranceTable
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,6 @@ def export_table(*, ckpt: str, layer: str, table: str | list[str], out: str, spl
     """`asr kaldi-export`: the rows of ``table`` (of ``split``) as a Kaldi data dir in ``out``, with
     ``ckpt``'s ``layer`` features from the feature store (extracted there once). Returns kaldi_export's
     summary."""
-    from corpora.utterances import UtteranceTable
     from ssl_pretrain.checkpoints import CheckpointRef
     from ssl_pretrain.feature_store import FeatureStore, extractor_for
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from hyperpyyaml import load_hyperpyyaml
 
 from corpora.base.boundary import read_json
-from corpora.base.strict_yaml import read_hyperpyyaml_keys
+from corpora.base.strict_yaml import read_hyperpyyaml_keys, read_yaml
 from corpora.base.errors import UserError
 from downstream_asr.data import read_csv
 from downstream_asr.decode import merge
@@ -122,7 +122,6 @@ def _all_keys(kind: str) -> frozenset:
 def read_hparams_file(path, kind: str) -> dict:
     """A ``--hparams`` (or a study config's ``hparams:``) file: safe YAML of KEY: VALUE overrides,
     checked against the recipe's template. Never HyperPyYAML: a tag is refused at its line."""
-    from corpora.base.strict_yaml import read_yaml
     path = Path(path)
     fix = f"a YAML file of KEY: VALUE hyper-parameter overrides, e.g. `lr: 1.0e-3` (keys of {TEMPLATES[kind]})"
     raw, marks = read_yaml(path, missing_fix=fix, what="hyper-parameter file")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from corpora.base.atomic import write_json
 from corpora.base.boundary import read_json
+from downstream_asr.decode import read_run
 
 TASK_OF = {"finetune": "asr-e2e", "frozen": "asr-frozen"}   # the results DB's task per recipe
 # fine-tuning variants that are not the reference study's recipe file their rows under a task of their
@@ -69,8 +70,6 @@ def decode_model(model: str, test: str, *, name: str, data_root: str | None = No
     rebuilt from the package's template and run.json's plain values, its checkpoints load safely
     unless ``trust``. ``device``/``precision`` default to the run's. Returns (transcripts record,
     run.json, the config a result row keeps)."""
-    from downstream_asr.decode import read_run
-
     run = read_run(model)
     run_opts = None
     if device or precision:

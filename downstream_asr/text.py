@@ -20,6 +20,9 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from corpora.base.atomic import atomic_path
+from corpora.base.boundary import listed_file
+from corpora.base.errors import UserError
 from corpora.text_norm import normalise_transcript
 
 BLANK = "<blank>"
@@ -39,7 +42,6 @@ class TextNorm:
         d = dict(d or {})
         unknown = set(d) - set(cls.__dataclass_fields__)
         if unknown:
-            from corpora.base.errors import UserError
             raise UserError(f"unknown text normalisation option(s) {sorted(unknown)}",
                             fix=f"use {', '.join(cls.__dataclass_fields__)}")
         return cls(**d)
@@ -81,7 +83,6 @@ def build_vocab(texts, min_count: int = 1):
 
 def save_vocab(enc, path: str | os.PathLike) -> None:
     """Write the encoder (SpeechBrain's own text format) atomically."""
-    from corpora.base.atomic import atomic_path
     with atomic_path(path) as tmp:   # a unique temporary name, replaced into place when written
         enc.save(str(tmp))
 
@@ -92,8 +93,6 @@ def load_vocab(path: str | os.PathLike):
     encoder's format, else one line naming it."""
     from speechbrain.dataio.encoder import CTCTextEncoder
 
-    from corpora.base.boundary import listed_file
-    from corpora.base.errors import UserError
     path = Path(path)
     listed_file(path.parent, path.name, "vocabulary", source=path, max_bytes=16 << 20)
     enc = CTCTextEncoder()

@@ -18,6 +18,7 @@ import torch
 
 from corpora.base.atomic import atomic_path
 from corpora.base.errors import UserError
+from ssl_pretrain.safe_load import load_torch_file
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,6 @@ def last_checkpoints(save_dir: str | os.PathLike, n: int) -> list[Path]:
 def _load(path: Path) -> dict:
     # our own fairseq-train checkpoints: tensors, containers and an argparse.Namespace, all on
     # the safe loader's allowlist -- never a full unpickle
-    from ssl_pretrain.safe_load import load_torch_file
     return load_torch_file(path, what="ST checkpoint")
 
 

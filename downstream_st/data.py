@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from corpora.base.atomic import atomic_open, write_text
+from corpora.base.boundary import check_name, inside, regular_file
 from corpora.base.errors import UserError
 from manifests.export_s2t import export_s2t
 
@@ -187,7 +188,6 @@ def data_config_files(config_path: Path) -> list[str]:
     before anything is copied: each is one plain file name (``../../victim.txt`` would be read from
     and written to outside both dirs) of a regular file in that data dir (a FIFO would block for
     ever), and the config is plain YAML (a tag raises, a missing key is named)."""
-    from corpora.base.boundary import check_name, inside, regular_file
     from corpora.base.strict_yaml import read_yaml
     regular_file(config_path, "ST data config", max_bytes=1_000_000)
     config, _ = read_yaml(config_path, "restore the run dir's data/config.yaml, or train again", what="ST data config")

@@ -26,6 +26,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from corpora.base.errors import UserError
+from corpora.base.strict_yaml import read_yaml
 
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
 DATA_KEYS = ("vocab_type", "vocab_size", "max_frames", "min_frames")
@@ -73,7 +74,6 @@ def load_preset(name_or_path: str | os.PathLike) -> dict:
     if not path.is_file():
         raise UserError(f"no ST preset {str(name_or_path)!r}", path=path,
                         fix=f"use one of {', '.join(preset_names())} or a YAML file of the same shape")
-    from corpora.base.strict_yaml import read_yaml
     cfg, _ = read_yaml(path, "copy downstream_st/presets/tiny.yaml and edit it", what="ST preset")
     if not isinstance(cfg, dict):
         raise UserError("the ST preset is not a mapping of sections", path=path,

@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from corpora.base.boundary import inside
 from corpora.base.errors import UserError
 
 
@@ -95,7 +96,6 @@ def decode_store(feature_store: str | None, meta: dict, model: str, out: str) ->
     """Where a decode reads and extracts its features. A handed run dir is read, never written: its
     st.json may name any folder (or, moved out of its study, the study's), so its store is used only
     when it lies inside the run dir; else the store the command names, else a fresh one beside --out."""
-    from corpora.base.boundary import inside
     if feature_store:
         return feature_store
     named = meta.get("feature_store")

@@ -25,12 +25,13 @@ from pathlib import Path
 import pandas as pd
 
 from corpora.base.atomic import write_json
+from corpora.base.boundary import MAX_CONFIG_BYTES, checked, is_special, read_json, read_state_json, regular_file
 from corpora.base.errors import UserError
-from corpora.checks import Finding
-from corpora.base.provenance import config_hash, engine_versions, git_sha
+from corpora.checks import Finding, load_table
+from corpora.base.provenance import config_hash, engine_versions, file_sha256, git_sha
 from downstream_st.average import average_checkpoints, last_checkpoints
 from downstream_st.data import build_s2t_dir, filter_frames, target_column
-from downstream_st.presets import as_flags, check_flags, validation_start
+from downstream_st.presets import StoredRun, apply_overrides, as_flags, check_flags, load_preset, validation_start
 from ssl_pretrain.run import fairseq_env, start_fairseq, stop
 
 log = logging.getLogger(__name__)
@@ -215,7 +216,6 @@ def prepare_data(train: pd.DataFrame, valid: pd.DataFrame, out_dir: str | os.Pat
 
 
 def _read_meta(path: Path) -> dict:
-    from corpora.base.boundary import read_state_json
     return read_state_json(path, path.name) or {}
 
 
@@ -278,7 +278,6 @@ OUTSIDE_PATHS = ("feature_store", "registry", "feature_index", "ssl_checkpoint")
 def portable_paths(meta: dict, out_dir: Path) -> dict:
     """``meta`` with OUTSIDE_PATHS (and ``tables``) relative to ``out_dir``; the absolute paths
     and the sha256 of a feature index file go under ``inputs``. ``meta`` holds only paths that exist."""
-    from corpora.base.provenance import file_sha256
     meta, inputs = dict(meta), {}
     for key in OUTSIDE_PATHS:
         if isinstance(meta.get(key), str) and (key != "ssl_checkpoint" or Path(meta[key]).exists()):
@@ -298,7 +297,6 @@ def relocate_meta(meta: dict, model_dir: Path, path: Path) -> dict:
     """st.json as read from ``model_dir`` wherever it now lies: the checkpoint is the dir's own;
     a relative outside path resolves against the dir, else (a dir moved alone) the recorded absolute
     one. A feature index whose bytes changed since training is refused (another model's features)."""
-    from corpora.base.provenance import file_sha256
     meta = dict(meta)
     meta["checkpoint"] = str(model_dir / AVERAGED)   # never the path of the dir it was copied from
     for key, recorded in (meta.get("inputs") or {}).items():   # none in a run dir from before relative paths
@@ -320,7 +318,6 @@ def _check_named_files(meta: dict, model_dir: Path, source: Path) -> None:
     """The files st.json names outside its dir are read as data only (the checkpoint by its sha256,
     the index by its recorded sha256); still, a FIFO or device there would block the read for ever
     and a registry the size of a disk would be parsed: refused in one line naming st.json."""
-    from corpora.base.boundary import MAX_CONFIG_BYTES, is_special, regular_file
     for key in ("registry", "feature_index", "ssl_checkpoint"):
         value = meta.get(key)
         if value is not None and not isinstance(value, str):
@@ -335,8 +332,6 @@ def _check_named_files(meta: dict, model_dir: Path, source: Path) -> None:
 def read_model_meta(model_dir: str | os.PathLike) -> dict:
     """OUT/st.json of a trained model dir (a UserError when it is not one, or unfinished), its
     paths resolved where the dir lies now (relocate_meta)."""
-    from corpora.base.boundary import checked, read_json
-    from downstream_st.presets import StoredRun
     model_dir = Path(model_dir).resolve()
     path = model_dir / META
     if not os.path.lexists(path):
@@ -361,9 +356,6 @@ def table_batch_findings(table, corpus: str, splits: dict, preset: str, override
                          eval_corpus: str | None = None) -> list[Finding]:
     """batch_findings for a study's ST task before its features exist: frames estimated from the
     table's durations (frames_of), the preset and overrides as `st train` applies them."""
-    from corpora.checks import load_table
-    from downstream_st.presets import apply_overrides, load_preset
-
     df, found = load_table(table)
     if df is None:
         return []   # the table's own finding is reported by the rows check

@@ -12,6 +12,7 @@ import os
 import sys
 
 from corpora.base.errors import UserError
+from corpora.base.provenance import engine_versions, git_sha
 from gendergap.logs import setup_logging
 from gendergap.options import refuse_special_paths
 
@@ -37,8 +38,8 @@ typical flow:
   gendergap corpus synth --out data/synth            # or: corpus index --kind mtedx ...
   gendergap manifest build --table T.tsv --gender balanced --format fairseq --out M/
   gendergap pretrain run --preset tiny --manifest M/ --out ckpt/
-  gendergap sweep --config configs/mini.yaml
-  gendergap report --db runs/results.db --out report/
+  gendergap sweep --config configs/mini.yaml --out runs/mini   # writes runs/mini/results.db
+  gendergap report --db runs/mini/results.db --registry runs/mini/checkpoints.json --out report/
 or all of it at once on the built-in corpus:  gendergap study
 """
 
@@ -53,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="group", metavar="COMMAND")
     for group, help_ in GROUPS.items():
         importlib.import_module(f"gendergap.cmd_{group}").register(sub, group, help_)
+    # `gendergap trace` renders command lines through this parser: handed over, not imported
+    # (cmd_trace importing cli would close a circle)
+    parser.set_defaults(top_parser=parser)
     return parser
 
 
@@ -65,7 +69,6 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     setup_logging(args.quiet)
     if args.version:
-        from corpora.base.provenance import engine_versions, git_sha
         for name, version in engine_versions().items():
             print(f"{name:16s} {version}")
         print(f"{'git sha':16s} {git_sha()}")

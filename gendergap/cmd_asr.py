@@ -8,20 +8,29 @@ from __future__ import annotations
 
 import argparse
 
+from gendergap.cmd_asr_models import add_leaves  # transcribe (any model), export
 from gendergap.options import add_model_options, add_trust_option, call, out_dir, out_file, path_name, store_path
 from gendergap.runs.asr import asr_decode, asr_finetune, asr_frozen
 
 
 EPILOG = """\
+Each subcommand's --help has its own notes and examples.
+examples:
+  gendergap asr finetune --ckpt F-tiny --train sb/train.csv --valid sb/valid.csv --test sb/test.csv --out runs/asr/F
+  gendergap asr frozen --ckpt F-tiny --layer all --train sb/train.csv --valid sb/valid.csv --test sb/test.csv \\
+      --out runs/asr-frozen/F
+  gendergap asr decode --model runs/asr/F --test sb/test.csv
+  gendergap asr transcribe --model models/whisper-small --table data/test.tsv --split test --out runs/whisper
+"""
+INPUTS = """\
 inputs: SpeechBrain CSVs (ID, duration, wav, start, stop, spk_id, wrd, gender) as written by
 `gendergap manifest build --format speechbrain`; --ckpt is a name in the checkpoint registry
 (`gendergap ckpt list`) or a path (fairseq .pt, packed or not, or a transformers folder).
 --device auto|cpu|cuda|cuda:N and --precision fp32|fp16|bf16 say where the model runs (SpeechBrain's
-autocast; weights and optimizer state stay fp32). Frozen features come from the feature store
-(--feature-store), extracted once per checkpoint and rows and shared with ST and the probes.
-Transcripts are normalised (lower-case, punctuation removed, accents, ' and - kept; see
-downstream_asr/text.py and the text_norm.* options) for training and for the reference file
-written next to the hypotheses, so WER compares like with like (scored with norm:none).
+autocast; weights and optimizer state stay fp32). Transcripts are normalised (lower-case,
+punctuation removed, accents, ' and - kept; see downstream_asr/text.py and the text_norm.*
+options) for training and for the reference file written next to the hypotheses, so WER compares
+like with like (scored with norm:none).
 
 KEY=VALUE hyperparameter overrides (see the recipe's yaml) go in one run, after the options;
 --hparams FILE gives several as plain YAML (`lr_head: 5.0e-4`). The model is always built from
@@ -29,8 +38,13 @@ the recipe's template shipped with gendergap: a run directory records only plain
 (run.json), so `asr decode` on a directory someone hands you evaluates no yaml of theirs, and
 its SpeechBrain checkpoints (save/CKPT*/) load with the allowlist loader unless --trust-checkpoint.
 A run directory can be copied or moved: its paths are relative to it.
-
-Several processes (`asr finetune` only): launch the same command with torchrun, e.g.
+"""
+GENDER = """\
+Per-gender WER needs each test utterance's speaker and gender: from --table (an utterance
+table), else from the test CSV's spk_id and gender columns.
+"""
+FINETUNE = INPUTS + """
+Several processes: launch the same command with torchrun, e.g.
   torchrun --standalone --nproc_per_node 2 -m gendergap.cli asr finetune ... --grad-accum 1
 Ranks join through SpeechBrain (gloo on --device cpu, nccl on cuda, rank r on GPU r); each
 takes every N-th length-bucketed batch, so one optimizer step covers batch_seconds x ranks x
@@ -41,18 +55,41 @@ stores rows; every rank exits 0. Under SLURM, put that torchrun line in the sbat
 set aside): rerunning the same command after a kill or a requeue resumes from the last one,
 mid-epoch. ckpt_interval_steps=N (batches) does the same by count.
 
-Per-gender WER needs each test utterance's speaker and gender: from --table (an utterance
-table), else from the test CSV's spk_id and gender columns.
-
+""" + GENDER + """
 examples:
   gendergap asr finetune --ckpt F-tiny --train sb/train.csv --valid sb/valid.csv --test sb/test.csv \\
       --out runs/asr/F-tiny --db runs/results.db max_minutes=2 lr_head=1e-3
   gendergap asr finetune ... --out runs/asr/F-tiny max_steps=2000     # same --out: resumes
+"""
+FROZEN = INPUTS + """
+Frozen features come from the feature store (--feature-store), extracted once per checkpoint and
+rows and shared with ST and the probes.
+
+""" + GENDER + """
+examples:
   gendergap asr frozen --ckpt F-tiny --layer all --train sb/train.csv --valid sb/valid.csv \\
       --test sb/test.csv --out runs/asr-frozen/F-tiny --db runs/results.db max_minutes=2
+  gendergap asr frozen --ckpt FBANK --layer 0 --train sb/train.csv --valid sb/valid.csv \\
+      --test sb/test.csv --out runs/asr-frozen/FBANK            # the filterbank baseline
+"""
+DECODE = """\
+The model is rebuilt from gendergap's own recipe template and the run's recorded plain values
+(run.json); its checkpoints load with the allowlist loader unless --trust-checkpoint.
+
+""" + GENDER + """
+examples:
   gendergap asr decode --model runs/asr/F-tiny --test sb/test.csv --db runs/results.db
+  gendergap asr decode --model runs/asr/F-tiny --test sb/other.csv --name other --table data/utterances.tsv
+"""
+KALDI_EXPORT = """\
+examples:
   gendergap asr kaldi-export --ckpt F-tiny --layer 6 --table test.tsv --out kaldi/test --repeat-frames
+  gendergap asr kaldi-export --ckpt F-tiny --layer last --table data/utterances.tsv --split train --out kaldi/train
+"""
+KALDI_IMPORT = """\
+examples:
   gendergap asr kaldi-import --text exp/decode/scoring/10.tra.txt --data-dir kaldi/test --out hyp.tsv
+  gendergap score asr --refs kaldi/test/text --hyps hyp.tsv --table test.tsv     # then score it per gender
 """
 
 
@@ -63,21 +100,21 @@ def register(subparsers, group: str, help: str) -> None:
     sub = p.add_subparsers(dest="asr_command", metavar="SUBCOMMAND")
     p.set_defaults(func=lambda args: (p.print_help(), 2)[1])
 
-    def leaf(name, help_, func):
-        q = sub.add_parser(name, help=help_, description=help_, epilog=EPILOG,
+    def leaf(name, help_, func, epilog=None):
+        q = sub.add_parser(name, help=help_, description=help_, epilog=epilog,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         q.set_defaults(func=func)
         return q
 
     q = leaf("finetune", "end-to-end CTC fine-tuning of wav2vec 2.0 (SpeechBrain), then decode and score",
-             lambda a: call(asr_finetune, a))
+             lambda a: call(asr_finetune, a), FINETUNE)
     _ckpt_options(q)
     add_model_options(q, store=False)
     _train_options(q, "downstream_asr/hparams/finetune_ctc.yaml")
     _score_options(q)
 
     q = leaf("frozen", "frozen-feature CTC ASR (TDNN/BiLSTM on one layer or a learned sum of all), then decode "
-             "and score", lambda a: call(asr_frozen, a))
+             "and score", lambda a: call(asr_frozen, a), FROZEN)
     _ckpt_options(q)
     q.add_argument("--layer", default="all",
                    help="layer whose features feed the model: 0..L, 'last', or 'all' for a learned weighted sum "
@@ -87,7 +124,7 @@ def register(subparsers, group: str, help: str) -> None:
     _score_options(q)
 
     q = leaf("decode", "greedy-decode a test CSV with a trained model directory, then score",
-             lambda a: call(asr_decode, a))
+             lambda a: call(asr_decode, a), DECODE)
     q.add_argument("--model", required=True, help="the --out directory of `asr finetune` or `asr frozen`")
     q.add_argument("--test", required=True, help="SpeechBrain CSV to decode")
     q.add_argument("--name", default=None, type=path_name("--name"), help="output name: NAME.hyp.tsv / NAME.ref.tsv (default: the CSV's stem)")
@@ -101,14 +138,13 @@ def register(subparsers, group: str, help: str) -> None:
 
     _add_kaldi_leaves(leaf)
 
-    from gendergap.cmd_asr_models import add_leaves   # transcribe (any model), export
     add_leaves(leaf)
 
 
 def _add_kaldi_leaves(leaf) -> None:
     """`asr kaldi-export` and `asr kaldi-import`: the round trip through a Kaldi recipe."""
     q = leaf("kaldi-export", "Kaldi data dir (wav.scp, text, utt2spk, spk2gender, ...) + SSL features as feats.scp/ark",
-             lambda a: call(asr_kaldi_export, a))
+             lambda a: call(asr_kaldi_export, a), KALDI_EXPORT)
     _ckpt_options(q)
     q.add_argument("--layer", required=True, help="layer to export: 0..L or 'last'")
     q.add_argument("--table", required=True, action="append", help="utterance table TSV of the utterances to "
@@ -120,7 +156,7 @@ def _add_kaldi_leaves(leaf) -> None:
     q.add_argument("--batch-seconds", type=float, default=60.0, help="padded seconds of audio per extraction batch")
     add_model_options(q)
 
-    q = leaf("kaldi-import", "Kaldi decoding output (text or CTM) -> hypothesis file id<TAB>text", run_kaldi_import)
+    q = leaf("kaldi-import", "Kaldi decoding output (text or CTM) -> hypothesis file id<TAB>text", run_kaldi_import, KALDI_IMPORT)
     src = q.add_mutually_exclusive_group(required=True)
     src.add_argument("--text", help="Kaldi text output: `utt word word ...` per line")
     src.add_argument("--ctm", help="CTM: `utt-or-rec channel start dur word [conf]` per line")

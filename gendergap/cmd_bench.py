@@ -14,6 +14,13 @@ from __future__ import annotations
 import argparse
 import time
 
+from corpora.base.atomic import write_json
+from corpora.base.boundary import read_json
+from gendergap.options import out_file
+from ssl_pretrain.architecture import preset_config
+from ssl_pretrain.device_options import DEVICE_HELP, PRECISION_HELP, PRECISIONS
+from ssl_pretrain.families import forward_gflops
+
 EPILOG = """examples:
   gendergap bench --check-precision --precision bf16   # is bf16 right on this CPU? (seconds; writes nothing)
   gendergap bench                       # CPU figures (and CUDA ones where a GPU is present)
@@ -27,7 +34,6 @@ def _measure(preset: str, device: str, precision: str, seconds: float, train: bo
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
-    from ssl_pretrain.architecture import preset_config
     from ssl_pretrain.device import autocast
     from ssl_pretrain.invariant import encode
     from transformers import Wav2Vec2Model
@@ -69,8 +75,6 @@ def _extraction_overhead(device: str, precision: str, gflops: float) -> float:
     import soundfile as sf
     import torch
 
-    from ssl_pretrain.architecture import preset_config
-    from ssl_pretrain.families import forward_gflops
     from ssl_pretrain.features import FrozenSSL
     from ssl_pretrain.feature_store import FeatureStore, SSLExtractor
     from transformers import Wav2Vec2Model
@@ -128,8 +132,6 @@ def torch_version() -> str:
 def run(args) -> int:
     from pathlib import Path
 
-    from corpora.base.atomic import write_json
-    from corpora.base.boundary import read_json
     from gendergap.cost import PROFILE_PATH
     from ssl_pretrain.device import device_and_precision, runtime_info
 
@@ -164,8 +166,6 @@ def run(args) -> int:
 
 
 def register(subparsers, group: str, help: str) -> None:
-    from gendergap.options import out_file
-    from ssl_pretrain.device import DEVICE_HELP, PRECISION_HELP, PRECISIONS
     p = subparsers.add_parser(group, help=help, description=__doc__, epilog=EPILOG,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=out_file("--out"), default=None,

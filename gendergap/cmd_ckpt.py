@@ -6,27 +6,60 @@ import argparse
 from pathlib import Path
 
 from gendergap.options import add_model_options, add_trust_option, amount, options_of, out_dir, out_file, path_name, store_path
+from ssl_pretrain.convert import convert_checkpoint
+from ssl_pretrain.packed import pack_checkpoint
 
 EPILOG = """\
 The registry is a JSON file (default runs/checkpoints.json; --registry or $GENDERGAP_CHECKPOINTS).
-examples:
-  gendergap ckpt add F-tiny runs/ssl/F --hours 0.5 --male-pct 0 --female-pct 100 --unknown-pct 0
-      # a `pretrain run` folder: its checkpoint_best.pt, else checkpoint_last.pt (a run without a
-      # valid split has no best); the line printed says which
-  gendergap ckpt add LB-1K-Large models/wav2vec2-FR-1K-large --hours 1096 --male-pct 47.4 \\
-      --female-pct 52.5 --unknown-pct 0 --updates 200000     # a Hugging Face folder
-  gendergap ckpt list                                          # Table 3 of the study
-  gendergap ckpt convert F-tiny --out models/F-tiny-hf          # fairseq -> transformers folder
-  gendergap ckpt eval F-tiny --manifest manifests/balanced     # contrastive accuracy vs random init
-  gendergap ckpt pack runs/ssl/F/checkpoints/checkpoint_best.pt --out F-tiny.safetensors   # fp16, no pickle
-  gendergap ckpt features F-tiny --table data/test.tsv --layer all --device cuda --precision bf16
-  gendergap ckpt features F-tiny --table data/test.tsv --out feats/F --format kaldi --layer 2 --repeat 2
+examples (each action's --help has its own):
+  gendergap ckpt add F-tiny runs/ssl/F --manifest manifests/F   # register, with its pretraining make-up
+  gendergap ckpt list                                          # the registry as Table 3
+  gendergap ckpt features F-tiny --table data/test.tsv --layer all   # frozen features into the store
 
 Every command that runs a model takes --device auto|cpu|cuda|cuda:N (auto: CUDA when present) and
 --precision fp32|fp16|bf16 (autocast; weights stay fp32). Features go to one feature store
 (--feature-store, default runs/features): fp16 shards extracted once per checkpoint and rows,
 read by frozen ASR, ST, the probes and the exports.
 """
+# each action's examples, shown under its own --help
+EXAMPLES = {
+    "add": """\
+examples:
+  gendergap ckpt add F-tiny runs/ssl/F --hours 0.5 --male-pct 0 --female-pct 100 --unknown-pct 0
+      # a `pretrain run` folder: its checkpoint_best.pt, else checkpoint_last.pt (a run without a
+      # valid split has no best); the line printed says which
+  gendergap ckpt add F-tiny runs/ssl/F --manifest manifests/F   # hours and M/F/U % from the manifest
+  gendergap ckpt add LB-1K-Large models/wav2vec2-FR-1K-large --hours 1096 --male-pct 47.4 \\
+      --female-pct 52.5 --unknown-pct 0 --updates 200000     # a Hugging Face folder
+  gendergap ckpt --registry study/checkpoints.json add X models/x   # into another registry
+""",
+    "list": """\
+examples:
+  gendergap ckpt list                                   # runs/checkpoints.json (or $GENDERGAP_CHECKPOINTS)
+  gendergap ckpt list --registry study/checkpoints.json # a study's own registry
+""",
+    "convert": """\
+examples:
+  gendergap ckpt convert F-tiny --out models/F-tiny-hf         # a registered fairseq checkpoint
+  gendergap ckpt convert runs/ssl/F/checkpoints/checkpoint_best.pt --out models/F-hf
+""",
+    "eval": """\
+examples:
+  gendergap ckpt eval F-tiny --manifest manifests/balanced     # contrastive accuracy vs random init
+  gendergap ckpt eval F-tiny --manifest manifests/balanced --table data/utterances.tsv --split-rows test
+""",
+    "pack": """\
+examples:
+  gendergap ckpt pack runs/ssl/F/checkpoints/checkpoint_best.pt --out F-tiny.safetensors   # fp16, no pickle
+  gendergap ckpt pack F-tiny --out F-tiny.safetensors --fp32 --updates 6000
+""",
+    "features": """\
+examples:
+  gendergap ckpt features F-tiny --table data/test.tsv --layer all --device cuda --precision bf16
+  gendergap ckpt features F-tiny --table data/test.tsv --out feats/F --format kaldi --layer 2 --repeat 2
+  gendergap ckpt features FBANK --table data/test.tsv --out feats/fbank   # the filterbank baseline
+""",
+}
 
 
 def run_add(args) -> int:
@@ -52,7 +85,6 @@ def _ref(args):
 
 
 def run_convert(args) -> int:
-    from ssl_pretrain.convert import convert_checkpoint
     ref = _ref(args)
     out = convert_checkpoint(ref.fairseq_path(), args.out, trust=ref.trusted)
     print(f"wrote transformers Wav2Vec2Model folder {out}")
@@ -72,7 +104,6 @@ def run_eval(args) -> int:
 
 def run_pack(args) -> int:
     import os
-    from ssl_pretrain.packed import pack_checkpoint
     out = pack_checkpoint(_ref(args), args.out, half=not args.fp32, updates=args.updates)
     print(f"wrote {out} ({os.path.getsize(out) / 1e6:.2f} MB)")
     return 0
@@ -106,8 +137,10 @@ def _add_registry_leaves(sub) -> None:
     """`ckpt add`, `ckpt list` and `ckpt convert`."""
     a = sub.add_parser("add", help="register a fairseq .pt or a Hugging Face folder (wav2vec 2.0, XLS-R, MMS, "
                        "HuBERT, WavLM, data2vec, wav2vec 2.0 conformer, w2v-BERT 2.0)",
-                       description="Register a checkpoint with its pretraining data make-up.", epilog=EPILOG,
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description="Register a checkpoint with its pretraining data make-up (Table 3): a fairseq "
+                       "pretraining .pt (a fine-tuned one is refused), a packed .safetensors release or a transformers "
+                       "folder of a supported family, checked and described (family, size, layers, front-end).",
+                       epilog=EXAMPLES["add"], formatter_class=argparse.RawDescriptionHelpFormatter)
     a.add_argument("name", type=path_name("checkpoint name"))
     a.add_argument("path", help="a fairseq .pt, a transformers folder, or a `pretrain run` folder (its "
                    "checkpoint_best.pt, else checkpoint_last.pt)")
@@ -124,11 +157,16 @@ def _add_registry_leaves(sub) -> None:
     add_trust_option(a)
     a.set_defaults(func=run_add)
 
-    li = sub.add_parser("list", help="print the registry as Table 3 of the study")
+    li = sub.add_parser("list", help="print the registry as Table 3 of the study",
+                        description="Print every registered checkpoint as Table 3 of the study: model, family, "
+                        "parameters, updates, hours, M / F / U %%, kind.", epilog=EXAMPLES["list"],
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
     li.set_defaults(func=run_list)
 
     c = sub.add_parser("convert", help="fairseq wav2vec2 pretraining checkpoint -> transformers folder",
-                       description="Convert by state-dict mapping (checked against fairseq's forward pass in tests).")
+                       description="Convert by state-dict mapping (checked against fairseq's forward pass in tests). "
+                       "--out is written whole; an existing folder is replaced only if it is an earlier conversion.",
+                       epilog=EXAMPLES["convert"], formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("checkpoint", help="registered NAME or PATH of a fairseq .pt")
     c.add_argument("--out", type=out_dir("--out"), required=True, help="output folder (config.json, model.safetensors, ...)")
     add_trust_option(c)
@@ -142,7 +180,8 @@ def _add_model_leaves(sub) -> None:
                        "negatives; chance = 1/(negatives+1)) with fairseq's own criterion, for the checkpoint and "
                        "for the same architecture with random weights. Masks and negatives are seeded. The "
                        "objective is scored in fp32 (fairseq's forward fails under autocast); --precision "
-                       "applies to the --table content check.")
+                       "applies to the --table content check.", epilog=EXAMPLES["eval"],
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     e.add_argument("checkpoint", help="registered NAME or PATH of a fairseq .pt")
     e.add_argument("--manifest", required=True, help="fairseq wav2vec manifest dir")
     e.add_argument("--split", default="valid", help="manifest split (default valid)")
@@ -155,7 +194,11 @@ def _add_model_leaves(sub) -> None:
     e.set_defaults(func=run_eval)
 
     k = sub.add_parser("pack", help="small release copy of a checkpoint: one .safetensors file (fp16 weights, "
-                       "the fairseq config as metadata; no optimizer state, no pickle)")
+                       "the fairseq config as metadata; no optimizer state, no pickle)",
+                       description="Write a release copy of a fairseq pretraining checkpoint as one .safetensors "
+                       "file: the weights (fp16 unless --fp32) and the fairseq config as metadata, nothing that "
+                       "unpickles. Every command reads it where it reads a .pt.", epilog=EXAMPLES["pack"],
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     k.add_argument("checkpoint", help="registered NAME or PATH of a fairseq .pt")
     k.add_argument("--out", type=out_file("--out"), required=True, help="output .safetensors file")
     k.add_argument("--fp32", action="store_true", help="keep float32 weights")
@@ -168,7 +211,7 @@ def _add_model_leaves(sub) -> None:
     f = sub.add_parser("features", help="extract frozen hidden states into the feature store (and export them)",
                        description="Length-bucketed extraction into the feature store (fp16 shards, resumable, "
                        "reused by every consumer); --out also writes a copy as .npy per utterance or Kaldi ark/scp.",
-                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog=EXAMPLES["features"], formatter_class=argparse.RawDescriptionHelpFormatter)
     f.add_argument("checkpoint", help="registered NAME, a fairseq .pt or a transformers folder")
     f.add_argument("--table", required=True, action="append", help="utterance table (TSV); repeat it for several: "
                    "they are merged as `corpus merge` does")

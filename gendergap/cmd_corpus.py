@@ -6,6 +6,7 @@ import argparse
 import logging
 import sys
 
+from corpora.base.atomic import write_text
 from gendergap.options import options_of, out_dir, out_file
 
 log = logging.getLogger(__name__)
@@ -237,7 +238,6 @@ def run_merge(args) -> int:
 
 
 def run_stats(args) -> int:
-    from corpora.base.atomic import write_text
     from corpora.stats import table_stats
 
     text = table_stats(**options_of(table_stats, args))

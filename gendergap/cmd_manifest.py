@@ -14,8 +14,8 @@ examples:
   # the study's pretraining sets: female-only, male-only, balanced, as much as the table allows
   gendergap manifest build --table lb.tsv --gender F --format fairseq --valid-hours 1 --out m/F
   gendergap manifest build --table lb.tsv --gender balanced --downsample-corpus EPAC --format fairseq --out m/B
-  # the study's balanced ASR set: 20 h train, 1 h valid (0:30 per gender), test speakers kept out
-  gendergap manifest build --table mtedx.tsv --gender balanced --hours 20 --valid-hours 1 \\
+  # the study's balanced ASR set (Table 2): 34:09 per gender, 1 h valid (0:30 per gender), test speakers kept out
+  gendergap manifest build --table mtedx.tsv --gender balanced --hours-per-gender 34.15 --valid-hours 1 \\
       --exclude-speakers mtedx_test.tsv --format speechbrain --out m/asr
   # Common Voice (48 kHz mp3, some 32 kHz) for fairseq pretraining: 16 kHz FLAC copies, written
   # once into the prepared-audio cache (re-runs reuse them; a killed run resumes), 4 threads

@@ -5,6 +5,8 @@ import argparse
 import json
 
 from gendergap.options import add_trust_option, options_of, out_dir
+from ssl_pretrain.hardware import BF16_CAVEAT, measure_batches, plan_batch
+from ssl_pretrain.pretrain_jobs import pretrain_here, submit
 
 RUN_EPILOG = """\
 Runs fairseq-hydra-train here (CPU, or the local GPUs with common.cpu=false) under the
@@ -82,7 +84,6 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 
 def run_local(args) -> int:
-    from ssl_pretrain.pretrain_jobs import pretrain_here
     summary, wrote = pretrain_here(**options_of(pretrain_here, args))
     print(f"done: {summary['final_updates']} updates, checkpoints in {args.out}/checkpoints "
           f"(lr {summary['lr']:g}, {summary['restarts']} watchdog restarts); {wrote}")
@@ -90,7 +91,6 @@ def run_local(args) -> int:
 
 
 def run_launch(args) -> int:
-    from ssl_pretrain.pretrain_jobs import submit
     result = submit(**options_of(submit, args))
     if args.dry_run:
         print(result, end="")
@@ -103,7 +103,6 @@ def run_launch(args) -> int:
 
 
 def run_plan(args) -> int:
-    from ssl_pretrain.hardware import BF16_CAVEAT, measure_batches, plan_batch
     plan = plan_batch(args.preset, args.hardware, args.nodes, args.gpus_per_node, args.tasks_per_node,
                       bf16=args.bf16)
     print(plan.describe())

@@ -11,7 +11,8 @@ from gendergap.options import add_model_options, call, out_dir, path_name
 from gendergap.runs.probe import probe_run
 
 EPILOG = """\
-what it does (the probing paper, papers/003_*.txt):
+what it does (Fucci et al. 2025, "Different Speech Translation Models Encode and Translate
+Speaker Gender Differently", Appendices A and B):
   for every checkpoint and layer, an attention probe (one learnable query over the frames,
   trained as in its Appendix B: batch 32, Adam lr 1e-4 halved after 3 flat epochs, early stop
   after 20) and the Appendix A baselines (logistic regression on mean-/max-pooled states and on
@@ -31,7 +32,15 @@ examples:
       --db runs/results.db --control          # each checkpoint next to its random-init twin
   gendergap probe run --ckpt F-tiny,M-tiny,B-tiny --layers 0,2,4 --table T.tsv --out probes/ --probes attention,mean \\
       --no-random-init
+(`probe run` probes every checkpoint's random-init twin unless --no-random-init; a study's sweep
+probes the twin of its first pretrained checkpoint only.)
+"""
+CORRELATE_EPILOG = """\
+The DB needs probe rows (`probe run --db`, or a study's probes task) and MuST-SHE rows (`score
+mustshe --db`, or a study's gender-st task) for the same checkpoints.
+examples:
   gendergap probe correlate --db runs/results.db --probe attention --layer last
+  gendergap probe correlate --db study/results.db --layer best --out study/report/probe_correlation
 """
 
 
@@ -89,7 +98,7 @@ def register(subparsers, group: str, help: str) -> None:
     c = sub.add_parser("correlate", help="probe F1 against MuST-SHE gender accuracy across checkpoints",
                        description="Pearson r, R² and p-value of gender-translation accuracy (MuST-SHE rows) "
                                    "against probe macro F1, with a scatter plot (the probing paper's Figure 1).",
-                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       epilog=CORRELATE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("--db", required=True, help="results DB with probe and mustshe rows")
     c.add_argument("--probe", default="attention", help="which probe's F1 (default attention)")
     c.add_argument("--layer", default="last", help="last (default), best, or a layer number")

@@ -9,11 +9,13 @@ import argparse
 import logging
 from pathlib import Path
 
+from corpora.base.atomic import write_json
+from gendergap import cmd_score_gender
 from gendergap.options import options_of, out_file, path_name
 
 log = logging.getLogger("gendergap.score")
 
-SCORE_EPILOG = """\
+SCORES = """\
 inputs: references and hypotheses are UTF-8 `id<TAB>text` lines (an empty hypothesis is `id<TAB>`);
 the utterance table (corpora/table.py) gives each id's speaker and gender (F or M).
 
@@ -22,15 +24,28 @@ BLEU from summed n-gram statistics (never a mean of per-utterance scores), compu
 F and M. delta_rel = 100 * (F - M) / (0.5 * (F + M)). CIs (default 95%) are percentile
 bootstrap intervals that resample SPEAKERS within each gender (--bootstrap resamples, --seed;
 0 is a real seed). With a single speaker in a gender the CI is undefined and written as null.
-
-examples:
+"""
+SCORE_EPILOG = SCORES + """
+examples (each subcommand's --help has its own):
   gendergap score asr --refs test.ref.tsv --hyps test.hyp.tsv --speakers test.tsv --json asr.json
-  gendergap score asr ... --hyps nbest.tsv --hyp-column 2   # id<TAB>text<TAB>score lines
-  gendergap score asr ... --normalize lc-nopunct --db runs/results.db --checkpoint F-tiny --task asr-e2e
   gendergap score st --refs test.en.tsv --hyps st.hyp.tsv --speakers test.tsv --json st.json --lang-pair fr-en
   gendergap score delta --female 22.3 --male 25.7          # prints -14.17
   gendergap score compare --a F-tiny.json --b M-tiny.json   # paired speaker-level test
 """
+LEAF_EXAMPLES = {
+    "asr": """
+examples:
+  gendergap score asr --refs test.ref.tsv --hyps test.hyp.tsv --speakers test.tsv --json asr.json
+  gendergap score asr ... --hyps nbest.tsv --hyp-column 2   # id<TAB>text<TAB>score lines
+  gendergap score asr ... --normalize lc-nopunct --db runs/results.db --checkpoint F-tiny --task asr-e2e
+""",
+    "st": """
+examples:
+  gendergap score st --refs test.en.tsv --hyps st.hyp.tsv --speakers test.tsv --json st.json --lang-pair fr-en
+  gendergap score st ... --metric chrf --lowercase          # chrF, case-insensitive
+  gendergap score st ... --db runs/results.db --checkpoint F-tiny --task st --lang-pair fr-en
+""",
+}
 
 
 def register(subparsers, group: str, help: str) -> None:
@@ -42,7 +57,6 @@ def register(subparsers, group: str, help: str) -> None:
 
     _add_metric_leaves(sub)
     _add_delta_and_compare(sub)
-    from gendergap import cmd_score_gender
     cmd_score_gender.add_gender_commands(sub)
 
 
@@ -52,7 +66,7 @@ def _add_metric_leaves(sub) -> None:
 
     for name, metric_help in (("asr", "per-gender WER (jiwer) with speaker-level CIs and delta_rel"),
                               ("st", "per-gender BLEU (sacrebleu) with speaker-level CIs and delta_rel")):
-        q = sub.add_parser(name, help=metric_help, description=metric_help, epilog=SCORE_EPILOG,
+        q = sub.add_parser(name, help=metric_help, description=metric_help, epilog=SCORES + LEAF_EXAMPLES[name],
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         q.add_argument("--refs", required=True, help="references, `id<TAB>text` per line (UTF-8)")
         q.add_argument("--hyps", required=True, help="hypotheses, `id<TAB>text` per line (UTF-8); a line with "
@@ -148,7 +162,6 @@ def run_delta(args) -> int:
 
 def run_compare(args) -> int:
     from analysis.compare import compare_runs, comparison_text
-    from corpora.base.atomic import write_json
 
     res = compare_runs(**options_of(compare_runs, args))
     print(comparison_text(res))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from gendergap.options import add_model_options, call, out_dir, out_file, path_name
+from gendergap.options import add_model_options, add_trust_option, call, out_dir, out_file, path_name
 from gendergap.runs.st import st_decode, st_train
 
 
@@ -126,7 +126,6 @@ def register(subparsers, group: str, help: str) -> None:
                    help="fp32 or fp16 for extracting the test features (default: the training run's); "
                         "fairseq-generate itself always runs fp32 (its --fp16 feeds fp32 features to a half model)")
     d.add_argument("--registry", default=None, help="checkpoint registry JSON (default: the training run's)")
-    from gendergap.options import add_trust_option
     add_trust_option(d)
     d.add_argument("--no-score", action="store_true", help="only decode (e.g. a test set without references)")
     d.add_argument("--mustshe", default=None, metavar="TSV", help="also score gender accuracy on this MuST-SHE TSV")

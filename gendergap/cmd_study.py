@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from gendergap.cmd_sweep import TRUST_HELP
 from gendergap.options import out_dir
 
 DESCRIPTION = """\
@@ -38,12 +39,23 @@ def register(subparsers, group: str, help_: str) -> None:
                    help="pretrain the three tiny checkpoints anew instead of using the shipped ones")
     p.add_argument("--parallel", type=int, default=None, help="jobs at once (default: the config's, 2)")
     p.add_argument("--retry-failed", action="store_true", help="run jobs that failed in an earlier run again")
-    from gendergap.cmd_sweep import TRUST_HELP
     p.add_argument("--trust-checkpoint", action="store_true", help=TRUST_HELP)
+    p.add_argument("--record", metavar="FILE", default=None,
+                   help="after a finished study, write its results and times to FILE (JSON) and the README's "
+                        "results block from them, when ./README.md has its markers (docs/demo-results.json "
+                        "is the README's source)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from corpora.base.errors import UserError
     from gendergap.study import run_study
-    return run_study(args.config, args.out, pretrain=args.pretrain, parallel=args.parallel, seed=args.seed,
-                     retry_failed=args.retry_failed, trust=args.trust_checkpoint)
+    if args.record and (args.pretrain or args.seed is not None):
+        raise UserError("--record records the config as it is: not with --pretrain or --seed",
+                        fix="run `gendergap study --record FILE` without them (or record another config)")
+    rc = run_study(args.config, args.out, pretrain=args.pretrain, parallel=args.parallel, seed=args.seed,
+                   retry_failed=args.retry_failed, trust=args.trust_checkpoint)
+    if rc == 0 and args.record:
+        from gendergap.demo_record import record_study
+        print(f"recorded: {record_study(args.config, args.out, args.parallel, args.record)}")
+    return rc

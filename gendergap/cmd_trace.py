@@ -10,6 +10,7 @@ from pathlib import Path
 
 from corpora.base.errors import UserError
 from gendergap.options import options_of
+from gendergap.runs import CLI_LEAF
 
 DESCRIPTION = """\
 Trace a number back to what made it: the score row(s), the run that stored them (config, git sha,
@@ -51,7 +52,7 @@ def run(args) -> int:
     ids, db = trace_target(**options_of(trace_target, args))
     chain = trace_scores(db, ids, run_id=args.run)
     for run_ in chain["runs"]:
-        run_["commands"] = rerun_commands(run_["step"], args.into) if run_["step"] else []
+        run_["commands"] = rerun_commands(run_["step"], args.into, args.top_parser) if run_["step"] else []
     print(json.dumps(chain, indent=2, default=str) if args.json else render_chain(chain, db))
     return 0
 
@@ -75,9 +76,10 @@ def _subclasses(cls):
         yield from _subclasses(sub)
 
 
-def rerun_commands(step: dict, into: str | Path) -> list[str]:
+def rerun_commands(step: dict, into: str | Path, top: argparse.ArgumentParser) -> list[str]:
     """Shell lines redoing ``step`` (a results-DB step record) with its own inputs, its outputs
-    and DB moved under ``into``. Empty when the step is no CLI leaf's work."""
+    and DB moved under ``into``, rendered through ``top``, the `gendergap` parser. Empty when the
+    step is no CLI leaf's work."""
     import gendergap.steps  # noqa: F401 (registers every step class)
 
     obj = step_of_record(step)
@@ -87,8 +89,7 @@ def rerun_commands(step: dict, into: str | Path) -> list[str]:
         moved[str(obj.out)] = str(into / Path(obj.out).name)
     if getattr(obj, "db", None):
         moved[str(obj.db)] = str(into / "results.db")
-    from gendergap.runs import CLI_LEAF
-    return [shlex.join(argv_of(CLI_LEAF[function], {k: _move(v, moved) for k, v in kwargs.items()}))
+    return [shlex.join(argv_of(top, CLI_LEAF[function], {k: _move(v, moved) for k, v in kwargs.items()}))
             for function, kwargs in obj.calls()]
 
 
@@ -102,12 +103,11 @@ def _move(value, moved: dict):
     return value
 
 
-def argv_of(leaf: str, kwargs: dict) -> list[str]:
+def argv_of(top: argparse.ArgumentParser, leaf: str, kwargs: dict) -> list[str]:
     """``gendergap <leaf> --opt value ...`` calling the leaf's function with ``kwargs`` (the
-    options' dests are its parameter names: gendergap.options.call)."""
-    from gendergap.cli import build_parser
-
-    top = build_parser()
+    options' dests are its parameter names: gendergap.options.call). ``top`` is the `gendergap`
+    parser, handed in by cli.build_parser (args.top_parser): importing gendergap.cli here would
+    close a circle, cli -> cmd_trace -> cli."""
     parser = top
     for word in leaf.split():
         parser = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[word]

@@ -25,6 +25,7 @@ from submitit.helpers import Checkpointable, DelayedSubmission
 from corpora.base import boundary
 from corpora.base.atomic import write_json
 from corpora.base.boundary import locked
+from gendergap.logs import setup_logging
 
 
 def read_state(path: Path) -> dict | None:
@@ -80,7 +81,6 @@ def run_job(step, state_dir: str, interrupted=None) -> dict:
 def _run(step) -> None:
     """The step's run() with its job's threads, quiet logging, and its results recorded as its own."""
     from analysis.store import recording_step
-    from gendergap.logs import setup_logging
 
     cpus = int(step.resources.get("cpus", 1))
     os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(cpus)

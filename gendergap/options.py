@@ -5,6 +5,9 @@ import inspect
 import os
 from pathlib import Path
 
+from corpora.base.boundary import check_name, finite, is_special, output_dir, output_file, regular_file
+from ssl_pretrain.device_options import DEVICE_HELP, PRECISION_HELP, PRECISIONS
+
 DEFAULT_STORE = Path("runs") / "features"
 
 
@@ -12,8 +15,6 @@ def path_name(what: str):
     """An argparse ``type=`` for a name that becomes part of a file or folder name (NAME.hyp.tsv, a
     store or registry entry): corpora.base.boundary.check_name, so `../../x`, `a/b` or a control or
     bidi character is refused before any work starts (cli.main prints the UserError as one line)."""
-    from corpora.base.boundary import check_name
-
     def check(value: str) -> str:
         return check_name(value, what)
     check.__name__ = what   # argparse names the type in its own messages
@@ -26,7 +27,6 @@ def refuse_special_paths(args) -> None:
     input) or hands a rename target that is not a file (an output). One check for every command, so
     a new option is covered without a word; the readers of handed files check the paths *they*
     name themselves (corpora.base.boundary.regular_file)."""
-    from corpora.base.boundary import is_special, regular_file
     for dest, value in sorted(vars(args).items()):
         for v in value if isinstance(value, (list, tuple)) else [value]:
             if isinstance(v, (str, os.PathLike)) and str(v) and is_special(v):
@@ -37,8 +37,6 @@ def refuse_special_paths(args) -> None:
 def out_file(what: str):
     """An argparse ``type=`` for an output FILE: boundary.output_file refuses a FIFO or device
     (`--out /dev/full`) before any work, rather than replacing it or blocking on it."""
-    from corpora.base.boundary import output_file
-
     def check(value: str) -> str:
         output_file(value, what)
         return value
@@ -48,8 +46,6 @@ def out_file(what: str):
 
 def out_dir(what: str):
     """An argparse ``type=`` for an output folder: boundary.output_dir refuses anything but a folder."""
-    from corpora.base.boundary import output_dir
-
     def check(value: str) -> str:
         output_dir(value, what)
         return value
@@ -60,8 +56,6 @@ def out_dir(what: str):
 def amount(what: str, hi: float | None = None):
     """An argparse ``type=`` for hours or a percentage: boundary.finite, at least 0 (NaN compares
     false with every bound, so `--hours nan` would select the whole table)."""
-    from corpora.base.boundary import finite
-
     def check(value: str) -> float:
         return finite(value, what, lo=0, hi=hi)
     check.__name__ = what
@@ -77,7 +71,6 @@ def add_trust_option(p) -> None:
 
 def add_model_options(p, store: bool = True) -> None:
     """--device / --precision / --trust-checkpoint (and --feature-store where frozen features are read)."""
-    from ssl_pretrain.device import DEVICE_HELP, PRECISION_HELP, PRECISIONS
     add_trust_option(p)
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument("--precision", default="fp32", choices=PRECISIONS, help=PRECISION_HELP)

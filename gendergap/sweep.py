@@ -24,8 +24,11 @@ from pathlib import Path
 from corpora.base.atomic import write_json
 from corpora.base.boundary import locked
 from corpora.base.errors import UserError
+from corpora.checks import one_pass
+from gendergap import warm
 from gendergap.config import task_types
 from gendergap.jobs import SweepJob, read_state
+from gendergap.steps.base import CheckContext
 
 
 def state_dir(out: Path, name: str) -> Path:
@@ -175,8 +178,6 @@ def _run_local(jobs, states, out, parallel, progress) -> dict[str, str]:
     from contextlib import nullcontext
 
     import submitit
-
-    from gendergap import warm
 
     prio = _priority(jobs)
     logs = out / "sweep" / "logs"
@@ -354,9 +355,6 @@ def check_steps(jobs: list, out: str | Path, progress: bool = True) -> list:
     ASR data export) belongs to the tasks reading its output. Finished jobs are not checked: they
     will not run. Returns the problems, each once."""
     import dataclasses
-
-    from corpora.checks import one_pass
-    from gendergap.steps.base import CheckContext
 
     out = Path(out).resolve()
     todo = [j for j in jobs if job_state(j, out) != "done"]   # a finished job reads nothing again

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from corpora.base.atomic import swap_in_dir, write_json
+from corpora.base.boundary import finite, read_json
 from corpora.base.errors import UserError
 from corpora.base.provenance import engine_versions, git_sha
 from corpora.table import write_table
@@ -209,8 +210,6 @@ def build_manifest(table, out, *, gender="balanced", fmt="fairseq", splits=None,
 def make_up(report_path: str | os.PathLike) -> dict:
     """Hours and gender percentages of a selection's train split (Table 3 of the study), from
     the selection_report.json `build_manifest` writes."""
-    from corpora.base.boundary import finite, read_json
-
     if not Path(report_path).is_file():
         raise UserError("no selection_report.json: not a `gendergap manifest build` dir", path=Path(report_path).parent,
                         fix="point at the --out dir of the `manifest build` the checkpoint was pretrained on")

@@ -22,6 +22,7 @@ import pandas as pd
 
 from corpora.base.atomic import atomic_open
 from corpora.base.errors import UserError
+from corpora.utterances import UtteranceTable
 
 
 def speechbrain_frame(df: pd.DataFrame, text_column: str = "text", data_root: str | None = None) -> pd.DataFrame:
@@ -62,8 +63,6 @@ def export_table_splits(table: str | os.PathLike, corpus: str, splits: dict[str,
     """SpeechBrain CSVs of one corpus of an utterance table: ``splits`` maps each CSV (train,
     valid, test) to the table's split label. Audio paths are made absolute, so the CSVs work
     from any working directory."""
-    from corpora.utterances import UtteranceTable
-
     df = UtteranceTable.load(table).select(corpus=corpus).audio_rows()
     parts = {}
     for role, split in splits.items():

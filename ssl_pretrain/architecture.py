@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 
 from corpora.base.errors import UserError
+from ssl_pretrain.hardware import load_preset
 
 FAIRSEQ_CONV = "[(512, 10, 5)] + [(512, 3, 2)] * 4 + [(512,2,2)] + [(512,2,2)]"  # Wav2Vec2Config default
 
@@ -59,7 +60,6 @@ def hf_config(mcfg: dict):
 def preset_config(preset: str):
     """The transformers config of a pretraining preset's model (ssl_pretrain/presets/<preset>.yaml):
     what a checkpoint the study pretrains, or a benchmark's random-init encoder, will be."""
-    from ssl_pretrain.hardware import load_preset
     return hf_config(dict(load_preset(preset)["model"]))
 
 

@@ -37,10 +37,15 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from corpora.base.boundary import HF_LOCAL, MAX_CONFIG_BYTES, finite, read_json
 from corpora.base.errors import UserError
 from corpora.base.provenance import file_sha256
 from corpora.base.reserved import FBANK  # the reserved name of the filterbank baseline
-from ssl_pretrain.families import Family, check_finetunable, describe, family_of, read_preprocessor
+from ssl_pretrain.architecture import check_architecture, hf_config
+from ssl_pretrain.convert import (convert_checkpoint, fairseq_to_transformers, load_fairseq_checkpoint, model_config,
+                                  num_updates)
+from ssl_pretrain.families import (WAV2VEC2, Family, check_finetunable, check_weights_fit, describe, family_of,
+                                   read_preprocessor)
 from ssl_pretrain.registry import Registry, check_name
 
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json")
@@ -54,7 +59,6 @@ def is_fbank(name) -> bool:
 
 def max_model_bytes() -> int:
     """The memory a folder's model may take in fp32: ``GENDERGAP_MAX_MODEL_GB`` (default 4 GB)."""
-    from corpora.base.boundary import finite
     raw = os.environ.get("GENDERGAP_MAX_MODEL_GB")
     gb = MAX_MODEL_GB if raw is None else finite(raw, "GENDERGAP_MAX_MODEL_GB", lo=0.001, hi=1e5)
     return int(gb * 1e9)
@@ -63,18 +67,16 @@ def max_model_bytes() -> int:
 def bounded_fairseq_config(mcfg: dict, path):
     """A fairseq checkpoint's model config as transformers' config, under the bounds a model folder's
     config.json meets (architecture.check_architecture): a .pt or packed release is handed as well."""
-    from ssl_pretrain.architecture import check_architecture, hf_config
     try:
         config = hf_config(mcfg)
     except (TypeError, ValueError, KeyError, SyntaxError, AttributeError) as e:
         raise UserError(f"the checkpoint's model config does not describe a wav2vec 2.0 model ({type(e).__name__})",
                         path=path, fix="give a checkpoint written by fairseq's wav2vec2 pretraining") from None
-    return check_architecture(config.to_dict(), family_of({"model_type": "wav2vec2"}, path), path, max_model_bytes())
+    return check_architecture(config.to_dict(), WAV2VEC2, path, max_model_bytes())
 
 
 def read_config(path: Path) -> dict:
     """A model folder's config.json as a dict, read the one bounded way (boundary.read_json)."""
-    from corpora.base.boundary import MAX_CONFIG_BYTES, read_json
     cfg_path = path / "config.json"
     if not os.path.lexists(cfg_path):
         raise UserError("no config.json in the model folder", path=path,
@@ -107,7 +109,6 @@ def _check_architecture(cfg_path: str, size: int, mtime_ns: int, max_bytes: int)
     """architecture.check_architecture once per config.json version (every resolve calls it, and a
     large model's meta-device build takes a fraction of a second)."""
     del size, mtime_ns  # part of the cache key only
-    from ssl_pretrain.architecture import check_architecture
     path = Path(cfg_path)
     cfg = read_config(path.parent)
     check_architecture(cfg, family_of(cfg, path), path, max_bytes)
@@ -124,7 +125,6 @@ def weight_files(folder: Path) -> list[Path]:
 
 def _converted_updates(folder: Path) -> int | None:
     """The update count a folder converted by gendergap records (gendergap_source.json); None otherwise."""
-    from corpora.base.boundary import MAX_CONFIG_BYTES, read_json
     src = folder / "gendergap_source.json"
     if not os.path.lexists(src):
         return None
@@ -245,7 +245,6 @@ class CheckpointRef:
 
     def fairseq_state(self) -> dict:
         """The fairseq checkpoint dict (config + weights), checked to be wav2vec 2.0 pretraining."""
-        from ssl_pretrain.convert import load_fairseq_checkpoint, model_config
         state = load_fairseq_checkpoint(self.fairseq_path(), trust=self.trusted)
         bounded_fairseq_config(model_config(state, self.path), self.path)
         return state
@@ -256,7 +255,6 @@ class CheckpointRef:
             return {"kind": "fbank", "updates": 0}
         if self.kind == "hf":
             return {"kind": "hf", "updates": _converted_updates(self.path), **self.model_facts()}
-        from ssl_pretrain.convert import num_updates
         state = self.fairseq_state()
         return {"kind": self.kind, "updates": num_updates(state), **self.model_facts(state)}
 
@@ -266,7 +264,7 @@ class CheckpointRef:
         if self.is_fbank:
             return None
         if self.kind != "hf":
-            return family_of({"model_type": "wav2vec2"}, self.path)
+            return WAV2VEC2
         return family_of(read_config(self.path), self.path)
 
     def architecture(self, state: dict | None = None):
@@ -276,11 +274,8 @@ class CheckpointRef:
         self._needs_model("is not a model")
         if self.kind == "hf":
             from transformers import AutoConfig
-
-            from corpora.base.boundary import HF_LOCAL
             rate = read_preprocessor(self.path).get("sampling_rate", 16000)
             return AutoConfig.from_pretrained(str(self.path), **HF_LOCAL), int(rate)
-        from ssl_pretrain.convert import load_fairseq_checkpoint, model_config
         if state is None:
             state = load_fairseq_checkpoint(self.fairseq_path(), trust=self.trusted, mmap=True)
         task = state.get("cfg", {}).get("task", {}) if state.get("cfg") is not None else vars(state.get("args", {}))
@@ -306,12 +301,8 @@ class CheckpointRef:
             model = self._load_folder()
             meta = read_preprocessor(self.path)
             normalize, rate = bool(meta.get("do_normalize", False)), int(meta.get("sampling_rate", 16000))
-            if self.family.input == "fbank":
-                # built from the JSON as data (never an Auto class reading a class name from the file)
-                from transformers import SeamlessM4TFeatureExtractor
-                fbank = SeamlessM4TFeatureExtractor.from_dict(meta)
+            fbank = self.family.feature_extractor(meta)
         else:
-            from ssl_pretrain.convert import fairseq_to_transformers
             model, info = fairseq_to_transformers(self.fairseq_state(), self.path)
             normalize, rate = info["normalize"], info["sample_rate"]
         if self.is_twin:
@@ -326,8 +317,6 @@ class CheckpointRef:
 
         from transformers import AutoModel
 
-        from corpora.base.boundary import HF_LOCAL
-        from ssl_pretrain.families import check_weights_fit
         from ssl_pretrain.safe_load import check_finite_weights
         weights = weight_files(self.path)
         check_finite_weights([w for w in weights if not w.name.endswith(".index.json")], trust=self.trusted)
@@ -369,7 +358,6 @@ class CheckpointRef:
         if self.kind == "hf":
             self.check_weights()   # SpeechBrain's lobe loads it with transformers, unchecked
             return self.path
-        from ssl_pretrain.convert import convert_checkpoint
         dest = Path(cache_root) / f"{self.name}-{self.content_hash[:12]}"
         if not (dest / "config.json").is_file():
             dest.parent.mkdir(parents=True, exist_ok=True)

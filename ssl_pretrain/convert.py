@@ -13,8 +13,10 @@ import shutil
 from pathlib import Path
 
 
-from corpora.base.atomic import write_json
+from corpora.base.atomic import swap_in_dir, write_json
+from corpora.base.boundary import output_dir
 from corpora.base.errors import UserError
+from corpora.base.provenance import file_fingerprint
 from ssl_pretrain.architecture import hf_config
 from ssl_pretrain.packed import is_packed, load_packed
 
@@ -151,8 +153,6 @@ def convert_checkpoint(path: str | os.PathLike, out_dir: str | os.PathLike, trus
     gendergap_source.json) or empty: a folder of the user's own files is never deleted."""
     import tempfile
 
-    from corpora.base.atomic import swap_in_dir
-    from corpora.base.boundary import output_dir
     out_dir = output_dir(out_dir, "output folder")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / "gendergap_source.json").is_file():
         raise UserError("the output folder exists and holds files that are not an earlier conversion", path=out_dir,
@@ -172,7 +172,6 @@ def convert_checkpoint(path: str | os.PathLike, out_dir: str | os.PathLike, trus
 
 def _write_folder(model, info: dict, path, tmp: Path) -> None:
     from transformers import Wav2Vec2FeatureExtractor
-    from corpora.base.provenance import file_fingerprint
     model.save_pretrained(tmp)
     # group-norm (base-style) models were pretrained on zero-padded batches without a mask
     Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=info["sample_rate"], padding_value=0.0,

@@ -25,13 +25,8 @@ import platform
 import torch
 
 from corpora.base.errors import UserError
+from ssl_pretrain.device_options import DEVICES, PRECISIONS
 from ssl_pretrain.precision_canary import TOLERANCE, Shapes, checked_path
-
-DEVICES = "auto|cpu|cuda|cuda:N"
-PRECISIONS = ("fp32", "fp16", "bf16")
-DEVICE_HELP = ("where the model runs: auto (CUDA when present, else CPU; default), cpu, cuda or cuda:N")
-PRECISION_HELP = ("fp32 (default), fp16 (CUDA only) or bf16: mixed precision through autocast; weights and "
-                  "optimizer state stay fp32")
 
 
 def _no_cuda_reason() -> str:

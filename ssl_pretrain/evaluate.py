@@ -17,6 +17,7 @@ import torch
 
 from corpora.base.errors import UserError
 from ssl_pretrain.manifest_check import check_manifest_dir
+from ssl_pretrain.watchdog import parse_lines
 
 
 @torch.no_grad()
@@ -152,8 +153,6 @@ def retrieval_by_layer(view, table) -> list[float]:
 
 def last_valid_accuracy(log_path: str | os.PathLike) -> tuple[int | None, float | None]:
     """(updates, contrastive accuracy) of the last validation in a fairseq training log."""
-    from ssl_pretrain.watchdog import parse_lines
-
     lines = Path(log_path).read_text(encoding="utf-8", errors="replace").splitlines()
     valid = [r for r in parse_lines(lines) if r.kind == "valid" and "accuracy" in r.values]
     return (valid[-1].num_updates, float(valid[-1].values["accuracy"])) if valid else (None, None)

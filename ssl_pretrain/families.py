@@ -27,6 +27,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from corpora.base.boundary import MAX_CONFIG_BYTES, finite, read_json
 from corpora.base.errors import UserError
 
 
@@ -42,19 +43,61 @@ class Family:
     pos_conv: str = "one"       # positional convolution: "one" grouped conv, a "stack" of them, or "none"
     # weights the frozen encoder never reads: SpecAugment's mask embedding (training only) may be absent
     inert_weights: tuple = ("masked_spec_embed",)
+    # a conv front-end's norm where the config names none (data2vec-audio's conv blocks are all LayerNorm)
+    conv_norm: str | None = None
+
+    @property
+    def filterbank(self) -> bool:
+        """The input is log-mel filterbank frames (w2v-BERT), not the waveform through a conv front-end."""
+        return self.input == "fbank"
+
+    def frame_shift_s(self, config, sample_rate: int) -> float:
+        """Seconds between output frames: the conv strides for a waveform front-end; the filterbank's
+        10 ms hop times its stacking stride for w2v-BERT (20 ms in both standard cases)."""
+        if self.filterbank:
+            return 0.01 * (fbank_dim(config) // FBANK_BINS)
+        return math.prod(config.conv_stride) / sample_rate
+
+    def front_end(self, config) -> str:
+        """The front-end as Table 3 prints it: "fbank 80x2", "conv, GroupNorm" or "conv, LayerNorm"."""
+        if self.filterbank:
+            return f"fbank {fbank_dim(config) // 2}x2"
+        norm = self.conv_norm or getattr(config, "feat_extract_norm", "group")
+        return "conv, " + ("GroupNorm" if norm == "group" else "LayerNorm")
+
+    def feature_extractor(self, meta: dict):
+        """The per-utterance feature extractor a filterbank family's input goes through, built from
+        its folder's preprocessor_config.json ``meta`` as data (never an Auto class reading a class
+        name from the file); None for a waveform family (its conv front-end is part of the model)."""
+        if not self.filterbank:
+            return None
+        from transformers import SeamlessM4TFeatureExtractor   # lazy: transformers is heavy
+
+        return SeamlessM4TFeatureExtractor.from_dict(meta)
+
+    def meta_input(self, config, seconds: float):
+        """A ``seconds``-long utterance as the model takes it, on the meta device (shapes only)."""
+        import torch   # lazy: only the cost table counts FLOPs
+
+        if self.filterbank:
+            return torch.zeros(1, int(seconds * 50), fbank_dim(config), device="meta")
+        return torch.zeros(1, int(seconds * 16000), device="meta")
 
 
 FAMILIES = {f.model_type: f for f in (
     Family("wav2vec2", "wav2vec 2.0", "waveform"),
     Family("hubert", "HuBERT", "waveform"),
     Family("wavlm", "WavLM", "waveform"),
-    Family("data2vec-audio", "data2vec", "waveform", pos_conv="stack"),
+    Family("data2vec-audio", "data2vec", "waveform", pos_conv="stack", conv_norm="layer"),
     Family("wav2vec2-conformer", "wav2vec 2.0 conformer", "waveform", ffn_blocks=2, conv_module=True),
     # SpeechBrain's lobe reads waveforms (and a Wav2Vec2FeatureExtractor): no end-to-end recipe here
     Family("wav2vec2-bert", "w2v-BERT 2.0", "fbank", finetune=False, ffn_blocks=2, conv_module=True,
            pos_conv="none"),
 )}
 SUPPORTED = ", ".join(FAMILIES)
+# what a fairseq wav2vec 2.0 checkpoint is once converted (ssl_pretrain.convert)
+WAV2VEC2 = FAMILIES["wav2vec2"]
+FBANK_BINS = 80   # mel bins per filterbank frame (w2v-BERT stacks two frames: 160 inputs)
 NOT_FINETUNABLE = ("SpeechBrain's wav2vec 2.0 lobe takes waveforms; w2v-BERT 2.0 reads log-mel "
                    "filterbanks: run it in the frozen-feature tasks (asr-frozen, st, probe)")
 
@@ -69,10 +112,24 @@ def family_of(cfg: dict, path: Path) -> Family:
     return FAMILIES[model_type]
 
 
+def config_family(config, path: Path | None = None) -> Family:
+    """The Family of a transformers config object (a built model's ``.config``)."""
+    return family_of({"model_type": config.model_type}, path)
+
+
+def fbank_dim(config) -> int:
+    """A filterbank family's input width: mel bins times the frames stacked (w2v-BERT: 80 x 2)."""
+    return int(getattr(config, "feature_projection_input_dim", 2 * FBANK_BINS))
+
+
+def frame_shift_s(config, sample_rate: int) -> float:
+    """Seconds between a model's output frames (Family.frame_shift_s of its config's family)."""
+    return config_family(config).frame_shift_s(config, sample_rate)
+
+
 def folder_family(path) -> Family | None:
     """The family a transformers folder's config.json names; None when it is not a readable folder
     of a supported family (the checkpoint checks say what is wrong with it)."""
-    from corpora.base.boundary import MAX_CONFIG_BYTES, read_json
     try:
         cfg = read_json(Path(path) / "config.json", "config.json", shape=dict, max_bytes=MAX_CONFIG_BYTES)
     except UserError:
@@ -85,14 +142,6 @@ def check_finetunable(family: Family, name: str) -> None:
     if not family.finetune:
         raise UserError(f"{name} is a {family.label} model, which asr-e2e cannot fine-tune: {NOT_FINETUNABLE}",
                         fix="drop the asr-e2e task for this checkpoint (or run it on the waveform families)")
-
-
-def frame_shift_s(config, sample_rate: int) -> float:
-    """Seconds between output frames: the conv strides for a waveform front-end; the filterbank's
-    10 ms hop times its stacking stride for w2v-BERT (20 ms in both standard cases)."""
-    if config.model_type == "wav2vec2-bert":
-        return 0.01 * int(getattr(config, "feature_projection_input_dim", 160) // 80)
-    return math.prod(config.conv_stride) / sample_rate
 
 
 def count_parameters(config) -> int | None:
@@ -121,12 +170,10 @@ def forward_gflops(config, seconds: float = 10.0, front_end_only: bool = False) 
     cls = MODEL_MAPPING[type(config)]   # imported here, not under the meta device: a module imported
     with torch.device("meta"):          # there keeps meta tensors as its constants (torchaudio's did)
         model = cls(config).eval()
-    if config.model_type == "wav2vec2-bert":
-        x = torch.zeros(1, int(seconds * 50), int(getattr(config, "feature_projection_input_dim", 160)), device="meta")
-    else:
-        x = torch.zeros(1, int(seconds * 16000), device="meta")
-    if front_end_only and config.model_type == "wav2vec2-bert":
+    family = config_family(config)
+    if front_end_only and family.filterbank:
         return 0.0
+    x = family.meta_input(config, seconds)
     with FlopCounterMode(display=False) as counter, torch.no_grad():
         model.feature_extractor(x) if front_end_only else model(x)
     return counter.get_total_flops() / seconds / 1e9
@@ -135,21 +182,14 @@ def forward_gflops(config, seconds: float = 10.0, front_end_only: bool = False) 
 def describe(config, sample_rate: int, path: Path) -> dict:
     """What an entry records of a transformers config: family, size (parameters, layers, hidden
     size), front-end, sample rate."""
-    family = family_of({"model_type": config.model_type}, path)
-    if family.input == "fbank":
-        front_end = f"fbank {int(getattr(config, 'feature_projection_input_dim', 160)) // 2}x2"
-    else:
-        # data2vec-audio has no feat_extract_norm: its conv blocks are all LayerNorm ones
-        norm = "layer" if family.model_type == "data2vec-audio" else getattr(config, "feat_extract_norm", "group")
-        front_end = "conv, " + ("GroupNorm" if norm == "group" else "LayerNorm")
+    family = config_family(config, path)
     return {"family": family.model_type, "parameters": count_parameters(config),
             "layers": int(config.num_hidden_layers), "hidden_size": int(config.hidden_size),
-            "front_end": front_end, "sample_rate": int(sample_rate)}
+            "front_end": family.front_end(config), "sample_rate": int(sample_rate)}
 
 
 def read_preprocessor(folder: Path) -> dict:
     """The folder's preprocessor_config.json as a dict ({} when absent), read as data."""
-    from corpora.base.boundary import MAX_CONFIG_BYTES, finite, read_json
     path = Path(folder) / "preprocessor_config.json"
     if not os.path.lexists(path):
         return {}

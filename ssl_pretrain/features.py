@@ -18,6 +18,7 @@ import soundfile as sf
 import torch
 
 from corpora.base.errors import UserError
+from corpora.prepared_audio import open_audio  # a .wav.gz (WinoST) is read from its decompressed bytes
 from ssl_pretrain.device import autocast
 from ssl_pretrain.precision_canary import Shapes
 from ssl_pretrain.families import frame_shift_s
@@ -119,7 +120,6 @@ def read_segment(path: str, offset: float, duration: float, sample_rate: int) ->
 
     The segment is cut at the file's own rate (seconds x native rate), channels are averaged,
     then it is resampled to ``sample_rate`` if the file has another rate (to_model_rate)."""
-    from corpora.prepared_audio import open_audio  # a .wav.gz (WinoST) is read from its decompressed bytes
     with open_audio(path) as src:
         try:
             info = sf.info(src)

@@ -31,6 +31,8 @@ from contextlib import contextmanager
 
 import torch
 
+from ssl_pretrain.families import config_family
+
 
 def absolute_lengths(wavs: torch.Tensor, rel_lengths: torch.Tensor | None) -> torch.Tensor:
     """Samples per row from SpeechBrain's relative lengths (1.0 = the padded length)."""
@@ -57,7 +59,7 @@ def front_end(model, xs: list[torch.Tensor], fbank=None, cache: "FrontEndCache |
     """The model's front-end on 1-D waveforms: (features [B, T, C] zero-padded, frames [B]).
     ``fbank``: the feature extractor of a filterbank family (w2v-BERT), run per utterance.
     ``cache``: a frozen conv front-end's outputs kept per waveform (FrontEndCache)."""
-    if model.config.model_type == "wav2vec2-bert":
+    if config_family(model.config).filterbank:
         return filterbank_features(fbank, xs)
     if cache is not None:
         return cache.features(model, xs)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from corpora.base.errors import UserError
+from ssl_pretrain.hardware import PROFILES, plan_batch
 from ssl_pretrain.watchdog import Policy
 
 
@@ -49,7 +50,6 @@ def submit(*, preset: str, manifest: str, out: str, hardware: str | None = None,
            lr_factor: float = 0.5, max_restarts: int = 3, stuck_window: int = 0):
     """Submit the job (ssl_pretrain.launch.launch): the submitit job, or with ``dry_run`` the
     sbatch script and fairseq command it would submit."""
-    from ssl_pretrain.hardware import PROFILES, plan_batch
     from ssl_pretrain.launch import SlurmOptions, launch, parse_time_minutes
 
     plan = None

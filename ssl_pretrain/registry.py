@@ -18,6 +18,7 @@ from corpora.base import boundary
 from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
 from corpora.base.registry_file import read_registry
+from corpora.base.units import count_label
 
 DEFAULT_PATH = Path("runs") / "checkpoints.json"
 
@@ -95,7 +96,6 @@ class Registry:
             if kind == "hours":
                 return f"{v:,.0f}" if v >= 100 else f"{v:g}"
             return f"{v:g}"
-        from corpora.base.units import count_label
         rows = [("Model", "family", "params", "# updates", "# hours", "M,%", "F,%", "U,%", "kind")]
         for e in self.entries():
             rows.append((boundary.printable(e["name"]), boundary.printable(e.get("family") or "-"), count_label(e.get("parameters")),

@@ -21,7 +21,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from corpora.base.atomic import atomic_path, write_json
+from corpora.base.atomic import atomic_open, atomic_path, write_json
 from corpora.base.boundary import read_state_json
 from corpora.base.errors import UserError
 from corpora.base.provenance import engine_versions, git_sha
@@ -308,7 +308,6 @@ def warm_start(state: dict, out_dir, source: str | None = None) -> list[str]:
     other weights rewrites init.pt, so --init-from always wins over a stale file, unless the run
     already has a checkpoint_last.pt trained from the old weights: then it is refused, naming both."""
     import torch
-    from corpora.base.atomic import atomic_open
     out_dir = Path(out_dir)
     init, record_path = out_dir / "init.pt", out_dir / "init.json"
     digest = _weights_sha256(state)

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import torch
 
+from corpora.base.boundary import HF_CONFIGS, MAX_CONFIG_BYTES, folder_files, listed_file, no_custom_code, read_json
 from corpora.base.errors import UserError
 
 SAFE_GLOBALS = [argparse.Namespace]
@@ -89,7 +90,6 @@ def check_model_folder(folder: str | os.PathLike, *, trust: bool = False) -> Non
     ``trust``: that flag opts in to unpickling, never to running a folder's .py), no symlinked directory,
     and every pickle it holds read with the allowlist loader -- by suffix, and every shard a weights
     index (``*.index.json``) names, whatever its suffix (transformers unpickles what the index says)."""
-    from corpora.base.boundary import HF_CONFIGS, MAX_CONFIG_BYTES, folder_files, no_custom_code, read_json
     folder = Path(folder)
     for name in HF_CONFIGS:   # read the one bounded way first: a 100k-deep or huge file is one line, not a
         if os.path.lexists(folder / name):   # RecursionError from a plain json.loads further on
@@ -127,7 +127,6 @@ def _check_safetensors_header(path: Path) -> None:
 def index_shards(index: Path) -> list[Path]:
     """The shard files a transformers weights index (``*.index.json``) names in its ``weight_map``,
     each resolved inside the index's folder and a regular file, sorted."""
-    from corpora.base.boundary import MAX_CONFIG_BYTES, listed_file, read_json
     fix = "copy the model folder again"
     wmap = read_json(index, "weights index", shape=dict, max_bytes=MAX_CONFIG_BYTES, fix=fix).get("weight_map")
     if not isinstance(wmap, dict) or not wmap or not all(isinstance(v, str) for v in wmap.values()):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from corpora.base.boundary import read_state_json
 from corpora.base.errors import UserError
+from ssl_pretrain.convert import num_updates
 
 SHIPPED = Path(__file__).resolve().parent / "shipped"
 PRETRAIN_SEEDS = 4  # a tiny run still at chance is redone with the next seed, up to this many tries
@@ -20,8 +21,8 @@ def _read_json(path: Path) -> dict:
 
 def pretrain_tiny(manifest: str, out: str, seed: int, updates: int, preset: str = "tiny",
                   continue_updates: int = 0) -> None:
-    """Pretrain; a run whose valid accuracy ends below 2x chance (the plateau of
-    notes/DEPENDENCIES.md) is redone with the next seed. With ``continue_updates``, the accepted
+    """Pretrain; a run whose valid accuracy ends below 2x chance (the plateau the
+    tiny preset can sit on) is redone with the next seed. With ``continue_updates``, the accepted
     checkpoint is then continued by that many updates from a warm start (fresh optimizer and
     schedule, ``pretrain run --init-from``): a longer schedule from scratch sat at chance, the
     continuation does not. The shipped checkpoints were made by these rules (shipped/PROVENANCE.md).
@@ -52,7 +53,6 @@ def _continued(best: Path, out: Path, preset: str, manifest: str, seed: int, mor
     """The accepted checkpoint, continued by ``more_updates`` from a warm start when asked; and
     the updates the result has seen in all."""
     from ssl_pretrain.checkpoints import CheckpointRef
-    from ssl_pretrain.convert import num_updates
     from ssl_pretrain.run import run_pretraining, warm_start
 
     total = num_updates(CheckpointRef.resolve(best).fairseq_state())

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from corpora.base.atomic import atomic_open, atomic_path
+from corpora.base.boundary import parse_json, read_lines
 
 _SIMPLE_KV = re.compile(r"(\w+)=([^,\s|]+)")
 _SAVED = re.compile(r"Saved checkpoint (\S+) \(epoch \d+ @ (\d+) updates")
@@ -98,7 +99,7 @@ class Policy:
     code_ppl_patience: int = 3      # ... for this many consecutive train_inner lines
     stuck_window: int = 0           # train_inner lines compared for "loss stuck" (0 = off)
     stuck_min_rel_drop: float = 0.005   # best loss in the window must beat the one before by this
-    reseed_on_stuck: bool = True    # a plateau is often the seed's fault (notes/DEPENDENCIES.md)
+    reseed_on_stuck: bool = True    # a plateau is often the seed's fault (measured on the tiny preset)
     journal: str = "watchdog.jsonl"
 
     def as_dict(self) -> dict:
@@ -234,7 +235,6 @@ def journal(path: str | Path, event: str, **fields) -> None:
 
 
 def read_journal(path: str | Path) -> list[dict]:
-    from corpora.base.boundary import parse_json, read_lines
     path = Path(path)
     if not path.exists():
         return []

@@ -1,4 +1,4 @@
-"""Gender probes on hidden-state sequences (the probing paper, papers/003_*.txt).
+"""Gender probes on hidden-state sequences (Fucci et al. 2025, Appendices A and B).
 
 Reads hidden states through a feature-store view the caller hands in; imports no training package.
 

@@ -16,13 +16,16 @@ import pandas as pd
 from analysis.probing.data import parse_layers, probe_splits
 from analysis.probing.recipe import Recipe
 from analysis.probing.run import ProbeResult, f1_by_layer, probe_layers, rows_for_store
+from analysis.store import ResultsStore
+from corpora.base.atomic import atomic_open, write_json
 from corpora.base.boundary import read_state_json
+from corpora.base.provenance import config_hash, file_fingerprint
+from corpora.table import table_fingerprint, table_paths
+from corpora.utterances import UtteranceTable
 
 
 def probe_data(table: str, *, corpus: str | None, seed: int, max_utts: dict) -> tuple[dict, pd.DataFrame]:
     """(splits, rows): the table's balanced train/valid/test splits, and their rows (audio absolute)."""
-    from corpora.utterances import UtteranceTable
-
     frame = UtteranceTable.load(table)   # one table, or several merged (corpora.merge)
     rows = frame.rows[frame.rows["corpus"].isin(corpus.split(","))] if corpus else frame.rows
     splits = probe_splits(rows.reset_index(drop=True), seed=seed, source=frame.source, max_utts=max_utts)
@@ -41,7 +44,6 @@ def probe_models(models: list, view_of: Callable, table: str, splits: dict, out:
     out = Path(out).resolve()
     store = None
     if db:
-        from analysis.store import ResultsStore
         store = ResultsStore(db)
     summary, f1_rows, profiles = {}, [], {}
     try:
@@ -73,10 +75,6 @@ def _probe_one(ref, feats, splits, *, table: str, corpus: str | None, layers: st
                seed: int, recipe: Recipe, runtime: dict, out: Path, store, db: str | None, quiet: bool) -> list:
     """One model's probe results: read back from its results.json when the config matches, else trained
     and written there; stored in the results DB once per config."""
-    from corpora.base.atomic import write_json
-    from corpora.base.provenance import config_hash, file_fingerprint
-    from corpora.table import table_fingerprint, table_paths
-
     label = ref.name
     layers = parse_layers(layers, feats.n_layers)
     config = {"kind": "probe", "checkpoint": label, "ssl": ref.describe(), "runtime": runtime,
@@ -116,7 +114,6 @@ def print_table(label: str, results: list) -> None:
 def _write_outputs(out: Path, summary: dict, f1_rows: list, profiles: dict) -> None:
     """probe_results.json, probe_f1.tsv and the F1-by-layer and attention-profile plots under ``out``."""
     from analysis.probing.figures import plot_attention_profiles, plot_f1_by_layer
-    from corpora.base.atomic import atomic_open, write_json
 
     write_json(out / "probe_results.json", summary)
     f1 = pd.DataFrame(f1_rows)

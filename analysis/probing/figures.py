@@ -16,7 +16,9 @@ from scipy import stats
 
 from analysis.plots import save_png
 from analysis.probing.run import CONTROL_SUFFIX, probe_table
+from analysis.store import ResultsStore
 from analysis.tables import clean_scores
+from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
 
 
@@ -142,9 +144,6 @@ def correlate_db(*, db: str, probe: str = "attention", layer: str = "last", subs
     results DB, written to OUT/correlation.json and OUT/correlation.png (default OUT:
     probe_correlation/ next to the DB). Returns the JSON's content with the points' frame and the
     plot's path."""
-    from analysis.store import ResultsStore
-    from corpora.base.atomic import write_json
-
     number = layer.strip().lower()
     if number not in ("last", "best"):
         if not number.isdigit():

@@ -12,13 +12,14 @@ import tempfile
 from pathlib import Path
 from typing import IO, Iterator
 
+from corpora.base.errors import UserError
+
 
 @contextlib.contextmanager
 def atomic_open(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
     """Open a temp file next to ``path``; on success it replaces ``path``, on error it is removed."""
     path = Path(path)
     if path.is_dir():  # checked first: os.replace would fail only after the work was done
-        from corpora.base.errors import UserError
         raise UserError("this is a directory, not a file name", path=path,
                         fix=f"give a file name, e.g. {path / 'out.json'}")
     binary = "b" in mode

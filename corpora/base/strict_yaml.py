@@ -29,6 +29,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
+from corpora.base.boundary import regular_file
 from corpora.base.errors import UserError
 
 
@@ -78,7 +79,6 @@ _TagsAsNone.add_multi_constructor("!", lambda loader, suffix, node: None)
 def read_hyperpyyaml_keys(path: Path, what: str = "hyperparams.yaml") -> dict:
     """A HyperPyYAML file (SpeechBrain's hyperparams.yaml, the package's recipe templates) as a mapping of
     its top-level keys to plain values, tagged values None -- to see which keys it has, never to build it."""
-    from corpora.base.boundary import regular_file
     regular_file(path, what, max_bytes=MAX_BYTES, fix=f"copy the {what} again")
     try:
         data = yaml.load(path.read_text(encoding="utf-8"), Loader=_TagsAsNone) or {}

@@ -4,12 +4,13 @@
 and the MuST-SHE-style gender set; see ``build.py``. espeak-ng (GPL-3, via the pip package
 espeakng-loader) is used only inside this package.
 """
+
+from corpora.synth import build
 __all__ = ["SIZES", "synthesize"]
 
 
 def __getattr__(name):
     # Lazy, so that a synthesis worker process imports only what it needs (espeak, numpy, scipy).
     if name in __all__:
-        from corpora.synth import build
         return getattr(build, name)
     raise AttributeError(name)

@@ -6,7 +6,7 @@ its English translation. Plans are sampled from ``lexicon`` with a seeded genera
 same seed always yields the same sentences in the same order.
 
 Why the variety: a tiny ST model trained on a few templates learns to swap slot words rather
-than translate (notes/DEPENDENCIES.md). Five templates, pronoun or noun subjects, five kinds
+than translate (measured while the corpus was designed). Five templates, pronoun or noun subjects, five kinds
 of determiner, numbers, optional adjectives, three tenses driven by a time phrase (fronted or
 not), negation and questions give thousands of distinct sentences over a few hundred words.
 """

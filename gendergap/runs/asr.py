@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from downstream_asr.decode import parse_overrides, read_run
+from downstream_asr.runs import decode_model, decode_trained, task_of, train_run
 from gendergap.options import store_path
 
 
@@ -38,9 +40,6 @@ def asr_frozen(*, ckpt: str, train: str, valid: str, out: str, registry: str | N
 def _train_and_score(recipe: str, *, ckpt, registry, trust_checkpoint, device, precision, overrides, test, table,
                      db, subset, bootstrap, seed, no_progress, feature_store=None, layer="all", **train) -> dict | None:
     from analysis.score_runs import score_asr_run, speakers_of_csv
-    from downstream_asr.decode import parse_overrides
-    from downstream_asr.decode import read_run
-    from downstream_asr.runs import decode_trained, task_of, train_run
     from ssl_pretrain.checkpoints import CheckpointRef
     from ssl_pretrain.device import device_and_precision
 
@@ -68,7 +67,6 @@ def asr_decode(*, model: str, test: str, name: str | None = None, data_root: str
     per gender and store the rows. The run directory is data (downstream_asr.runs.decode_model).
     Returns the WER result."""
     from analysis.score_runs import score_asr_run, speakers_of_csv
-    from downstream_asr.runs import decode_model, task_of
 
     speakers = speakers_of_csv(test, table)
     name = name or Path(test).stem

@@ -2,6 +2,7 @@
 scores, store rows and plots from analysis.probing. The CLI leaf and the sweep's probe steps call it."""
 from __future__ import annotations
 
+from corpora.base.errors import UserError
 from gendergap.options import store_path
 
 
@@ -18,7 +19,6 @@ def probe_run(*, ckpt: list[str], table: str | list[str], out: str, name: str | 
     from analysis.probing import Recipe, parse_probes
     from analysis.probing.checkpoints import probe_data, probe_models
     from analysis.probing.data import parse_layers
-    from corpora.base.errors import UserError
     from ssl_pretrain.device import device_and_precision, runtime_info
     from ssl_pretrain.feature_store import FeatureStore, extractor_for
 

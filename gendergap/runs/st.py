@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from downstream_st.runs import decode_model, one_or_several, train_model
 from gendergap.options import store_path
 
 
@@ -17,7 +18,6 @@ def st_train(*, train: str, valid: str, src: str, tgt: str, out: str, ckpt: str 
     """Train a speech-translation model on frozen features in ``out``: features from the store, the
     s2t data, fairseq-train, checkpoint averaging (a rerun resumes). ``seed`` is fairseq's.
     Returns train_st's summary."""
-    from downstream_st.runs import train_model
     from ssl_pretrain.device import device_and_precision
 
     device, precision = device_and_precision(device, precision)
@@ -38,7 +38,6 @@ def st_decode(*, model: str, test: str | list[str], out: str, test_split: str | 
     (and MuST-SHE gender accuracy with ``mustshe``), store the rows in ``db`` and write OUT.json.
     ``seed`` is the bootstrap's. Returns what OUT.json holds (None with ``no_score``)."""
     from analysis.score_runs import score_st_run
-    from downstream_st.runs import decode_model, one_or_several
 
     test = one_or_several(test)   # one table: recorded as before
     d = decode_model(model=model, test=test, out=out, test_split=test_split, corpus=corpus, beam=beam,

@@ -9,6 +9,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from downstream_asr.export import export_run
+
 
 def asr_transcribe(*, model: str, table: str | list[str], out: str, split: str | None = "test",
                    corpus: str | None = None, name: str | None = None, language: str | None = None,
@@ -64,8 +66,6 @@ def asr_transcribe(*, model: str, table: str | list[str], out: str, split: str |
 
 def asr_export(*, run: str, out: str, registry: str | None = None, trust_checkpoint: bool = False) -> dict:
     """Export the `asr finetune` run ``run`` as an EncoderASR folder ``out`` (the `asr export` leaf)."""
-    from downstream_asr.export import export_run
-
     cmd = "gendergap " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["asr"] else None
     commands = [f"gendergap asr finetune ... --out {run}  (hyper-parameters: {run}/run.json)"] + ([cmd] if cmd else [])
     meta = export_run(run, out, trust=trust_checkpoint, registry=registry, commands=commands)
