@@ -73,7 +73,8 @@ def _write_csv(df: pd.DataFrame, path: Path) -> Path:
 
 
 def write_report(db_path: str | os.PathLike, out_dir: str | os.PathLike, subset: str = "test",
-                 registry: str | os.PathLike | None = None, data: dict | None = None) -> dict[str, Path]:
+                 registry: str | os.PathLike | None = None, data: dict | None = None,
+                 titles: dict[str, str] | None = None) -> dict[str, Path]:
     """Build every table and plot the DB's rows allow; returns {name: path} of what was written.
 
     ``registry``: a checkpoint-registry JSON; when given, Table 3 (pre-training data) comes first
@@ -84,6 +85,9 @@ def write_report(db_path: str | os.PathLike, out_dir: str | os.PathLike, subset:
     ``data``: the study's data sets, ``{"pretraining": {set: manifest dir}, "downstream": [set, ...]}``
     (manifests.stats.pretraining_sets_table / downstream_sets_table); when given, Tables 1 and 2
     describe them.
+
+    ``titles``: {task: title} of result kinds analysis does not title itself (tables.task_title),
+    from whoever knows them: a study hands in those of its task types' registrations.
     """
     out_dir = Path(out_dir)
     entries = load_registry(registry) if registry is not None else None  # bad file: fail before writing
@@ -91,12 +95,13 @@ def write_report(db_path: str | os.PathLike, out_dir: str | os.PathLike, subset:
     if entries is not None:
         df, speaker = _registry_order(df, entries), _registry_order(speaker, entries)
     with staged_report(out_dir) as stage:
-        written = _write_all(db_path, subset, data, entries, registry, df, speaker, conditions, stage)
+        written = _write_all(db_path, subset, data, entries, registry, df, speaker, conditions, stage, titles)
     return {name: out_dir / path.name for name, path in written.items()}
 
 
 def _write_all(db_path, subset: str, data: dict | None, entries: list[dict] | None, registry, df: pd.DataFrame,
-               speaker: pd.DataFrame, conditions: pd.DataFrame, out_dir: Path) -> dict[str, Path]:
+               speaker: pd.DataFrame, conditions: pd.DataFrame, out_dir: Path,
+               titles: dict[str, str] | None = None) -> dict[str, Path]:
     """Every file of the report, written into ``out_dir`` (the staging directory). The answer to the
     study's question comes first; the conditions' tables follow the score tables they compare."""
     written: dict[str, Path] = {}
@@ -106,13 +111,13 @@ def _write_all(db_path, subset: str, data: dict | None, entries: list[dict] | No
     if entries is not None:
         md += _pretraining_section(entries, df, out_dir, written, registry)
     asr, st = tables.asr_table(df), tables.st_table(df)
-    md += _asr_section(asr, out_dir, written)
+    md += _asr_section(asr, out_dir, written, titles)
     md += _st_section(st, out_dir, written)
     md += condition_sections(conditions, out_dir, written, _write_csv)
     md += _mustshe_section(df, out_dir, written)
     md += _winomt_section(df, out_dir, written)
     md += _probes_section(df, out_dir, written)
-    md += _other_section(df, asr, st, out_dir, written)
+    md += _other_section(df, asr, st, out_dir, written, titles)
     md += _figures_section(asr, st, speaker, out_dir, written)
     if len(written) == 0:
         tasks = ", ".join(tables._order(df["task"]))
@@ -250,11 +255,12 @@ def _table_files(out_dir: Path, written: dict[str, Path], stem: str, markdown: s
     written[f"{stem}.csv"] = _write_csv(frame, out_dir / f"{stem}.csv")
 
 
-def _asr_section(asr: pd.DataFrame, out_dir: Path, written: dict[str, Path]) -> list[str]:
+def _asr_section(asr: pd.DataFrame, out_dir: Path, written: dict[str, Path],
+                 titles: dict[str, str] | None = None) -> list[str]:
     """Table 4 files (md, tex, csv) and its report.md lines."""
     if not len(asr):
         return []
-    blocks = tables.asr_blocks(asr)
+    blocks = tables.asr_blocks(asr, titles)
     body = "".join(f"**{title}**\n\n" + tables.markdown_table(tables.ASR_HEADER, rows) + "\n"
                    for title, rows in blocks)
     _table_files(out_dir, written, "table4_asr", body,
@@ -325,8 +331,9 @@ def _probes_section(df: pd.DataFrame, out_dir: Path, written: dict[str, Path]) -
 
 
 def _other_section(df: pd.DataFrame, asr: pd.DataFrame, st: pd.DataFrame, out_dir: Path,
-                   written: dict[str, Path]) -> list[str]:
-    """Everything no table above shows (CER, MuST-SHE by speaker gender...) goes to a CSV."""
+                   written: dict[str, Path], titles: dict[str, str] | None = None) -> list[str]:
+    """Everything no table above shows (CER, MuST-SHE by speaker gender...) goes to a CSV; a task
+    with a title handed in is named with it."""
     seeds = ["wer:seed_sd", "wer:n_seeds", "bleu:seed_sd", "bleu:n_seeds"]  # shown as ± sd in the tables
     shown = ((df["task"].isin(set(asr.get("task", []))) & df["metric"].isin(["wer", "delta_rel", *seeds]))
              | (df["task"].isin(set(st.get("task", []))) & df["metric"].isin(["bleu", "delta_rel", *seeds]))
@@ -338,8 +345,8 @@ def _other_section(df: pd.DataFrame, asr: pd.DataFrame, st: pd.DataFrame, out_di
     cols = ["checkpoint", "task", "lang_pair", "gender", "metric", "value", "ci_low", "ci_high", "n_utts",
             "n_speakers", "signature", "run_id"]
     written["other_scores.csv"] = _write_csv(other[cols], out_dir / "other_scores.csv")
-    return ["## Other scores\n", f"{len(other)} row(s) of task(s) {', '.join(tables._order(other['task']))}: "
-            "see `other_scores.csv`.\n"]
+    named = [f"{t} ({titles[t]})" if t in (titles or {}) else str(t) for t in tables._order(other["task"])]
+    return ["## Other scores\n", f"{len(other)} row(s) of task(s) {', '.join(named)}: see `other_scores.csv`.\n"]
 
 
 def _figures_section(asr: pd.DataFrame, st: pd.DataFrame, speaker: pd.DataFrame, out_dir: Path,

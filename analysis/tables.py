@@ -34,6 +34,9 @@ from corpora.base.errors import UserError
 from corpora.base.reserved import FBANK
 from corpora.base.units import count_label
 
+# The titles of the result kinds the lower packages write (downstream_asr names these rows), which
+# `gendergap report` shows for any results DB; a study's other task kinds come with titles of their
+# own, handed in as data (write_report's ``titles``: analysis does not know gendergap's tasks).
 ASR_TASK_TITLES = {
     "asr-hybrid": "Hybrid ASR (SSL model as feature extractor, Kaldi)",
     "asr-frozen": "Frozen-feature ASR (SSL model as feature extractor)",
@@ -161,6 +164,11 @@ def gap_table(df: pd.DataFrame, tasks: list[str], metric: str) -> pd.DataFrame:
 def _score_id(rows: pd.DataFrame) -> str:
     """The results-DB id of the score row a cell shows ('' when none), for `gendergap trace`."""
     return str(int(rows["id"].iloc[0])) if len(rows) and "id" in rows else ""
+
+
+def task_title(task: str, titles: dict[str, str] | None = None) -> str:
+    """How a task's rows are headed: the title handed in (``titles``), else analysis' own, else its name."""
+    return (titles or {}).get(task) or ASR_TASK_TITLES.get(task, task)
 
 
 def asr_tasks(df: pd.DataFrame) -> list[str]:
@@ -298,10 +306,11 @@ ASR_CAPTION = ("ASR WER per pre-trained model: M, F, All and Δrel = 100 (WER(F)
                "WER(M))), 95% CIs in parentheses.")
 
 
-def asr_blocks(t: pd.DataFrame) -> list[tuple[str, list[list[str]]]]:
+def asr_blocks(t: pd.DataFrame, titles: dict[str, str] | None = None) -> list[tuple[str, list[list[str]]]]:
+    """Table 4's blocks, one per task and language pair, each headed by its task's title (task_title)."""
     blocks = []
     for (task, lang_pair), g in t.groupby(["task", "lang_pair"], sort=False):
-        title = ASR_TASK_TITLES.get(task, task) + (f" [{lang_pair}]" if lang_pair else "") + f" — {task}"
+        title = task_title(task, titles) + (f" [{lang_pair}]" if lang_pair else "") + f" — {task}"
         blocks.append((title, [[label(r["checkpoint"]), _cell(r, "M"), _cell(r, "F"), _cell(r, "all"),
                                 _cell(r, "delta_rel", sign=True)] for r in g.to_dict("records")]))
     return blocks

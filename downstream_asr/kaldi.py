@@ -59,14 +59,12 @@ def export_table(*, ckpt: str, layer: str, table: str | list[str], out: str, spl
     """`asr kaldi-export`: the rows of ``table`` (of ``split``) as a Kaldi data dir in ``out``, with
     ``ckpt``'s ``layer`` features from the feature store (extracted there once). Returns kaldi_export's
     summary."""
-    from ssl_pretrain.checkpoints import CheckpointRef
-    from ssl_pretrain.feature_store import FeatureStore, extractor_for
-
     rows = UtteranceTable.load(table).select(split=split).nonempty(f"split {split!r}", "check --split").audio_rows()
     audio = rows["audio"].tolist()
     number = layer if layer == "last" else _int_layer(layer)
-    extractor = extractor_for(CheckpointRef.resolve(ckpt, registry, trust=trust_checkpoint), device, precision)
-    view = FeatureStore(feature_store).view(extractor, rows, number, batch_seconds=batch_seconds)
+    from ssl_pretrain.model_choice import ModelChoice   # torch: kept out of --help
+    model = ModelChoice.resolve(ckpt, registry, trust=trust_checkpoint, device=device, precision=precision)
+    view = model.features(feature_store, rows, number, batch_seconds=batch_seconds)
     return kaldi_export(view, rows, audio, out, repeat=2 if repeat_frames else 1)
 
 

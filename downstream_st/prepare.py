@@ -51,11 +51,11 @@ class FeatureSource:
             raise UserError("no feature source", fix="pass --ckpt NAME --layer L, or --features-index TSV")
         if not self.store:
             raise UserError("no feature store", fix="pass --feature-store DIR")
-        from ssl_pretrain.checkpoints import CheckpointRef
-        from ssl_pretrain.feature_store import FeatureStore, extractor_for
-
         layer = self.layer if self.layer in ("last",) else int(self.layer)
-        ref = CheckpointRef.resolve(self.ckpt, self.registry, trust=self.trust)
+        from ssl_pretrain.model_choice import ModelChoice   # torch: kept out of --help
+        model = ModelChoice.resolve(self.ckpt, self.registry, trust=self.trust, device=self.device,
+                                    precision=self.precision)
+        ref = model.ref
         if not ref.is_fbank:
             self.ssl_sha256 = ref.content_hash
             if self.expect_sha256 and self.expect_sha256 != self.ssl_sha256:
@@ -65,8 +65,7 @@ class FeatureSource:
                                 f"the ST model was trained on features of sha256 {self.expect_sha256[:12]}",
                                 path=ref.path, fix="pass --registry (or restore the checkpoint) naming the model it "
                                 "was trained on")
-        extractor = extractor_for(ref, self.device, self.precision)
-        view = FeatureStore(self.store).view(extractor, rows.audio_rows(), layer, progress=progress)
+        view = model.features(self.store, rows.audio_rows(), layer, progress=progress)
         index = view.index_table(view.layers[0])
         index["_index_line"] = 0
         return index, str(view.dir), False

@@ -12,10 +12,11 @@ the values resolve by the YAML 1.1 rules every existing config was written for (
 YAML 1.2 would read `yes` as a string and `1e3` as a number), and the duplicate-key check names
 both lines.
 
-A task type is registered once, with everything it is: ``register_task(type, schema, planner,
-features)`` (its config keys, the steps it adds to the study graph, what it reads from the feature
-store). Configs can then use it, `--schema` lists it and the sweep plans it. The built-in types
-register themselves in their step modules (gendergap/steps/), which loading a config imports.
+A task type is registered once, with everything it is (gendergap.tasks.register_task: its config
+keys, the steps it adds to the study graph, what it reads from the feature store, the checks of its
+entry against the rest of the config, ...). Configs can then use it, `--schema` lists it and the
+sweep plans it. The built-in types register themselves in their step modules (gendergap/steps/),
+which loading a config imports.
 """
 from __future__ import annotations
 
@@ -31,29 +32,31 @@ from corpora.base.boundary import check_name
 from corpora.base.errors import UserError
 from corpora.base.reserved import FBANK
 from corpora.base.strict_yaml import read_yaml, validate
-from gendergap.config_schema import BUILTIN_TASKS, Study, TaskBase, describe  # noqa: F401 (TaskBase: for task modules)
-from gendergap.tasks import TASKS
+from gendergap.config_schema import Study, TaskBase, describe  # noqa: F401 (TaskBase: for task modules)
+from gendergap.tasks import TASKS, builtin_types
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
-TASK_TYPES = tuple(BUILTIN_TASKS)   # the built-in types; task_types() also lists registered ones
 
 
 def task_types() -> tuple[str, ...]:
-    """Every task type a config may use: the built-in ones, then those registered since."""
+    """Every task type a config may use, in their registrations' order (the built-in ones first)."""
     _builtin_tasks()
     return tuple(TASKS)
 
 
+def __getattr__(name: str):
+    """``TASK_TYPES``: the built-in types, known once the step modules are imported; computed when
+    asked, so that importing this module does not import them (and torch)."""
+    if name == "TASK_TYPES":
+        _builtin_tasks()
+        return builtin_types()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _builtin_tasks() -> None:
-    """Import the step modules (each registers its task types), then list the built-in types
-    first, in BUILTIN_TASKS' order (the order `--schema` and errors name them in)."""
+    """Import the step modules: each registers its task types."""
     import gendergap.steps  # noqa: F401
 
-    order = [t for t in BUILTIN_TASKS if t in TASKS] + [t for t in TASKS if t not in BUILTIN_TASKS]
-    if list(TASKS) != order:
-        reordered = {t: TASKS[t] for t in order}
-        TASKS.clear()
-        TASKS.update(reordered)
 
 @dataclass
 class StudyConfig:
@@ -136,7 +139,9 @@ def _cross_checks(cfg: StudyConfig, marks: dict) -> None:
     _check_checkpoints(cfg)
     for name, t in cfg.tasks.items():
         _check_task_names(cfg, name, t)
-        _check_hparams(cfg, name, t)
+        check = TASKS[t["type"]].check   # what the type itself checks (asr: a model to fine-tune, its hparams)
+        if check is not None:
+            check(cfg, name, t)
     order = graphlib.TopologicalSorter({n: set(t["after"]) for n, t in cfg.tasks.items()})
     try:
         order.prepare()
@@ -186,15 +191,12 @@ def _take_registered(cfg: StudyConfig, name: str, c: dict, line: int) -> None:
 
 
 def _check_task_names(cfg: StudyConfig, name: str, t: dict) -> None:
-    """The checkpoints and tasks a task names exist (and asr-e2e has a model to fine-tune)."""
+    """The checkpoints, selection and tasks a task names exist."""
     line = cfg.lines[f"tasks.{name}"]
     for ck in t["checkpoints"] or []:
         if ck not in cfg.checkpoints:
             raise UserError(f"task '{name}' refers to unknown checkpoint '{ck}'", path=cfg.path, line=line,
                             fix=f"use one of: {', '.join(cfg.checkpoints)}")
-        if t["type"] == "asr-e2e" and cfg.checkpoints[ck]["baseline"]:   # asr-e2e and its variants
-            raise UserError(f"task '{name}' fine-tunes '{ck}', a baseline without a model", path=cfg.path,
-                            line=line, fix="list only pretrained checkpoints for asr-e2e (FBANK runs the frozen tasks)")
     selection = t.get("selection")
     if selection is not None:
         selections = cfg.data["selections"]
@@ -209,33 +211,6 @@ def _check_task_names(cfg: StudyConfig, name: str, t: dict) -> None:
         if other not in cfg.tasks:
             raise UserError(f"task '{name}' runs after unknown task '{other}'", path=cfg.path, line=line,
                             fix=f"use one of: {', '.join(cfg.tasks)}")
-
-
-HPARAMS_RECIPES = {"asr-e2e": "finetune", "asr-frozen": "frozen"}
-
-
-def _check_hparams(cfg: StudyConfig, name: str, t: dict) -> None:
-    """An ASR task's `hparams:` file is read now, as plain data (safe YAML of KEY: VALUE overrides
-    of the recipe's template, downstream_asr.rundir): never as HyperPyYAML, which could run code
-    from a file that came with the config; a problem is refused before any job runs."""
-    if t["type"] not in HPARAMS_RECIPES:
-        return
-    from downstream_asr.decode import parse_overrides
-    from downstream_asr.rundir import check_overrides, read_hparams_file
-    try:   # `overrides:` (KEY=VALUE) too: keys of the template's plain values only
-        check_overrides(parse_overrides(t["overrides"]), HPARAMS_RECIPES[t["type"]])
-    except UserError as e:
-        raise UserError(f"task '{name}': overrides: {e.message}", path=cfg.path,
-                        line=cfg.lines.get(f"tasks.{name}"), fix=e.fix) from None
-    if not t.get("hparams"):
-        return
-    path = Path(t["hparams"]).expanduser()
-    path = path if path.is_absolute() else cfg.path.parent / path
-    if not path.is_file():
-        raise UserError(f"task '{name}': hparams file {t['hparams']} not found (paths are relative to the config)",
-                        path=cfg.path, line=cfg.lines[f"tasks.{name}"],
-                        fix="give a YAML file of KEY: VALUE overrides, e.g. `lr: 1.0e-3`")
-    read_hparams_file(path, HPARAMS_RECIPES[t["type"]])
 
 
 # --- the schema, for people and for tools -------------------------------------------------------

@@ -196,11 +196,6 @@ class ProbesTask(TaskBase):
     random_init: bool = Field(True, description="probe a random-init twin of the first checkpoint too")
 
 
-BUILTIN_TASKS: dict[str, type[TaskBase]] = {
-    "asr-e2e": AsrE2ETask, "asr-frozen": AsrFrozenTask, "st": StTask, "gender-st": StTask, "probes": ProbesTask,
-}
-
-
 class Checkpoint(Section):
     """One checkpoint (a row of the tables): where its model comes from, and Table 3's facts."""
     baseline: Literal["fbank"] | None = Field(

@@ -7,7 +7,10 @@
 Disk comes from the data and the models: a feature-store entry holds every stored row's frames
 (duration / the model's frame shift) x hidden size x layers x 2 bytes (fp16), the figure the store
 itself plans its shards with; run directories and corpora from sizes measured on the built-in
-study, scaled by what scales them. Time comes from a **throughput profile**: achieved GFLOP/s of
+study, scaled by what scales them. The study's own stages (corpus, pretraining, features) are
+estimated here; a task's steps by the estimator its registration declares (gendergap.tasks: the
+built-in ones next to their steps in gendergap/steps/), and a step without one (scoring, wiring)
+costs a few seconds. Time comes from a **throughput profile**: achieved GFLOP/s of
 extraction and of training (a model's forward FLOPs per audio second are counted by torch's
 FlopCounterMode on the meta device, ssl_pretrain.families.forward_gflops), seconds per frozen-ASR
 step, ST update and probe. The figures are either measured on this machine by `gendergap bench`
@@ -16,7 +19,6 @@ of the built-in study and on an H100 (docs/measurements.md, "On a GPU"); the tab
 """
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import sys
@@ -26,6 +28,9 @@ from pathlib import Path
 from corpora.base.errors import UserError
 from corpora.base.units import bytes_label
 from gendergap.steps.base import CheckContext
+from gendergap.steps.data import CorpusStep
+from gendergap.steps.models import FeaturesStep, PretrainStep, request_rows
+from gendergap.tasks import step_kind
 
 PROFILE_PATH = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gendergap" / "profile.json"
 
@@ -42,11 +47,6 @@ DEFAULTS = {
 }
 # Sizes measured on the built-in study, per unit of what scales them
 FP16 = 2
-SPEECHBRAIN_CKPT_BYTES_PER_PARAM = 4 * 3 * 2    # fp32 weights + Adam's two moments, best + interval checkpoint
-HEAD_PARAMS = 5e5                               # the CTC head on top of a fine-tuned encoder (1024-d dense + output)
-FROZEN_RUN_BYTES = 8.5e6                        # a frozen-ASR run dir (head checkpoints, logs, hypotheses)
-ST_RUN_BYTES = {"tiny": 1.15e8}                 # a fairseq s2t run dir (checkpoints, averaged model, data)
-ST_CKPT_BYTES = {"xs": 1.19e8}                  # one s2t_transformer_xs checkpoint (weights + Adam, fp32)
 FIXED_STEP_S = 3.0                              # a step that reads tables and writes small files
 WAV_BYTES_PER_S = 16000 * 2                     # synthetic corpus: 16 kHz 16-bit WAV
 SYNTH_S_PER_UTTERANCE = 0.0078                 # espeak-ng on 2 workers (mini: 8,020 utterances in 62 s)
@@ -161,123 +161,48 @@ class Context:
         fig = self.figures(device)
         return audio * (fig["extract_overhead_s_per_audio_s"] + f["gflops"] / fig["extract_gflops"])
 
+    @staticmethod
+    def device(j) -> str:
+        """The device a job's time is counted on: cuda for a job that asks for a GPU, else cpu."""
+        return _device(j)
+
+    @staticmethod
+    def audio_seconds(rows) -> float:
+        return float(rows["duration"].astype(float).clip(lower=0).sum())
+
+    @staticmethod
+    def feature_bytes(rows, layers: int, f: dict) -> float:
+        """What the store keeps of ``rows`` at ``layers`` layers: frames x hidden size x layers, fp16."""
+        return Context.audio_seconds(rows) / f["frame_shift"] * layers * f["dim"] * FP16
+
 
 def _device(j) -> str:
     return "cuda" if (j.resources or {}).get("gpus") else "cpu"
 
 
-def _audio_seconds(rows) -> float:
-    return float(rows["duration"].astype(float).clip(lower=0).sum())
+# An estimator: (step, Context) -> (seconds or None when unknown, {location: bytes}) (gendergap.tasks.Estimator)
 
-
-def _feature_bytes(rows, layers: int, f: dict) -> float:
-    """What the store keeps of ``rows`` at ``layers`` layers: frames x hidden size x layers, fp16."""
-    return _audio_seconds(rows) / f["frame_shift"] * layers * f["dim"] * FP16
-
-
-def _features(j, ctx: Context) -> Estimate:
+def _features(j, ctx: Context) -> tuple[float | None, dict]:
     from corpora import stats
-    from gendergap.steps.models import _rows
     from ssl_pretrain.feature_cover import cover, union_layers
 
     dev = _device(j)
     f = ctx.models.facts(j.ckpt)
     if f is None or not ctx.known(j.table):
-        return Estimate(j.name, j.kind, None, dev)
+        return None, {}
     df = ctx.table(j.table)
     # the same segment under two corpora is stored once: here known from headers (file name and
     # size, as corpus merge does), in the store from the files' content
     segments = dict(zip(df["id"], stats.segment_keys(df)))
-    entries = cover([(_rows(df, req, j.table), set(union_layers([req["layers"]], f["outputs"]))) for req in j.requests],
-                    lambda rows: rows["id"].map(segments).tolist())
+    entries = cover([(request_rows(df, req, j.table), set(union_layers([req["layers"]], f["outputs"])))
+                     for req in j.requests], lambda rows: rows["id"].map(segments).tolist())
     entries = [(rows[~rows["id"].map(segments).duplicated()], layers) for rows, layers in entries]
-    audio = sum(_audio_seconds(rows) for rows, _ in entries)
-    return Estimate(j.name, j.kind, ctx.extraction_seconds(audio, f, dev) + ctx.figures(dev)["job_overhead_s"], dev,
-                    {j.store: sum(_feature_bytes(rows, len(layers), f) for rows, layers in entries)})
+    audio = sum(ctx.audio_seconds(rows) for rows, _ in entries)
+    return (ctx.extraction_seconds(audio, f, dev) + ctx.figures(dev)["job_overhead_s"],
+            {j.store: sum(ctx.feature_bytes(rows, len(layers), f) for rows, layers in entries)})
 
 
-def _asr(j, ctx: Context) -> Estimate:
-    from downstream_asr.decode import parse_overrides
-    dev = _device(j)
-    fig = ctx.figures(dev)
-    over = parse_overrides(j.overrides)
-    steps = int(float(over.get("max_steps") or 0))
-    if not steps:   # no step budget: epochs x batches, which the hyper-parameters do not bound here
-        return Estimate(j.name, j.kind, None, dev, {j.out: FROZEN_RUN_BYTES})
-    if j.recipe == "frozen":
-        return Estimate(j.name, j.kind, steps * fig["frozen_s_per_step"] + fig["job_overhead_s"], dev,
-                        {j.out: FROZEN_RUN_BYTES})
-    f = ctx.models.facts(j.ckpt)
-    if f is None:
-        return Estimate(j.name, j.kind, None, dev)
-    batch = float(over.get("batch_seconds", 60))      # finetune_ctc.yaml's default
-    # forward + backward ~ 3 forwards of what trains; a frozen CNN (the recipe's default) runs
-    # forward only, and not at all once its output is cached (the cache's first pass not counted)
-    frozen_cnn = str(over.get("freeze_feature_encoder", True)).lower() not in ("false", "0")
-    cached = frozen_cnn and float(over.get("front_end_cache_mb") or 0) > 0
-    trained = f["gflops"] - f["front_gflops"] if frozen_cnn else f["gflops"]
-    gflop = steps * batch * (3 * trained + (0 if cached or not frozen_cnn else f["front_gflops"]))
-    return Estimate(j.name, j.kind, gflop / fig["train_gflops"] + steps * fig["train_overhead_s_per_step"]
-                    + fig["job_overhead_s"], dev, {j.out: (f["params"] + HEAD_PARAMS) * SPEECHBRAIN_CKPT_BYTES_PER_PARAM})
-
-
-def _st(j, ctx: Context) -> Estimate:
-    from downstream_st.presets import apply_overrides, load_preset
-    dev = _device(j)
-    fig = ctx.figures(dev)
-    preset = apply_overrides(load_preset(j.preset), j.overrides, trust=j.trust)
-    updates = preset["train"].get("max-update") or _st_updates_by_epochs(j, preset, ctx)
-    seconds = None if updates is None else int(float(updates)) * fig["st_s_per_update"] + 2 * fig["job_overhead_s"]
-    return Estimate(j.name, j.kind, seconds, dev, _st_run_bytes(j.out, j.preset, preset["train"]))
-
-
-def _st_run_bytes(out: str, name: str, train: dict) -> dict:
-    """A run dir: measured whole for the tiny preset; else its kept checkpoints (the last
-    ``keep-last-epochs``, best and last) and the averaged model (weights only: a third of one)."""
-    if name in ST_RUN_BYTES:
-        return {out: ST_RUN_BYTES[name]}
-    if name not in ST_CKPT_BYTES:
-        return {}
-    kept = min(int(train.get("keep-last-epochs") or 1), int(train.get("max-epoch") or 1 << 30))
-    return {out: ST_CKPT_BYTES[name] * (kept + 2 + 1 / 3)}
-
-
-def _st_updates_by_epochs(j, preset: dict, ctx: Context) -> float | None:
-    """A schedule of epochs in updates: epochs x batches of ``max-tokens`` feature frames (the
-    training rows under ``max_frames``, at the checkpoint's frame rate) / ``update-freq``."""
-    train = preset["train"]
-    f = ctx.models.facts(j.ckpt)
-    if not train.get("max-epoch") or not train.get("max-tokens") or f is None or not ctx.known(j.table):
-        return None
-    df = ctx.table(j.table)
-    rows = df[(df["corpus"] == j.corpus) & (df["split"] == j.splits["train"])]
-    frames = (rows["duration"].astype(float) / f["frame_shift"]).round()
-    frames = frames[frames <= float(preset["data"].get("max_frames") or float("inf"))]
-    batches = math.ceil(frames.sum() / float(train["max-tokens"]))
-    return float(train["max-epoch"]) * math.ceil(batches / float(train.get("update-freq") or 1))
-
-
-def _probes(j, ctx: Context) -> Estimate:
-    from gendergap.steps.models import _rows
-    from gendergap.steps.probes import PROBE_SPLITS
-    from ssl_pretrain.feature_cover import union_layers
-    dev = _device(j)
-    fig = ctx.figures(dev)
-    f = ctx.models.facts(j.ckpt)
-    if f is None:
-        return Estimate(j.name, j.kind, None, dev)
-    layers = union_layers([j.layers], f["outputs"])
-    n = len(layers) * len(j.probes) * (1 + bool(j.control)) * (1 + bool(j.random_init))
-    est = Estimate(j.name, j.kind, n * fig["probe_s_per_layer"] + fig["job_overhead_s"], dev)
-    if j.random_init and ctx.known(j.table):
-        # the random-init twin's features of the probe rows are extracted here, into the store
-        rows = _rows(ctx.table(j.table), {"corpus": j.corpus, "probe_seed": j.seed, "splits": list(PROBE_SPLITS)}, j.table)
-        est.disk = {j.feature_store: _feature_bytes(rows, len(layers), f)}
-        est.seconds += ctx.extraction_seconds(_audio_seconds(rows), f, dev)
-    return est
-
-
-def _pretrain(j, ctx: Context) -> Estimate:
+def _pretrain(j, ctx: Context) -> tuple[float | None, dict]:
     from ssl_pretrain.hardware import load_preset
     dev = _device(j)
     fig = ctx.figures(dev)
@@ -291,27 +216,36 @@ def _pretrain(j, ctx: Context) -> Estimate:
     audio = updates * per_update                 # samples per update, at most: a bound on the work
     seconds = audio * 3 * f["gflops"] / fig["train_gflops"] + updates * fig["train_overhead_s_per_step"]
     # fairseq keeps best, last and one per epoch: ~3 checkpoints of fp32 weights + Adam's two moments
-    return Estimate(j.name, j.kind, seconds + fig["job_overhead_s"], dev, {j.out: f["params"] * 4 * 3 * 3})
+    return seconds + fig["job_overhead_s"], {j.out: f["params"] * 4 * 3 * 3}
 
 
-def _corpus(j, ctx: Context) -> Estimate:
+def _corpus(j, ctx: Context) -> tuple[float | None, dict]:
     from corpora.synth import SIZES
     size = SIZES.get(j.size)
     if size is None:
         return _fixed(j, ctx)
     utterances = sum((f + m) * n for roles in (size.fr, size.gender) for f, m, n in roles.values())
-    return Estimate(j.name, j.kind, utterances * SYNTH_S_PER_UTTERANCE + 5, "cpu",
-                    {j.out: utterances * SYNTH_MEAN_S * WAV_BYTES_PER_S})
+    return utterances * SYNTH_S_PER_UTTERANCE + 5, {j.out: utterances * SYNTH_MEAN_S * WAV_BYTES_PER_S}
 
 
-def _fixed(j, ctx: Context) -> Estimate:
+def _fixed(j, ctx: Context) -> tuple[float | None, dict]:
     """Steps without a model of their own (tables, manifests, registering, scoring, the report): a
     few seconds each on the built-in study (1-5 s measured)."""
-    return Estimate(j.name, j.kind, FIXED_STEP_S, _device(j))
+    return FIXED_STEP_S, {}
 
 
-ESTIMATORS = {"features": _features, "asr-e2e": _asr, "asr-e2e-layers": _asr, "asr-frozen": _asr, "st": _st,
-              "gender-st": _st, "probes": _probes, "pretrain": _pretrain, "corpus": _corpus}
+# the study's own stages, not task kinds: keyed by their step classes (a task kind's estimator
+# comes with its registration, gendergap.tasks)
+STUDY_ESTIMATORS = {CorpusStep.KIND: _corpus, PretrainStep.KIND: _pretrain, FeaturesStep.KIND: _features}
+
+
+def estimator(kind: str):
+    """The estimator of step kind ``kind``: the study's own, else its task registration's, else a
+    step without a model's few seconds."""
+    if kind in STUDY_ESTIMATORS:
+        return STUDY_ESTIMATORS[kind]
+    declared = step_kind(kind)
+    return (declared and declared.estimate) or _fixed
 
 
 def estimate(jobs: list, states: dict[str, str] | None = None, profile: dict | None = None,
@@ -331,9 +265,10 @@ def _one(j, ctx: Context) -> Estimate:
     """A job's estimate; one that cannot be made is "?" in the table, never a reason not to run
     (the inputs' own checks, run before, say what is wrong with them)."""
     try:
-        return ESTIMATORS.get(j.kind, _fixed)(j, ctx)
+        seconds, disk = estimator(j.kind)(j, ctx)
     except (UserError, ValueError, KeyError, TypeError, OSError, AttributeError, IndexError):
-        return Estimate(j.name, j.kind, None, _device(j))
+        seconds, disk = None, {}
+    return Estimate(j.name, j.kind, seconds, _device(j), dict(disk))
 
 
 # --------------------------------------------------------------------------- the table

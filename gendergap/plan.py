@@ -13,7 +13,7 @@ from pathlib import Path
 
 from corpora.base.errors import UserError
 from gendergap.config import StudyConfig
-from gendergap.tasks import TASKS
+from gendergap.tasks import TASKS, titles
 from gendergap.steps import Graph, Step
 from gendergap.steps.conditions import plan_conditions
 from gendergap.steps.data import plan_corpus
@@ -39,6 +39,7 @@ def plan_jobs(cfg: StudyConfig, out: str | Path, only: list[str] | None = None) 
     compared = plan_conditions(g)   # the study's question: each task's pretraining conditions compared
     g.add(ReportStep(name="report", db=g.db, out=str(g.out / "report"), registry=g.registry,
                      subset=g.d["report"]["subset"], data=study_data(g), outputs=[str(g.out / "report")],
+                     titles=titles(t["type"] for t in cfg.tasks.values()) or None,
                      deps=sorted({n for names in task_steps.values() for n in names} | {"checkpoints", *compared})))
     steps = _only(g.steps, only, cfg) if only else g.steps
     return _with_keys(steps)

@@ -12,10 +12,30 @@ from pathlib import Path
 
 from corpora.base.errors import UserError
 from gendergap.config import CONFIG_DIR, StudyConfig, load_config
+from gendergap.steps.conditions import ConditionsStep
+from gendergap.steps.data import AsrDataStep, CorpusStep, ManifestStep, MergeStep
+from gendergap.steps.models import CheckpointsStep, FeaturesStep, PretrainStep
+from gendergap.steps.report import ReportStep
+from gendergap.steps.seeds import PoolSeedsStep
+from gendergap.steps.selection import SelectionStep
+from gendergap.tasks import step_kinds
 
 DEFAULT_CONFIG = CONFIG_DIR / "mini.yaml"
-STAGE_ORDER = ("corpus", "manifest", "pretrain", "checkpoints", "asr-data", "features", "asr-e2e", "asr-e2e-layers", "asr-frozen", "st",
-               "gender-st", "mustshe", "probes", "seeds", "conditions", "report")
+# The study's own stages around its tasks': the data and models every task reads, then the
+# pooling, comparing and reporting of the tasks' rows. The tasks' stages come from their
+# registrations (gendergap.tasks.step_kinds), so a new task kind needs no line here.
+BEFORE_TASKS = tuple(c.KIND for c in (CorpusStep, MergeStep, ManifestStep, PretrainStep, CheckpointsStep,
+                                      SelectionStep, AsrDataStep, FeaturesStep))
+AFTER_TASKS = tuple(c.KIND for c in (PoolSeedsStep, ConditionsStep, ReportStep))
+
+
+def stage_order(kinds) -> list[str]:
+    """The step kinds ``kinds`` in the time table's order: the study's stages before its tasks, the
+    task kinds in their registrations' stage order, the stages after; then any other kind in the
+    order given (a kind is never left out of the table)."""
+    known = [*BEFORE_TASKS, *(k.name for k in step_kinds()), *AFTER_TASKS]
+    present = dict.fromkeys(kinds)
+    return [k for k in known if k in present] + [k for k in present if k not in known]
 
 
 def with_pretraining(cfg: StudyConfig) -> StudyConfig:
@@ -98,7 +118,7 @@ def print_stages(rows: list[dict], wall: float, estimates: list | None = None) -
         if e.seconds is not None:
             guess[e.stage] = guess.get(e.stage, 0.0) + e.seconds
     print("\nstage          jobs   job time   estimate   wall span")
-    for kind in STAGE_ORDER:
+    for kind in stage_order(r["kind"] for r in rows):
         mine = [r for r in rows if r["kind"] == kind and r["seconds"] is not None]
         if not mine:
             continue

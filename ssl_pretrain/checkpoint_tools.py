@@ -9,6 +9,7 @@ from typing import Iterator
 from corpora.base.errors import UserError
 from ssl_pretrain.checkpoints import CheckpointRef, register_checkpoint
 from ssl_pretrain.device import device_and_precision
+from ssl_pretrain.model_choice import ModelChoice
 from ssl_pretrain.registry import Registry
 
 TWIN = "random-init twin"
@@ -79,14 +80,10 @@ def extract_features(*, checkpoint: str, registry: str | None, table: list[str],
                      precision: str, trust_checkpoint: bool = False):
     """The checkpoint's hidden states of the table's rows at ``layer`` (a number, 'last' or 'all'),
     extracted into the feature store where it holds none: the FeatureView."""
-    from ssl_pretrain.feature_store import FeatureStore, extractor_for
-
-    device, precision = device_and_precision(device, precision)
+    model = ModelChoice.resolve(checkpoint, registry, trust=trust_checkpoint, device=device, precision=precision)
     rows = table_rows(table, split)
     layers = layer if layer in ("last", "all") else layer_number(layer)
-    ref = CheckpointRef.resolve(checkpoint, registry, trust=trust_checkpoint)
-    return FeatureStore(feature_store).view(extractor_for(ref, device, precision), rows, layers,
-                                            batch_seconds=batch_seconds, shard_bytes=int(shard_mb * 1e6))
+    return model.features(feature_store, rows, layers, batch_seconds=batch_seconds, shard_bytes=int(shard_mb * 1e6))
 
 
 def layer_number(text: str) -> int:

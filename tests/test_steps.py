@@ -1,6 +1,7 @@
 """The study graph's typed steps: a new downstream task from a test-only module runs through a
-real sweep (submitit's local executor), its rows point back to their step, and a re-run is a
-no-op."""
+real study (submitit's local executor): its registration alone puts it in the plan, the dry run's
+cost table, the study's time table and the report; its rows point back to their step, and a
+re-run is a no-op."""
 from __future__ import annotations
 
 import os
@@ -13,8 +14,11 @@ import pytest
 import toy_task
 from analysis.store import ResultsStore
 from gendergap import config
+from gendergap.cli import main
 from gendergap.config import load_config
+from gendergap.cost import DEFAULTS, estimate
 from gendergap.plan import plan_jobs
+from gendergap.study import run_study
 from gendergap.sweep import run_sweep
 
 CONFIG = """\
@@ -48,7 +52,21 @@ def _plan(tmp_path, scale):
     return plan_jobs(load_config(path), tmp_path / "o")
 
 
-def test_a_toy_task_runs_through_the_sweep(tmp_path, toy_registered):
+@pytest.fixture
+def default_profile(tmp_path, monkeypatch):
+    """The cost model's default figures, whatever `gendergap bench` wrote on this machine."""
+    import gendergap.cost as cost
+    monkeypatch.setattr(cost, "PROFILE_PATH", tmp_path / "no-profile.json")
+
+
+def _stage_line(text: str, stage: str) -> list[str]:
+    """The cells of ``stage``'s row in a printed table (cost or time), split on runs of spaces."""
+    rows = [line.split() for line in text.splitlines() if line.strip().startswith(stage + " ")]
+    assert len(rows) == 1, text
+    return rows[0]
+
+
+def test_a_toy_task_runs_through_the_sweep(tmp_path, toy_registered, default_profile, capsys):
     steps = _plan(tmp_path, 2.0)
     by = {s.name: s for s in steps}
     assert sorted(by) == ["checkpoints", "corpus", "features:F-tiny", "features:M-tiny", "report", "seconds:F-tiny",
@@ -60,8 +78,25 @@ def test_a_toy_task_runs_through_the_sweep(tmp_path, toy_registered):
     assert by["features:M-tiny"].requests == [{"corpus": "synth-fr", "splits": ["test"], "layers": "last",
                                                 "probe_seed": None}]
     assert set(by["report"].deps) == {"checkpoints", "seconds:F-tiny", "seconds:M-tiny"}
+    assert by["report"].titles == {"utt-seconds": toy_task.TITLE}   # handed to the report as data
     out = tmp_path / "o"
-    states = run_sweep(steps, out, parallel=2, quiet=True)
+    # the dry run's cost table: the toy's own estimate, per job its start-up + SECONDS
+    per_job = DEFAULTS["cpu"]["job_overhead_s"] + toy_task.SECONDS
+    capsys.readouterr()
+    assert main(["sweep", "--config", str(tmp_path / "c2.0.yaml"), "--out", str(out), "--dry-run"]) == 0
+    assert _stage_line(capsys.readouterr().out, "utt-seconds")[:6] == ["utt-seconds", "2", "0", "B",
+                                                                      f"{2 * per_job:.0f}", "s"]
+    est = {e.step: e for e in estimate(steps)}
+    assert est["seconds:F-tiny"].seconds == per_job and est["seconds:F-tiny"].stage == "utt-seconds"
+    # the study: its time table has the toy's row, its job time beside the estimate
+    assert run_study(tmp_path / "c2.0.yaml", out, parallel=2) == 0
+    printed = capsys.readouterr().out
+    row = _stage_line(printed[printed.index("stage          jobs"):], "utt-seconds")
+    assert row[1] == "2" and float(row[4]) == pytest.approx(2 * per_job), row
+    # the report names the toy's rows with the title its registration gave
+    report = (out / "report" / "report.md").read_text(encoding="utf-8")
+    assert f"utt-seconds ({toy_task.TITLE})" in report.split("## Other scores", 1)[1], report
+    states = dict(run_sweep(steps, out, parallel=2, quiet=True))   # the study's jobs: the plan's, done
     assert set(states.values()) == {"done"}, states
 
     # the numbers: what the toy's function computes from the generated table, per checkpoint
@@ -89,7 +124,6 @@ def test_a_toy_task_runs_through_the_sweep(tmp_path, toy_registered):
 
     # re-running is a no-op; a changed toy config re-runs the toy steps and the report only
     n_runs = len(sqlite3.connect(out / "results.db").execute("SELECT id FROM runs").fetchall())
-    assert set(run_sweep(steps, out, quiet=True).values()) == {"done"}
     again = {s.name: s.key for s in _plan(tmp_path, 3.0)}
     assert {n for n in again if again[n] != by[n].key} == {"seconds:F-tiny", "seconds:M-tiny", "report"}
     assert len(sqlite3.connect(out / "results.db").execute("SELECT id FROM runs").fetchall()) == n_runs

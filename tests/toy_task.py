@@ -1,6 +1,8 @@
 """A toy downstream task, declared outside gendergap as a new task would be: its config schema,
-its package function, its step, its planner and the frozen features it reads, registered with
-one call. Used by tests/test_steps.py to show that a new task needs no other file touched.
+its package function, its step, its planner, the frozen features it reads, its cost estimate and
+the report's title of its rows, registered with one call. Used by tests/test_steps.py to show that
+a new task needs no other file touched: the plan, the cost table, a study's time table and the
+report all find it.
 
 The toy measures, per gender, the mean duration of a corpus split's utterances and the mean
 number of frozen-feature frames a checkpoint gives them (read from the study's feature store,
@@ -15,6 +17,8 @@ from gendergap.config import TaskBase
 from gendergap.steps import Graph, ModelStep, register_task, task_runtime
 
 TYPE = "utt-seconds"
+TITLE = "Mean utterance seconds and feature frames per gender, a toy task"
+SECONDS = 2.0   # what the toy's cost estimate adds to a job's start-up: it reads one split's features
 
 
 class UttSecondsTask(TaskBase):
@@ -83,5 +87,11 @@ def features_read(g: Graph, ck: str, t: dict) -> dict:
     return {"corpus": t["corpus"], "splits": [t["split"]], "layers": g.layer(ck, t["layer"]), "probe_seed": None}
 
 
+def estimate(step: UttSecondsStep, ctx) -> tuple[float | None, dict]:
+    """The toy's cost (gendergap.tasks.Estimator): a job's start-up on its device and SECONDS; it
+    writes nothing but rows in the results DB."""
+    return ctx.figures(ctx.device(step))["job_overhead_s"] + SECONDS, {}
+
+
 def register() -> None:
-    register_task(TYPE, UttSecondsTask, plan_utt_seconds, features=features_read)
+    register_task(TYPE, UttSecondsTask, plan_utt_seconds, features=features_read, estimate=estimate, title=TITLE)

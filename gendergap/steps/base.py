@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, ClassVar
 
 from corpora.base.provenance import config_hash
-from gendergap.tasks import TASKS, register_task  # noqa: F401 (the one task registry)
+from gendergap.tasks import TASKS, StepKind, register_task  # noqa: F401 (the one task registry)
 
 LIGHT = {"cpus": 1, "mem_gb": 2, "gpus": 0, "time_min": 30}  # data wiring, scoring, the report
 GRAPH_FIELDS = ("name", "deps", "resources", "task", "checkpoint", "pair", "outputs", "key")
@@ -187,9 +187,10 @@ Planner = Callable[["Graph", str, dict], None]   # (graph, task name, validated 
 # (graph, checkpoint, task config) -> what the task reads from the feature store: {corpus, splits,
 # layers, probe_seed} (FeaturesStep, gendergap/steps/models.py), or a list of them (rows of several corpora)
 FeatureRequest = Callable[["Graph", str, dict], "dict | list[dict]"]
-# A task type is registered once, schema + planner + feature request together: gendergap.tasks.register_task
-# (re-exported here for step modules). Besides its step class and its package function, that is all
-# a new downstream task needs (docs/architecture.md).
+# A task type is registered once, with all it is (schema, planner, feature request, config check, and per
+# step kind its cost estimate, stage order and report title): gendergap.tasks.register_task (re-exported
+# here for step modules). Besides its step class and its package function, that is all a new downstream
+# task needs (docs/architecture.md).
 
 
 # --- the graph being built --------------------------------------------------------------------

@@ -116,7 +116,7 @@ def _extract_features(table: str, ckpt: str, registry: str, store: str, requests
     device, precision = device_and_precision(device, precision)
     df = UtteranceTable.load(table).audio_rows()
     extractor = extractor_for(CheckpointRef.resolve(ckpt, registry, trust=trust), device, precision)
-    wanted = [(_rows(df, req, table), req["layers"]) for req in requests]
+    wanted = [(request_rows(df, req, table), req["layers"]) for req in requests]
     views = extract_covering(store, extractor, wanted)
     for view in views:
         print(f"features of {ckpt}: {len(view)} utterances ({view.n_segments} audio segments), layers {view.layers}, "
@@ -128,7 +128,7 @@ def _extract_features(table: str, ckpt: str, registry: str, store: str, requests
               f"(the same file content, offset and length): extracted once, not again", flush=True)
 
 
-def _rows(df, req: dict, table: str):
+def request_rows(df, req: dict, table: str):
     """A request's rows of the table (probes: the rows probe_splits draws with its seed)."""
     import pandas as pd
 

@@ -8,6 +8,8 @@ from typing import Callable
 from gendergap.config_schema import ProbesTask
 from gendergap.runs import probe_run
 from gendergap.steps.base import CheckContext, Graph, ModelStep, Problem, problems, register_task, task_runtime
+from gendergap.steps.models import request_rows
+from ssl_pretrain.feature_cover import union_layers
 
 
 @dataclass(kw_only=True)
@@ -81,4 +83,25 @@ def probe_rows(g: Graph, ck: str, t: dict) -> dict:
             "layers": "all" if g.is_baseline(ck) else g.layer(ck, t["layers"]), "probe_seed": g.seed}
 
 
-register_task("probes", ProbesTask, plan_probes, features=probe_rows)
+def estimate_probes(j: ProbesStep, ctx) -> tuple[float | None, dict]:
+    """Seconds and bytes of one probes step (gendergap.tasks.Estimator): the profile's seconds per
+    probe trained (layers x probe types, x2 with controls, x2 with the random-init twin), and the
+    twin's features of the probe rows, which the step extracts into the store itself."""
+    dev = ctx.device(j)
+    fig = ctx.figures(dev)
+    f = ctx.models.facts(j.ckpt)
+    if f is None:
+        return None, {}
+    layers = union_layers([j.layers], f["outputs"])
+    n = len(layers) * len(j.probes) * (1 + bool(j.control)) * (1 + bool(j.random_init))
+    seconds, disk = n * fig["probe_s_per_layer"] + fig["job_overhead_s"], {}
+    if j.random_init and ctx.known(j.table):
+        rows = request_rows(ctx.table(j.table), {"corpus": j.corpus, "probe_seed": j.seed,
+                                                 "splits": list(PROBE_SPLITS)}, j.table)
+        disk = {j.feature_store: ctx.feature_bytes(rows, len(layers), f)}
+        seconds += ctx.extraction_seconds(ctx.audio_seconds(rows), f, dev)
+    return seconds, disk
+
+
+# the report shows the probes' rows in a section of their own: no title here
+register_task("probes", ProbesTask, plan_probes, features=probe_rows, estimate=estimate_probes, order=50)

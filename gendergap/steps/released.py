@@ -125,4 +125,6 @@ def plan_released(g: Graph, tname: str, t: dict) -> None:
                 resources=dict(t["resources"]), task=tname, checkpoint=name, outputs=[str(out)]))
 
 
-register_task(TYPE, AsrReleasedTask, plan_released)
+# no estimate: a released model's size is not read before it runs (a few seconds are counted, as
+# before); its rows are titled by the report itself (analysis.tables.ASR_TASK_TITLES)
+register_task(TYPE, AsrReleasedTask, plan_released, order=60)

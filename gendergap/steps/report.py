@@ -14,12 +14,17 @@ class ReportStep(Step):
     registry: str
     subset: str
     data: dict = field(default_factory=dict)   # the study's data sets, for Tables 1 and 2
+    # {step kind: title} of the study's task kinds whose registration titles them (gendergap.tasks.titles):
+    # analysis titles the built-in ones itself, so None (and left out of the key) for a study of those
+    titles: dict | None = None
+
+    ADDED_FIELDS = ("titles",)
 
     def run(self) -> None:
         from analysis.report import write_report
 
         for path in write_report(self.db, self.out, subset=self.subset, registry=self.registry,
-                                 data=self.data).values():
+                                 data=self.data, titles=self.titles).values():
             print(f"wrote {path}", flush=True)
 
 
@@ -36,9 +41,11 @@ def study_data(g: Graph) -> dict:
         sets.setdefault(name, {"name": name, **where})
 
     for t in g.cfg.tasks.values():
-        if "corpus" not in t or not t["corpus"] or t["type"] == "probes":
+        # a task training on a corpus names its splits (train, valid, test); one without them (the
+        # probes draw their own from every split) trains on no set of Table 2's
+        if not t.get("corpus") or not t.get("splits"):
             continue
-        splits = dict(t.get("splits") or {})
+        splits = dict(t["splits"])
         eval_corpus = t.get("eval_corpus")
         if eval_corpus and eval_corpus != t["corpus"]:
             add(t["corpus"] + " (train)", table=g.table, corpus=t["corpus"], splits={"train": splits["train"]})

@@ -33,14 +33,15 @@ class PoolSeedsStep(Step):
                        self.subset, self.bootstrap, self.bootstrap_seed)
 
 
-def add_seeded(g: Graph, base: Step, per_seed: list[tuple[int, Step, str]]) -> None:
+def add_seeded(g: Graph, base: Step, per_seed: list[tuple[int, Step, str]], result_key: str | None = None) -> None:
     """Add one step per training seed (``per_seed``: (seed, its step, its result JSON)), each
     storing its own rows under test@seed<N>, then the pooling step, named and placed as the
-    single-seed step ``base`` would be, storing mean ± sd and the pooled CI under ``test``."""
+    single-seed step ``base`` would be, storing mean ± sd and the pooled CI under ``test``.
+    ``result_key``: where the scoring result sits in each JSON (ST's: "bleu"; None: the top)."""
     for _, step, result in per_seed:
         g.add(step)
     g.add(PoolSeedsStep(
         name=base.name, results=[r for _, _, r in per_seed], seeds=[s for s, _, _ in per_seed],
-        result_key="bleu" if base.kind in ("st", "gender-st") else None, db=g.db, ckpt=base.checkpoint,
+        result_key=result_key, db=g.db, ckpt=base.checkpoint,
         task_type=base.kind, lang_pair=base.pair or "", subset=SUBSET, bootstrap=g.bootstrap, bootstrap_seed=g.seed,
         deps=[s.name for _, s, _ in per_seed], task=base.task, checkpoint=base.checkpoint, pair=base.pair))

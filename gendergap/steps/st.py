@@ -6,13 +6,15 @@ functions as `gendergap st train` and `gendergap st decode` (gendergap/runs/st.p
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from gendergap.config_schema import StTask
 from gendergap.runs import st_decode, st_train
-from gendergap.steps.base import CheckContext, Graph, ModelStep, Problem, Step, problems, register_task, task_runtime
+from gendergap.steps.base import (CheckContext, Graph, ModelStep, Problem, Step, StepKind, problems, register_task,
+                                  task_runtime)
 from gendergap.steps.conditions import declare_results
 from gendergap.steps.seeds import SUBSET, add_seeded
 
@@ -136,7 +138,7 @@ def plan_st(g: Graph, tname: str, t: dict) -> None:
                 hyp, scored = model / "test.hyp", step.name
                 declare_results(g, tname, t, ck, [f"{hyp}.json"], step.name, pair=pair, result_key="bleu")
             else:
-                add_seeded(g, step, [(s, dataclasses.replace(
+                add_seeded(g, step, result_key="bleu", per_seed=[(s, dataclasses.replace(
                     step, name=f"{step.name}:seed{s}", out=str(model / f"seed{s}"), train_seed=s,
                     subset=f"{SUBSET}@seed{s}", deps=list(step.deps), outputs=[str(model / f"seed{s}")]),
                     str(model / f"seed{s}" / "test.hyp.json")) for s in t["seeds"]])
@@ -164,5 +166,51 @@ def st_request(g: Graph, ck: str, t: dict) -> dict | list[dict]:
             dict(own, corpus=t["eval_corpus"], splits=sorted({t["splits"]["valid"], t["splits"]["test"]}))]
 
 
-register_task("st", StTask, plan_st, features=st_request)
-register_task("gender-st", StTask, plan_st, features=st_request)
+# sizes measured on the built-in study
+ST_RUN_BYTES = {"tiny": 1.15e8}                 # a fairseq s2t run dir (checkpoints, averaged model, data)
+ST_CKPT_BYTES = {"xs": 1.19e8}                  # one s2t_transformer_xs checkpoint (weights + Adam, fp32)
+
+
+def estimate_st(j: StStep, ctx) -> tuple[float | None, dict]:
+    """Seconds and bytes of one ST step (gendergap.tasks.Estimator): its updates (`max-update`, or
+    its epochs in updates) at the profile's seconds per update, training and decoding each a job."""
+    from downstream_st.presets import apply_overrides, load_preset
+
+    fig = ctx.figures(ctx.device(j))
+    preset = apply_overrides(load_preset(j.preset), j.overrides, trust=j.trust)
+    updates = preset["train"].get("max-update") or _st_updates_by_epochs(j, preset, ctx)
+    seconds = None if updates is None else int(float(updates)) * fig["st_s_per_update"] + 2 * fig["job_overhead_s"]
+    return seconds, _st_run_bytes(j.out, j.preset, preset["train"])
+
+
+def _st_run_bytes(out: str, name: str, train: dict) -> dict:
+    """A run dir: measured whole for the tiny preset; else its kept checkpoints (the last
+    ``keep-last-epochs``, best and last) and the averaged model (weights only: a third of one)."""
+    if name in ST_RUN_BYTES:
+        return {out: ST_RUN_BYTES[name]}
+    if name not in ST_CKPT_BYTES:
+        return {}
+    kept = min(int(train.get("keep-last-epochs") or 1), int(train.get("max-epoch") or 1 << 30))
+    return {out: ST_CKPT_BYTES[name] * (kept + 2 + 1 / 3)}
+
+
+def _st_updates_by_epochs(j: StStep, preset: dict, ctx) -> float | None:
+    """A schedule of epochs in updates: epochs x batches of ``max-tokens`` feature frames (the
+    training rows under ``max_frames``, at the checkpoint's frame rate) / ``update-freq``."""
+    train = preset["train"]
+    f = ctx.models.facts(j.ckpt)
+    if not train.get("max-epoch") or not train.get("max-tokens") or f is None or not ctx.known(j.table):
+        return None
+    df = ctx.table(j.table)
+    rows = df[(df["corpus"] == j.corpus) & (df["split"] == j.splits["train"])]
+    frames = (rows["duration"].astype(float) / f["frame_shift"]).round()
+    frames = frames[frames <= float(preset["data"].get("max_frames") or float("inf"))]
+    batches = math.ceil(frames.sum() / float(train["max-tokens"]))
+    return float(train["max-epoch"]) * math.ceil(batches / float(train.get("update-freq") or 1))
+
+
+# MuST-SHE scoring waits for every ST task of the study: its stage comes after the last of them.
+# Table 5 and the MuST-SHE table show these kinds' rows: no title here
+MUSTSHE = StepKind(MustsheStep.KIND)
+register_task("st", StTask, plan_st, features=st_request, estimate=estimate_st, order=30, also=[MUSTSHE])
+register_task("gender-st", StTask, plan_st, features=st_request, estimate=estimate_st, order=40, also=[MUSTSHE])
