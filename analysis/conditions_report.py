@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 
 from analysis.plots import save_png
 from corpora.base.atomic import write_text
-from analysis.tables import ASR_TASK_TITLES, fmt, fmt_ci, latex_table, markdown_table
+from analysis.tables import ASR_TASK_TITLES, fmt, fmt_ci, latex_table, markdown_table, task_title
 
 SUBSET = "conditions"
 SLOPE = "female share (slope per 10 points)"
@@ -164,7 +164,8 @@ def _stem(task: str, pair: str) -> str:
     return "conditions_" + re.sub(r"[^A-Za-z0-9_-]+", "_", task + (f"_{pair}" if pair else ""))
 
 
-def condition_sections(rows: pd.DataFrame, out_dir: Path, written: dict, write_csv) -> list[str]:
+def condition_sections(rows: pd.DataFrame, out_dir: Path, written: dict, write_csv,
+                       titles: dict[str, str] | None = None) -> list[str]:
     """Per task: the conditions, the comparison table files and the trend plot; report.md lines."""
     if rows.empty:
         return []
@@ -186,7 +187,7 @@ def condition_sections(rows: pd.DataFrame, out_dir: Path, written: dict, write_c
         written[f"{stem}.tex"] = _text(out_dir / f"{stem}.tex", latex_table(
             HEADER, [("", table)], CAPTION, f"tab:{stem}"))
         written[f"{stem}.csv"] = write_csv(_wide(task, pair, m, part), out_dir / f"{stem}.csv")
-        md += [f"### {ASR_TASK_TITLES.get(task, task)}" + (f", {pair}" if pair else "") + f" ({m.upper()})\n",
+        md += [f"### {task_title(task, titles)}" + (f", {pair}" if pair else "") + f" ({m.upper()})\n",
                markdown_table(["Condition", "female share, %", "runs", f"{m.upper()} All", "F", "M", "Δrel"],
                               cond_rows) + "\n", body + "\n"]
         png = _trend_plot(part, m, out_dir / f"trend_{stem[len('conditions_'):]}.png", _title(task, pair, m))

@@ -113,7 +113,7 @@ def _write_all(db_path, subset: str, data: dict | None, entries: list[dict] | No
     asr, st = tables.asr_table(df), tables.st_table(df)
     md += _asr_section(asr, out_dir, written, titles)
     md += _st_section(st, out_dir, written)
-    md += condition_sections(conditions, out_dir, written, _write_csv)
+    md += condition_sections(conditions, out_dir, written, _write_csv, titles)
     md += _mustshe_section(df, out_dir, written)
     md += _winomt_section(df, out_dir, written)
     md += _probes_section(df, out_dir, written)

@@ -294,6 +294,10 @@ class Executor(Section):
     parallel: int = Field(2, description="jobs running at once (local executor)")
     partition: str | None = Field(None, description="SLURM partition")
     account: str | None = Field(None, description="SLURM account")
+    qos: str | None = Field(None, description="SLURM quality of service (sbatch --qos)")
+    constraint: str | None = Field(None, description="SLURM node constraint, e.g. v100-32g or a100 (sbatch --constraint)")
+    setup: list[str] = Field([], description="shell lines each job's sbatch script runs first, e.g. "
+                             "[module load cuda/12.1, export HF_HOME=/shared/hf] (as `pretrain launch` does)")
     array_parallelism: int | None = Field(None, description="SLURM: most elements of one job array running at once "
                                           "(sbatch --array=0-N%P; default: submitit's 256)")
 

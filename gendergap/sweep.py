@@ -385,4 +385,6 @@ def check_steps(jobs: list, out: str | Path, progress: bool = True) -> list:
                     p = dataclasses.replace(p, key=f"tasks.{tasks[0]}" if tasks else None, also=tuple(tasks[1:]))
                 if p not in found:
                     found.append(p)
+    for note in dict.fromkeys(ctx.notes):
+        print(f"note: {note}", flush=True)
     return found

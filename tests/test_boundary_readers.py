@@ -230,3 +230,27 @@ def test_every_reader_of_the_boundary_has_hostile_cases():
                         "read_state_json": "read_state_json("}
     missing = sorted(r for r in readers if f"{r}(" not in suites and through_commands.get(r, "\0") not in suites)
     assert not missing, f"boundary readers without a hostile case: {missing}"
+
+
+def test_a_dry_run_says_when_a_real_corpus_meets_the_toy_st_preset(tmp_path, capsys, monkeypatch):
+    """ST's `tiny` preset is sized for the built-in corpus: on a larger one the dry run says so in
+    one note (the bound lowered here so a small real table stands for a large one)."""
+    import gendergap.steps.st as st_steps
+    from gendergap.cli import main
+    from manifest_fixtures import write_corpus
+    split_of = {"f0": "train", "m0": "train", "f1": "train", "m1": "train", "f2": "valid", "m2": "valid",
+                "f3": "test", "m3": "test"}
+    table = write_corpus(tmp_path / "c", utts_per_speaker=4, long_recording=False, corpus="mine", split_of=split_of)
+    lines = table.read_text(encoding="utf-8").splitlines()
+    table.write_text("\n".join([lines[0] + "\ttgt_text_en"] + [row + "\tsome words" for row in lines[1:]]) + "\n",
+                     encoding="utf-8")
+    cfg = tmp_path / "study.yaml"
+    cfg.write_text(f"name: s\ncorpus: {{table: {table}}}\ncheckpoints:\n  FBANK: {{baseline: fbank}}\n"
+                   "tasks:\n  st: {corpus: mine, pairs: [fr-en], preset: tiny}\n", encoding="utf-8")
+    monkeypatch.setattr(st_steps, "TOY_PRESET_MAX_TRAIN", 3)
+    assert main(["sweep", "--config", str(cfg), "--dry-run", "--out", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    assert "note: task 'st' trains the ST preset `tiny`" in out and "preset: xs" in out
+    monkeypatch.setattr(st_steps, "TOY_PRESET_MAX_TRAIN", 10_000)
+    assert main(["sweep", "--config", str(cfg), "--dry-run", "--out", str(tmp_path / "o")]) == 0
+    assert "preset `tiny`" not in capsys.readouterr().out

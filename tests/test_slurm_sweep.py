@@ -27,7 +27,7 @@ tasks:
     overrides: [max_steps=2, number_of_epochs=1]
     resources: {cpus: 1, mem_gb: 2, time_min: 15}
 report: {bootstrap: 20}
-executor: {name: slurm, partition: %s}
+executor: {name: slurm, partition: %s, setup: ["echo SETUP-LINE-RAN on $SLURM_JOB_ID"]}
 """
 
 
@@ -54,6 +54,10 @@ def test_sweep_runs_as_slurm_job_arrays(slurm_cluster, tmp_path):
                          "AND subset='test' AND gender IN ('F', 'M', 'all')").fetchall()
     assert sorted(rows) == sorted((ck, g) for ck in ("F-tiny", "M-tiny") for g in ("F", "M", "all"))
     assert (out / "report" / "report.md").is_file()
+    # the executor's set-up lines go into every sbatch script and run before the job
+    scripts = list((out / "sweep" / "logs").glob("*_submission.sh"))
+    assert scripts and all("echo SETUP-LINE-RAN" in s.read_text() for s in scripts)
+    assert any("SETUP-LINE-RAN on " in p.read_text(errors="replace") for p in (out / "sweep" / "logs").glob("*.out"))
 
     again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert again.returncode == 0 and "11 done already, 0 to run" in again.stdout, again.stdout

@@ -157,6 +157,7 @@ class CheckContext:
     """What a check pass knows of the graph: the outputs of the steps that have not run yet
     (their files may be missing or stale: checked when they are written, not now)."""
     pending: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)   # advice that blocks nothing, printed once each
 
     def is_pending(self, path: str | None) -> bool:
         """``path`` is, or is inside, an output a step not yet done will write."""

@@ -7,6 +7,7 @@ from pathlib import Path
 from corpora.base.errors import UserError
 from gendergap.steps.base import TASKS, LIGHT, CheckContext, Graph, ModelStep, Problem, Step
 from ssl_pretrain.device import job_device
+from ssl_pretrain.model_choice import ModelChoice
 from ssl_pretrain.study_checkpoints import SHIPPED
 
 
@@ -108,19 +109,15 @@ def _extract_features(table: str, ckpt: str, registry: str, store: str, requests
     and one with layer 1 of the gender set (en->fr ST).
     """
     from corpora.utterances import UtteranceTable
-    from ssl_pretrain.checkpoints import CheckpointRef
-    from ssl_pretrain.device import device_and_precision
     from ssl_pretrain.feature_cover import extract_covering
-    from ssl_pretrain.feature_store import extractor_for
 
-    device, precision = device_and_precision(device, precision)
+    model = ModelChoice.resolve(ckpt, registry, trust=trust, device=device, precision=precision)
     df = UtteranceTable.load(table).audio_rows()
-    extractor = extractor_for(CheckpointRef.resolve(ckpt, registry, trust=trust), device, precision)
     wanted = [(request_rows(df, req, table), req["layers"]) for req in requests]
-    views = extract_covering(store, extractor, wanted)
+    views = extract_covering(store, model.extractor, wanted)
     for view in views:
         print(f"features of {ckpt}: {len(view)} utterances ({view.n_segments} audio segments), layers {view.layers}, "
-              f"{device} {precision} -> {view.dir}", flush=True)
+              f"{model.device} {model.precision} -> {view.dir}", flush=True)
     asked = len({uid for rows, _ in wanted for uid in rows["id"]})
     stored = sum(view.n_segments for view in views)
     if stored < asked:

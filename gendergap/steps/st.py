@@ -85,7 +85,23 @@ class StStep(ModelStep):
         found = rows_findings(self.table, self.corpus, self.splits, tgt=self.tgt, src=self.src,
                               corpus_of={"valid": other, "test": other} if other else None)
         found += table_batch_findings(self.table, self.corpus, self.splits, self.preset, self.overrides, other)
+        self._toy_preset_note(ctx)
         return problems(found)
+
+    def _toy_preset_note(self, ctx: CheckContext) -> None:
+        """The `tiny` preset is a CPU toy sized for the built-in corpus: on a real corpus it would train
+        without a word and give numbers no paper reports. Said once per task, blocking nothing."""
+        from corpora.checks import load_table
+        if Path(self.preset).stem != "tiny":
+            return
+        df, _ = load_table(self.table)
+        if df is None:
+            return
+        n = int(((df["corpus"] == self.corpus) & (df["split"] == self.splits.get("train", "train"))).sum())
+        if n > TOY_PRESET_MAX_TRAIN:
+            ctx.notes.append(f"task '{self.task}' trains the ST preset `tiny` (a CPU toy sized for the built-in "
+                             f"corpus) on {n:,} training utterances: give it `preset: xs` (the reference study's "
+                             "s2t_transformer_xs) for a real corpus")
 
 
 @dataclass(kw_only=True)
@@ -150,6 +166,9 @@ def plan_st(g: Graph, tname: str, t: dict) -> None:
                 g.add(MustsheStep(name=f"mustshe:{ck}:{pair}", tsv=g.path(t["mustshe"], base=Path(g.table).parent),
                                   hyps=str(hyp), db=g.db, ckpt=ck, lang_pair=pair, deps=[scored], task=tname,
                                   checkpoint=ck, pair=pair))
+
+
+TOY_PRESET_MAX_TRAIN = 5000   # the built-in corpus at its largest (`small`): 4,800 training utterances
 
 
 def _preset(g: Graph, preset: str) -> str:
