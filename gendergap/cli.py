@@ -30,7 +30,7 @@ GROUPS = {
     "sweep": "every downstream task per checkpoint, locally or on SLURM",
     "report": "the paper's tables and plots from the results store",
     "trace": "a report cell, score or run -> its run, its step, the command that redoes it",
-    "study": "the main job: the whole study in miniature on the built-in corpus",
+    "study": "the demo: the whole study in miniature on the built-in corpus",
 }
 
 EPILOG = """\

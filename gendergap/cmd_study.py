@@ -1,4 +1,4 @@
-"""`gendergap study`: the main job."""
+"""`gendergap study`: the demo (the whole study in miniature on the built-in corpus)."""
 from __future__ import annotations
 
 import argparse

@@ -1,4 +1,4 @@
-"""The main job: the whole study in miniature, as one sweep over a study config.
+"""The demo: the whole study in miniature, as one sweep over a study config.
 
 `gendergap study` = `gendergap sweep --config configs/mini.yaml --out study` run here, followed
 by a summary: time per stage (job kind), the headline numbers and where everything is. Finished

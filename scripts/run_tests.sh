@@ -4,13 +4,14 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 # Test files run on parallel workers (pytest-xdist), one per core up to four; a file stays on
-# one worker (tests/conftest.py groups them), so its trained fixtures are built once. Each worker's
-# torch gets its share of the cores. GENDERGAP_TEST_WORKERS=0 runs everything in this process.
+# one worker (--dist loadfile), so its trained fixtures are built once; tests using the one-node
+# SLURM cluster take turns (tests/conftest.py). Each worker's torch gets its share of the cores.
+# GENDERGAP_TEST_WORKERS=0 runs everything in this process.
 cores=$(nproc 2>/dev/null || echo 1)
 workers=${GENDERGAP_TEST_WORKERS:-$(( cores < 4 ? cores : 4 ))}
 xdist=()
 if [ "$workers" -gt 1 ]; then
-  xdist=(-n "$workers" --dist loadgroup)
+  xdist=(-n "$workers" --dist loadfile)
   export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( cores / workers > 0 ? cores / workers : 1 ))}
 fi
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} MPLBACKEND=Agg

@@ -40,7 +40,7 @@ its mtime restored, a shard copied in from another entry -- makes the entry *not
 line on stderr, and the request is extracted again (an entry of its own key is repaired in place,
 shard by shard). So is an entry.json that is not what the store writes (read_json with the
 EntryMeta shape: malformed, NaN, too deep, wrongly typed): it is treated as absent. A shard
-index that does not parse stays a one-line refusal naming its line (issue 37's policy). An entry
+index that does not parse stays a one-line refusal naming its line (the security suite's policy). An entry
 written before entries recorded hashes has its files recorded as found on first use. What this
 cannot catch is a rewrite of entry.json's records to match (whoever can do that can write the
 features too): the checks are against files changed behind the store's back, not against a store

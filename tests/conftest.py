@@ -10,22 +10,36 @@ os.environ.setdefault("GENDERGAP_FEATURE_STORE", os.path.join(tempfile.mkdtemp(p
 
 from slurm_helpers import slurm_cluster  # noqa: E402,F401  -- the one-node SLURM cluster fixture
 
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _one_slurm_test_at_a_time(request):
+    """`make test` runs test files on parallel workers (pytest-xdist, --dist loadfile: a file's
+    tests and its module-scoped fixtures stay on one worker). Tests that submit to the one-node
+    SLURM cluster hold this lock while they run: a job asking for both CPUs must not wait behind
+    another worker's jobs until its time-out."""
+    if "slurm_cluster" not in request.fixturenames:
+        yield
+        return
+    from corpora.base.boundary import locked
+    with locked(os.path.join(tempfile.gettempdir(), "gendergap-tests-slurm.lock")):
+        yield
+
+
+# The files that take minutes, longest first (`make test`'s --durations): on parallel workers they
+# start first, so the run does not end waiting on one long file that started last.
+SLOW_FILES = ("test_slurm.py", "test_boito2022_walkthrough.py", "test_transcribe.py", "test_trace.py",
+              "test_sweep.py", "test_slurm_sweep.py", "test_baseline_seeds.py", "test_batch_invariance_st.py")
+
 
 def pytest_collection_modifyitems(config, items):
-    """Groups for pytest-xdist, then the `gpu` skips.
-
-    Under `--dist loadgroup` (scripts/run_tests.sh) each test file is one group, so a file's
-    module-scoped trained fixtures are built once, on one worker. The files that submit to the
-    one-node SLURM cluster share one group: on one worker their jobs never wait behind another
-    file's in the queue (a test waits for its jobs with a time-out).
-
-    `gpu` tests run where torch sees a CUDA device and are skipped, saying why, elsewhere."""
+    """The slow files first (each file's tests stay together and in order), then the `gpu` tests:
+    run where torch sees a CUDA device and skipped, saying why, elsewhere."""
     import pytest
     import torch
-    slurm_files = {item.path for item in items if "slurm_cluster" in getattr(item, "fixturenames", ())}
-    for item in items:
-        group = "slurm" if item.path in slurm_files else item.path.name
-        item.add_marker(pytest.mark.xdist_group(group))
+    rank = {name: i for i, name in enumerate(SLOW_FILES)}
+    items[:] = sorted(items, key=lambda item: rank.get(item.path.name, len(SLOW_FILES)))   # stable
     if torch.cuda.is_available():
         return
     why = ("no CUDA device: torch " + torch.__version__ + (" is a CPU-only build" if torch.version.cuda is None

@@ -256,7 +256,7 @@ def test_null_means_the_default_and_defaults_fill_every_key(tmp_path):
                             + "executor: {partition: null, parallel: 3}\n"))
     assert cfg.data["report"] == {"bootstrap": 1000, "subset": "test"}
     assert cfg.data["executor"] == {"name": "local", "parallel": 3, "partition": None, "account": None,
-                                    "array_parallelism": None}
+                                    "qos": None, "constraint": None, "setup": [], "array_parallelism": None}
     assert cfg.tasks["probes"] == {"type": "probes", "checkpoints": None, "after": [], "device": "auto",
                                    "precision": "fp32",
                                    "resources": {"cpus": 2, "mem_gb": 4, "gpus": 0, "time_min": 60},
