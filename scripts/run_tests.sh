@@ -7,7 +7,7 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 # one worker (--dist loadfile), so its trained fixtures are built once; tests using the one-node
 # SLURM cluster take turns (tests/conftest.py). Each worker's torch gets its share of the cores.
 # GENDERGAP_TEST_WORKERS=0 runs everything in this process.
-cores=$(nproc 2>/dev/null || echo 1)
+cores=$(getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)   # not nproc: it answers OMP_NUM_THREADS
 workers=${GENDERGAP_TEST_WORKERS:-$(( cores < 4 ? cores : 4 ))}
 xdist=()
 if [ "$workers" -gt 1 ]; then

@@ -26,6 +26,14 @@ for cmd in munged slurmctld slurmd sbatch sinfo scontrol; do
   command -v "$cmd" >/dev/null 2>&1 || fail "slurm-wlm not installed: $cmd not found (run scripts/slurm/install.sh as root)"
 done
 [ "$(id -u)" = 0 ] || fail "slurmctld did not start: the test cluster runs its daemons as root (got uid $(id -u))"
+# a cluster started with another CPU count (an older start.sh counted with nproc, which answers
+# OMP_NUM_THREADS) cannot run the tests' two-rank jobs: start it again with this machine's
+want_cpus=$(getconf _NPROCESSORS_ONLN)
+conf_cpus=$(sed -n 's/^NodeName=localhost CPUs=\([0-9]*\).*/\1/p' "$SLURM_CONF" 2>/dev/null)
+if cluster_up && [ -n "$conf_cpus" ] && [ "$conf_cpus" != "$want_cpus" ]; then
+  echo "[slurm] the running cluster has $conf_cpus CPU(s), this machine $want_cpus: restarting it"
+  bash ./stop.sh >/dev/null 2>&1 || true
+fi
 cluster_up && { rm -f "$REASON"; exit 0; }
 # Two test runs starting at once (make test twice, helpers in parallel) would each launch
 # daemons fighting over one port: the second waits here, then finds the cluster up.
@@ -51,7 +59,7 @@ if ! pid_alive "$STATE/run/munged.pid"; then
 fi
 
 # --- slurm.conf: this machine as the only node ---
-cpus=$(nproc)
+cpus=$(getconf _NPROCESSORS_ONLN)   # not nproc: it answers OMP_NUM_THREADS (the test runner sets 1 per worker)
 mem=$(slurmd -C 2>/dev/null | sed -n 's/.*RealMemory=\([0-9]*\).*/\1/p' | head -n1)
 [ -n "$mem" ] || mem=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 ))
 cat > "$SLURM_CONF.tmp" <<CONF
