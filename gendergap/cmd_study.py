@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from gendergap.cmd_sweep import TRUST_HELP
-from gendergap.options import out_dir
+from gendergap.options import out_dir, out_file
 
 DESCRIPTION = """\
 Run the whole study in miniature on the built-in synthetic gendered corpus, on a CPU: generate
@@ -40,7 +40,7 @@ def register(subparsers, group: str, help_: str) -> None:
     p.add_argument("--parallel", type=int, default=None, help="jobs at once (default: the config's, 2)")
     p.add_argument("--retry-failed", action="store_true", help="run jobs that failed in an earlier run again")
     p.add_argument("--trust-checkpoint", action="store_true", help=TRUST_HELP)
-    p.add_argument("--record", metavar="FILE", default=None,
+    p.add_argument("--record", metavar="FILE", default=None, type=out_file("--record"),
                    help="after a finished study, write its results and times to FILE (JSON) and the README's "
                         "results block from them, when ./README.md has its markers (docs/demo-results.json "
                         "is the README's source)")

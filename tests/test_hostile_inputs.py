@@ -198,6 +198,7 @@ CASES = [
         ["score", "winomt", "--gold", "{tmp}/f.fifo", "--translations", "{tmp}/f.fifo", "--lang", "fr",
          "--json", "{out}/w.json"],
         ["study", "--config", "{tmp}/f.fifo", "--out", "{out}"],
+        ["study", "--out", "{out}", "--record", "{tmp}/f.fifo"],
         ["trace", "--report", "{tmp}/f.fifo"],
         ["bench", "--quick", "--out", "{tmp}/f.fifo"],
     ]],

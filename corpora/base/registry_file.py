@@ -8,21 +8,25 @@ in a published table.
 """
 from __future__ import annotations
 
-import math
 from typing import Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from corpora.base.boundary import check_name, printable, read_json
+from corpora.base.boundary import check_name, finite, printable, read_json
 from corpora.base.errors import UserError
 
 KIND_SUFFIX = {"fairseq": ".pt", "packed": ".safetensors"}   # an hf entry is a folder
 
 
 def _finite(v, lo, hi):
-    if v is not None and not (isinstance(v, (int, float)) and not isinstance(v, bool)
-                              and math.isfinite(v) and lo <= v <= hi):
-        raise ValueError(f"must be a finite number in [{lo}, {hi}]")
+    """None, or a number within [lo, hi] (boundary.finite's rule; a string or bool is not a number here)."""
+    if v is not None:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError("must be a number")
+        try:
+            finite(v, "value", lo=lo, hi=hi)
+        except UserError:
+            raise ValueError(f"must be a finite number in [{lo}, {hi}]") from None
     return v
 
 
