@@ -236,17 +236,43 @@ def run(path: str, argv: list[str]) -> int:
         conn.connect(path)
     except OSError:
         os.execv(sys.executable, [sys.executable, *argv])
+    # forwarding is set up before the request goes out: the job writes to our streams as soon as it
+    # is forked, before its pid reaches us, and a signal sent on seeing its first line must not end
+    # the client (exit 1, the job orphaned) -- it waits here until the pid is known
+    job = _Forwarder()
+    for sig in FORWARDED:
+        signal.signal(sig, job.signalled)
     request = {"argv": args[1:], "cwd": os.getcwd(), "env": dict(os.environ)}
     socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], [0, 1, 2])
     replies = conn.makefile("rb")
     first = replies.readline()
-    if not first:
-        os.execv(sys.executable, [sys.executable, *argv])   # the server went away before forking
-    pid = json.loads(first)["pid"]
-    for sig in FORWARDED:
-        signal.signal(sig, lambda s, _frame: _forward(pid, s))
+    if not first:   # the server went away before forking: the plain way, with what was signalled
+        for sig in FORWARDED:
+            signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.default_int_handler)
+        job.to(os.getpid())
+        os.execv(sys.executable, [sys.executable, *argv])
+    job.to(int(json.loads(first)["pid"]))
     last = replies.readline()
     return int(json.loads(last)["exit"]) if last else 1
+
+
+class _Forwarder:
+    """Signals to the client go to the job; those that come before its pid is known, once it is."""
+
+    def __init__(self):
+        self.pid: int | None = None
+        self.pending: list[int] = []
+
+    def signalled(self, sig: int, _frame) -> None:
+        if self.pid is None:
+            self.pending.append(sig)
+        else:
+            _forward(self.pid, sig)
+
+    def to(self, pid: int) -> None:
+        self.pid = pid
+        while self.pending:
+            _forward(pid, self.pending.pop(0))
 
 
 def _forward(pid: int, sig: int) -> None:

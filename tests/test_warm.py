@@ -4,8 +4,10 @@ path, streams, exit status, thread count; the signals its client gets reach it; 
 client; without a server the client runs it the plain way."""
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -17,14 +19,14 @@ from gendergap.warm import Server
 JOB = '''
 import os, sys, time
 import torch
-print("argv", sys.argv[1:], "cwd", os.getcwd(), "threads", torch.get_num_threads(), "pid", os.getpid(), flush=True)
-print("env", os.environ.get("JOB_VAR"), file=sys.stderr, flush=True)
-if sys.argv[1] == "sleep":
-    try:
+try:   # from the first line on: the test signals as soon as it reads it
+    print("argv", sys.argv[1:], "cwd", os.getcwd(), "threads", torch.get_num_threads(), "pid", os.getpid(), flush=True)
+    print("env", os.environ.get("JOB_VAR"), file=sys.stderr, flush=True)
+    if sys.argv[1] == "sleep":
         time.sleep(60)
-    except KeyboardInterrupt:
-        print("interrupted", flush=True)
-        sys.exit(7)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    sys.exit(7)
 sys.exit(int(sys.argv[1]))
 '''
 
@@ -66,6 +68,37 @@ def test_a_signal_to_the_client_reaches_the_job(server, folder):
     p.send_signal(signal.SIGINT)
     out, _ = p.communicate(timeout=30)
     assert p.returncode == 7 and "interrupted" in out
+
+
+def test_a_signal_before_the_job_is_known_waits_for_it(tmp_path):
+    """The job writes to the client's streams as soon as it is forked, before its pid reaches the
+    client: a signal sent on seeing that first line must reach the job, not end the client (it did:
+    exit 1, in one CI run of 900 tests). A stand-in server holds the pid back until the client has
+    been signalled."""
+    path = str(tmp_path / "s")
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(1)
+    p = subprocess.Popen([sys.executable, "-m", "gendergap.warm", "run", path, "--", "-u", "-m", "anything"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    conn, _ = listener.accept()
+    conn.settimeout(60)
+    request = b""
+    while not request.endswith(b"\n"):   # the request is sent after the client's handlers are set
+        msg, fds, _flags, _addr = socket.recv_fds(conn, 1 << 16, 3)
+        request += msg
+        for fd in fds:
+            os.close(fd)
+    p.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    assert p.poll() is None, p.communicate()   # the client waits for the job's pid
+    job = subprocess.Popen(["sleep", "60"])
+    conn.sendall(json.dumps({"pid": job.pid}).encode() + b"\n")
+    assert job.wait(timeout=30) == -signal.SIGINT   # the held signal went to the job
+    conn.sendall(json.dumps({"exit": 7}).encode() + b"\n")
+    assert p.wait(timeout=30) == 7
+    conn.close()
+    listener.close()
 
 
 def test_the_job_dies_with_its_client(server, folder):
