@@ -11,7 +11,8 @@ leaving the optimizer out of the step: SpeechBrain's warm-up pattern (only skipp
 optimizer) lets the frozen module's gradients pile up, because only active optimizers zero
 their gradients.
 
-    summary = train_finetune("ckpt_hf/", "train.csv", "valid.csv", "runs/asr", overrides={"max_steps": 200})
+    model = ModelChoice.resolve("ckpt_hf/")          # ssl_pretrain.model_choice: checkpoint, device, precision
+    summary = train_finetune(model, "train.csv", "valid.csv", "runs/asr", overrides={"max_steps": 200})
     decode_finetuned("runs/asr", "test.csv")   # runs/asr/test.hyp.tsv + test.ref.tsv
 """
 from __future__ import annotations
@@ -133,12 +134,11 @@ def load_finetuned(out_dir: str | os.PathLike, device: str = "cpu", precision: s
     return brain, run, vocab, ckpt
 
 
-def train_finetune(ref, train_csv, valid_csv, out_dir, hparams_file=None, overrides: dict | None = None,
-                   data_root: str | None = None, progress: bool = True, device: str = "cpu",
-                   precision: str = "fp32", run_opts: dict | None = None, grad_accum: int | None = None,
-                   ckpt_interval_minutes: float | None = None) -> dict:
-    """Fine-tune (or resume fine-tuning) ``ref`` (a ssl_pretrain.checkpoints.CheckpointRef) in
-    ``out_dir`` on ``device``; returns a summary dict.
+def train_finetune(model, train_csv, valid_csv, out_dir, hparams_file=None, overrides: dict | None = None,
+                   data_root: str | None = None, progress: bool = True, run_opts: dict | None = None,
+                   grad_accum: int | None = None, ckpt_interval_minutes: float | None = None) -> dict:
+    """Fine-tune (or resume fine-tuning) ``model`` (a ssl_pretrain.model_choice.ModelChoice: the
+    checkpoint, its device and precision) in ``out_dir``; returns a summary dict.
 
     ``overrides`` are hyperparameters (nested dict), e.g. ``{"max_steps": 100, "lr_head": 1e-3}``.
     ``precision`` is SpeechBrain's: fp16/bf16 autocast with fp32 weights and optimizer state.
@@ -154,8 +154,9 @@ def train_finetune(ref, train_csv, valid_csv, out_dir, hparams_file=None, overri
     (``summary["main_process"]`` says which rank this is), so that rank 0 can decode alone.
     """
     out_dir = Path(out_dir)
-    dist_opts = distributed_run_opts(device)
-    device = dist_opts.get("device", device)  # under torchrun on CUDA: this rank's GPU
+    ref, precision = model.ref, model.precision
+    dist_opts = distributed_run_opts(model.device)
+    device = dist_opts.get("device", model.device)  # under torchrun on CUDA: this rank's GPU
 
     def prepare(write: bool):
         ssl_folder = ref.hf_folder(out_dir / "ssl_hf")  # a fairseq .pt is converted once, by content

@@ -8,9 +8,9 @@ weight per layer), then projection -> TDNN layers and/or BiLSTM -> softmax over 
 CTC. Batches group utterances of similar length (SpeechBrain's DynamicBatchSampler). Budgets,
 resume, checkpoints and decoding are shared with the fine-tuning recipe (downstream_asr/common.py).
 
-    ref = CheckpointRef.resolve("F-tiny", registry="runs/checkpoints.json")
-    train_frozen(ref, "all", "train.csv", "valid.csv", "runs/frozen", feature_store="runs/features",
-                 device="cuda", precision="bf16", overrides={"max_minutes": 2})
+    model = ModelChoice.resolve("F-tiny", "runs/checkpoints.json", device="cuda", precision="bf16")
+    train_frozen(model, "all", "train.csv", "valid.csv", "runs/frozen", feature_store="runs/features",
+                 overrides={"max_minutes": 2})
     decode_frozen("runs/frozen", "test.csv")     # runs/frozen/test.hyp.tsv + test.ref.tsv
 """
 from __future__ import annotations
@@ -37,7 +37,8 @@ from downstream_asr.rundir import build_hparams, locate, outside, prepare_run, r
 from downstream_asr.text import TextNorm
 from ssl_pretrain.checkpoints import CheckpointRef
 from ssl_pretrain.device import runtime_info
-from ssl_pretrain.feature_store import FeatureStore, extractor_for
+from ssl_pretrain.feature_store import FeatureStore
+from ssl_pretrain.model_choice import ModelChoice
 
 log = logging.getLogger(__name__)
 
@@ -297,17 +298,16 @@ def _run_ssl(out_dir: Path, run: dict, trust: bool):
                     fix="put the checkpoint it was trained on back (same content), or train anew")
 
 
-def train_frozen(ref, layer, train_csv, valid_csv, out_dir, *, feature_store=None, device: str = "cpu",
-                 precision: str = "fp32", hparams_file=None, overrides: dict | None = None,
-                 data_root: str | None = None, progress: bool = True, extra_csvs: list | None = None,
-                 run_opts: dict | None = None, grad_accum: int | None = None,
+def train_frozen(model, layer, train_csv, valid_csv, out_dir, *, feature_store=None, hparams_file=None,
+                 overrides: dict | None = None, data_root: str | None = None, progress: bool = True,
+                 extra_csvs: list | None = None, run_opts: dict | None = None, grad_accum: int | None = None,
                  ckpt_interval_minutes: float | None = None) -> dict:
     """Read (or extract into the feature store) the checkpoint's features, then train (or resume)
     the CTC model in ``out_dir``.
 
-    ``ref``: a ssl_pretrain.checkpoints.CheckpointRef. ``layer``: an int, "last" or "all"
+    ``model``: a ssl_pretrain.model_choice.ModelChoice. ``layer``: an int, "last" or "all"
     (learned weighted sum). ``feature_store``: the store's root (default OUT/features). Training
-    and any extraction run on ``device`` in ``precision``. ``extra_csvs`` (e.g. the test CSV)
+    and any extraction run on the model's device in its precision. ``extra_csvs`` (e.g. the test CSV)
     are read up front so that bad input fails before training, not after. ``grad_accum`` and
     ``ckpt_interval_minutes`` as in downstream_asr.finetune.train_finetune (None: the yaml's).
     """
@@ -316,7 +316,7 @@ def train_frozen(ref, layer, train_csv, valid_csv, out_dir, *, feature_store=Non
         # extract into the same feature store and write the same run directory
         raise UserError("`asr frozen` runs in one process, not under torchrun",
                         fix="launch it without torchrun (use --grad-accum for a larger batch)")
-    extractor = extractor_for(ref, device, precision)
+    ref, device, precision, extractor = model.ref, model.device, model.precision, model.extractor
     layer, num_layers = _checked_layer(layer, extractor)
     out_dir = Path(out_dir)
     store_dir = Path(feature_store or out_dir / "features").resolve()
@@ -386,8 +386,9 @@ def decode_frozen(out_dir, test_csv, name: str = "test", data_root: str | None =
     ckpt = recover_best(brain, out_dir, "gendergap asr frozen")
     ssl = run["ssl"]
     ref = _run_ssl(out_dir, run, trust)
-    view = feature_view(_open_store(out_dir, run), extractor_for(ref, opts["device"], opts["precision"]), run["layer"], test,
-                        hparams["extract_batch_seconds"], run.get("progress", True))
+    extractor = ModelChoice(ref, opts["device"], opts["precision"]).extractor
+    view = feature_view(_open_store(out_dir, run), extractor, run["layer"], test, hparams["extract_batch_seconds"],
+                        run.get("progress", True))
     ds = feature_dataset(test, view, vocab)
     requested = batch_seconds or hparams["valid_batch_seconds"]
     sampler = length_batch_sampler(ds, requested, shuffle=False, seed=0)

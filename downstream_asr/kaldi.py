@@ -53,17 +53,14 @@ def kaldi_export(view, table: pd.DataFrame, audio_paths: list[str], out_dir: str
             "repeat": repeat, "feats_scp": str(out_dir / "feats.scp")}
 
 
-def export_table(*, ckpt: str, layer: str, table: str | list[str], out: str, split: str | None = None,
-                 repeat_frames: bool = False, batch_seconds: float = 60.0, registry: str | None = None,
-                 feature_store: str, device: str, precision: str, trust_checkpoint: bool = False) -> dict:
+def export_table(model, *, layer: str, table: str | list[str], out: str, split: str | None = None,
+                 repeat_frames: bool = False, batch_seconds: float = 60.0, feature_store: str) -> dict:
     """`asr kaldi-export`: the rows of ``table`` (of ``split``) as a Kaldi data dir in ``out``, with
-    ``ckpt``'s ``layer`` features from the feature store (extracted there once). Returns kaldi_export's
-    summary."""
+    ``model``'s (ssl_pretrain.model_choice.ModelChoice) ``layer`` features from the feature store
+    (extracted there once). Returns kaldi_export's summary."""
     rows = UtteranceTable.load(table).select(split=split).nonempty(f"split {split!r}", "check --split").audio_rows()
     audio = rows["audio"].tolist()
     number = layer if layer == "last" else _int_layer(layer)
-    from ssl_pretrain.model_choice import ModelChoice   # torch: kept out of --help
-    model = ModelChoice.resolve(ckpt, registry, trust=trust_checkpoint, device=device, precision=precision)
     view = model.features(feature_store, rows, number, batch_seconds=batch_seconds)
     return kaldi_export(view, rows, audio, out, repeat=2 if repeat_frames else 1)
 

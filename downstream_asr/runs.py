@@ -26,28 +26,28 @@ def task_of(run: dict) -> str:
     return TASK_OF[run["kind"]]
 
 
-def train_run(recipe: str, ref, *, train: str, valid: str, out: str, device: str, precision: str,
-              overrides: dict, hparams: str | None = None, data_root: str | None = None, progress: bool = True,
-              grad_accum: int | None = None, ckpt_interval_minutes: float | None = None, layer: str = "all",
-              feature_store: str | None = None, extra_csvs: Sequence[str] = ()) -> dict:
+def train_run(recipe: str, model, *, train: str, valid: str, out: str, overrides: dict, hparams: str | None = None,
+              data_root: str | None = None, progress: bool = True, grad_accum: int | None = None,
+              ckpt_interval_minutes: float | None = None, layer: str = "all", feature_store: str | None = None,
+              extra_csvs: Sequence[str] = ()) -> dict:
     """Train ``recipe`` (finetune: end-to-end CTC; frozen: a CTC head on ``layer``'s stored features)
-    on checkpoint ``ref`` in ``out``, resuming it; say how far it got and record the checkpoint's
-    name in run.json. Returns the trainer's summary (``main_process`` False on a torchrun rank > 0)."""
-    common = dict(progress=progress, device=device, precision=precision, grad_accum=grad_accum,
-                  ckpt_interval_minutes=ckpt_interval_minutes)
+    on ``model`` (a ssl_pretrain.model_choice.ModelChoice) in ``out``, resuming it; say how far it got
+    and record the checkpoint's name in run.json. Returns the trainer's summary (``main_process``
+    False on a torchrun rank > 0)."""
+    common = dict(progress=progress, grad_accum=grad_accum, ckpt_interval_minutes=ckpt_interval_minutes)
     if recipe == "finetune":
         from downstream_asr.finetune import train_finetune
-        summary = train_finetune(ref, train, valid, Path(out), hparams, overrides, data_root, **common)
+        summary = train_finetune(model, train, valid, Path(out), hparams, overrides, data_root, **common)
     else:
         from downstream_asr.frozen import train_frozen
-        summary = train_frozen(ref, layer, train, valid, Path(out), feature_store=feature_store,
+        summary = train_frozen(model, layer, train, valid, Path(out), feature_store=feature_store,
                                hparams_file=hparams, overrides=overrides, data_root=data_root,
                                extra_csvs=list(extra_csvs), **common)
     summary.pop("brain")
     if summary["main_process"]:
         print(f"trained to optimizer step {summary['optimizer_step']} in {summary['train_seconds']:.0f} s"
               + (" (stopped by the budget: run again to continue)" if summary["stopped_by_budget"] else ""))
-        _record_ckpt_name(Path(out), ref.name)
+        _record_ckpt_name(Path(out), model.name)
     return summary
 
 

@@ -1,6 +1,7 @@
 """One utterance-table file -> the rows an ST step uses, each with its feature file.
 
-    rows = prepare_rows("utterances.tsv", FeatureSource(ckpt="F-tiny", layer=2, store="runs/features"),
+    model = ModelChoice.resolve("F-tiny", registry)          # ssl_pretrain.model_choice
+    rows = prepare_rows("utterances.tsv", FeatureSource(model, layer=2, store="runs/features"),
                         corpus="synth-fr", split="train", src="fr", tgt="en")
 
 Features come either from an SSL checkpoint + layer, read from the feature store
@@ -26,46 +27,42 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class FeatureSource:
-    """Where features come from: ``ckpt`` + ``layer`` (from the store under ``store``), or a
-    ready ``index`` file."""
-    ckpt: str | None = None
+    """Where features come from: ``model``'s ``layer`` (a ssl_pretrain.model_choice.ModelChoice,
+    resolved by the caller; from the store under ``store``), or a ready ``index`` file."""
+    model: object = None
     layer: str | int = "last"
     store: str | None = None
-    registry: str | None = None
     index: str | None = None
-    device: str = "cpu"
-    precision: str = "fp32"
-    trust: bool = False          # unpickle the SSL checkpoint fully (--trust-checkpoint)
     expect_sha256: str | None = None   # decoding: the SSL checkpoint the model was trained on
-    ssl_sha256: str | None = None      # set once the checkpoint is resolved
+
+    @property
+    def ssl_sha256(self) -> str | None:
+        ref = self.model.ref if self.model is not None and not self.index else None
+        return None if ref is None or ref.is_fbank else ref.content_hash
 
     def describe(self) -> dict:
-        return {"ssl_checkpoint": self.ckpt, "layer": self.layer, "feature_store": self.store,
-                "registry": self.registry, "feature_index": self.index, "ssl_sha256": self.ssl_sha256}
+        return {"ssl_checkpoint": self.model.spec if self.model is not None else None, "layer": self.layer,
+                "feature_store": self.store, "registry": self.model.registry if self.model is not None else None,
+                "feature_index": self.index, "ssl_sha256": self.ssl_sha256}
 
     def index_for(self, rows: UtteranceTable, progress: bool = True) -> tuple[pd.DataFrame, str, bool]:
         """(feature index for ``rows``, where it came from, whether its files need checking)."""
         if self.index:
             return read_feature_index(self.index), self.index, True
-        if not self.ckpt:
+        if self.model is None:
             raise UserError("no feature source", fix="pass --ckpt NAME --layer L, or --features-index TSV")
         if not self.store:
             raise UserError("no feature store", fix="pass --feature-store DIR")
         layer = self.layer if self.layer in ("last",) else int(self.layer)
-        from ssl_pretrain.model_choice import ModelChoice   # torch: kept out of --help
-        model = ModelChoice.resolve(self.ckpt, self.registry, trust=self.trust, device=self.device,
-                                    precision=self.precision)
-        ref = model.ref
-        if not ref.is_fbank:
-            self.ssl_sha256 = ref.content_hash
-            if self.expect_sha256 and self.expect_sha256 != self.ssl_sha256:
-                # a copied or moved run dir whose checkpoint name now means another model: its
-                # features would not be the ones the ST model was trained on
-                raise UserError(f"the SSL checkpoint {self.ckpt!r} is now {ref.path} (sha256 {self.ssl_sha256[:12]}); "
-                                f"the ST model was trained on features of sha256 {self.expect_sha256[:12]}",
-                                path=ref.path, fix="pass --registry (or restore the checkpoint) naming the model it "
-                                "was trained on")
-        view = model.features(self.store, rows.audio_rows(), layer, progress=progress)
+        ref = self.model.ref
+        if self.expect_sha256 and self.ssl_sha256 and self.expect_sha256 != self.ssl_sha256:
+            # a copied or moved run dir whose checkpoint name now means another model: its
+            # features would not be the ones the ST model was trained on
+            raise UserError(f"the SSL checkpoint {self.model.spec!r} is now {ref.path} (sha256 {self.ssl_sha256[:12]}); "
+                            f"the ST model was trained on features of sha256 {self.expect_sha256[:12]}",
+                            path=ref.path, fix="pass --registry (or restore the checkpoint) naming the model it "
+                            "was trained on")
+        view = self.model.features(self.store, rows.audio_rows(), layer, progress=progress)
         index = view.index_table(view.layers[0])
         index["_index_line"] = 0
         return index, str(view.dir), False

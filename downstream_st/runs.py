@@ -14,12 +14,11 @@ from corpora.base.boundary import inside
 from corpora.base.errors import UserError
 
 
-def feature_source(*, ckpt: str | None, layer: str, features_index: str | None, store: str, registry: str | None,
-                   trust: bool, device: str, precision: str):
-    """Where the features come from: ``ckpt``'s ``layer`` through the feature store, or a ready index."""
+def feature_source(*, model, layer: str, features_index: str | None, store: str):
+    """Where the features come from: ``model``'s ``layer`` through the feature store, or a ready index."""
     from downstream_st.prepare import FeatureSource
 
-    if not ckpt and not features_index:
+    if model is None and not features_index:
         raise UserError("no features: pass --ckpt (and --layer), or --features-index",
                         fix="e.g. --ckpt F-tiny --layer 1")
     number = layer
@@ -28,8 +27,7 @@ def feature_source(*, ckpt: str | None, layer: str, features_index: str | None, 
             number = int(number)
         except ValueError:
             raise UserError(f"--layer {layer!r} is not a number or 'last'", fix="e.g. --layer 6") from None
-    return FeatureSource(ckpt=ckpt, layer=number, store=store, registry=registry, index=features_index,
-                         device=device, precision=precision, trust=trust)
+    return FeatureSource(model, layer=number, store=store, index=features_index)
 
 
 def limit_threads(preset: dict) -> None:
@@ -52,14 +50,16 @@ def _resolved(table):
     return [str(Path(t).resolve()) for t in table] if isinstance(table, list) else str(Path(table).resolve())
 
 
-def train_model(*, train: str | list[str], valid: str | list[str], src: str, tgt: str, out: str, device: str, precision: str,
-                store: str, ckpt: str | None = None, layer: str = "last", features_index: str | None = None,
-                registry: str | None = None, corpus: str | None = None, train_split: str | None = None,
-                valid_split: str | None = None, valid_corpus: str | None = None, preset: str = "tiny", seed: int | None = None, gpus: int = 1,
+def train_model(model, *, train: str | list[str], valid: str | list[str], src: str, tgt: str, out: str, device: str,
+                precision: str, store: str, layer: str = "last", features_index: str | None = None,
+                corpus: str | None = None, train_split: str | None = None, valid_split: str | None = None,
+                valid_corpus: str | None = None, preset: str = "tiny", seed: int | None = None, gpus: int = 1,
                 overrides: Sequence[str] = (), trust: bool = False) -> dict:
-    """Train a speech-translation model on the features of ``ckpt``'s ``layer`` (or a ready
-    ``features_index``) in ``out`` (a rerun resumes), then
-    average its last checkpoints. Returns train_st's summary."""
+    """Train a speech-translation model on the features of ``model``'s ``layer`` (a
+    ssl_pretrain.model_choice.ModelChoice; None with a ready ``features_index``) in ``out`` (a rerun
+    resumes), then average its last checkpoints. ``device``/``precision``: fairseq's (the model's
+    when there is one). ``trust``: the preset's and overrides' flags beyond the allowlist. Returns
+    train_st's summary."""
     from downstream_st.prepare import prepare_rows
     from downstream_st.presets import apply_overrides, load_preset, on_device, on_gpus
     from downstream_st.train import train_st
@@ -69,8 +69,7 @@ def train_model(*, train: str | list[str], valid: str | list[str], src: str, tgt
     overrides = list(overrides) + ([f"seed={seed}"] if seed is not None else [])
     recipe = on_gpus(on_device(apply_overrides(load_preset(preset), overrides, trust=trust), device, precision), gpus)
     limit_threads(recipe)
-    source = feature_source(ckpt=ckpt, layer=layer, features_index=features_index, store=store, registry=registry,
-                            trust=trust, device=device, precision=precision)
+    source = feature_source(model=model, layer=layer, features_index=features_index, store=store)
     started = time.time()
     train_rows = prepare_rows(train, source, corpus=corpus, split=train_split, src=src, tgt=tgt)
     valid_corpus = valid_corpus or corpus
@@ -142,10 +141,13 @@ def decode_model(*, model: str, test: str | list[str], out: str, test_split: str
     meta["preset"] = on_device(meta["preset"], device, precision)
     limit_threads(meta["preset"])
     index = features_index or (meta.get("feature_index") if not meta.get("ssl_checkpoint") else None)
-    source = FeatureSource(ckpt=meta.get("ssl_checkpoint"), layer=meta.get("layer", "last"),
-                           store=decode_store(feature_store, meta, model, out),
-                           registry=registry or meta.get("registry"), index=index, device=device,
-                           precision=precision, trust=trust, expect_sha256=meta.get("ssl_sha256"))
+    ssl = None
+    if not index and meta.get("ssl_checkpoint"):   # the name st.json records, resolved as the user's choice says
+        from ssl_pretrain.model_choice import ModelChoice   # torch: kept out of --help
+        ssl = ModelChoice.resolve(meta["ssl_checkpoint"], registry or meta.get("registry"), trust=trust,
+                                  device=device, precision=precision)
+    source = FeatureSource(ssl, layer=meta.get("layer", "last"), store=decode_store(feature_store, meta, model, out),
+                           index=index, expect_sha256=meta.get("ssl_sha256"))
     rows = prepare_rows(test, source, corpus=corpus, split=test_split, src=meta["src_lang"],
                         tgt=meta["tgt_lang"] if references else None, expected_dim=int(meta["feature_dim"]))
     started = time.time()

@@ -211,12 +211,11 @@ def asr_kaldi_export(*, ckpt: str, layer: str, table: list[str], out: str, split
                      feature_store: str | None = None, device: str = "auto", precision: str = "fp32",
                      trust_checkpoint: bool = False) -> None:
     from downstream_asr.kaldi import export_table
-    from ssl_pretrain.device import device_and_precision
+    from ssl_pretrain.model_choice import ModelChoice   # torch: kept out of --help
 
-    device, precision = device_and_precision(device, precision)
-    summary = export_table(ckpt=ckpt, layer=layer, table=table, out=out, split=split, repeat_frames=repeat_frames,
-                           batch_seconds=batch_seconds, registry=registry, feature_store=store_path(feature_store),
-                           device=device, precision=precision, trust_checkpoint=trust_checkpoint)
+    model = ModelChoice.resolve(ckpt, registry, trust=trust_checkpoint, device=device, precision=precision)
+    summary = export_table(model, layer=layer, table=table, out=out, split=split, repeat_frames=repeat_frames,
+                           batch_seconds=batch_seconds, feature_store=store_path(feature_store))
     print(f"wrote {out}: {summary['utterances']} utterances, {summary['speakers']} speakers, "
           f"features {summary['dim']}-d at {summary['frame_shift_ms']:g} ms")
 

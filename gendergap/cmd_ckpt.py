@@ -91,13 +91,20 @@ def run_convert(args) -> int:
     return 0
 
 
+def _model(args):
+    """The checkpoint the command names, with its device, precision and trust: resolved once, here."""
+    from ssl_pretrain.model_choice import ModelChoice   # torch: kept out of --help
+    return ModelChoice.resolve(args.checkpoint, args.registry, trust=args.trust_checkpoint, device=args.device,
+                               precision=args.precision)
+
+
 def run_eval(args) -> int:
-    from ssl_pretrain.checkpoint_tools import contrastive_text, resolve_for_eval, retrieval_lines
-    ref, device, precision = resolve_for_eval(**options_of(resolve_for_eval, args))
-    print(contrastive_text(ref, manifest=args.manifest, split=args.split, seed=args.seed, device=device))
+    from ssl_pretrain.checkpoint_tools import contrastive_text, retrieval_lines
+    model = _model(args)
+    print(contrastive_text(model, manifest=args.manifest, split=args.split, seed=args.seed))
     if args.table:
-        for line in retrieval_lines(ref, table=args.table, split_rows=args.split_rows, seed=args.seed,
-                                    feature_store=store_path(args.feature_store), device=device, precision=precision):
+        for line in retrieval_lines(model, table=args.table, split_rows=args.split_rows, seed=args.seed,
+                                    feature_store=store_path(args.feature_store)):
             print(line)
     return 0
 
@@ -112,7 +119,8 @@ def run_pack(args) -> int:
 def run_features(args) -> int:
     from ssl_pretrain.checkpoint_tools import extract_features
     from ssl_pretrain.feature_store import export_view
-    view = extract_features(**dict(options_of(extract_features, args), feature_store=store_path(args.feature_store)))
+    view = extract_features(_model(args), **dict(options_of(extract_features, args),
+                                                 feature_store=store_path(args.feature_store)))
     print(f"features of {len(view.ids)} utterances, layers {view.layers}, in {view.dir}")
     if args.out:
         index = export_view(view, args.out, fmt=args.format, repeat=args.repeat)

@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Iterator
 
 from corpora.base.errors import UserError
-from ssl_pretrain.checkpoints import CheckpointRef, register_checkpoint
-from ssl_pretrain.device import device_and_precision
+from ssl_pretrain.checkpoints import register_checkpoint
 from ssl_pretrain.model_choice import ModelChoice
 from ssl_pretrain.registry import Registry
 
@@ -32,17 +31,11 @@ def add_checkpoint(*, registry: str | None, name: str, path: str | os.PathLike, 
     return entry, Registry(registry).path
 
 
-def resolve_for_eval(*, checkpoint: str, registry: str | None, device: str, precision: str,
-                     trust_checkpoint: bool = False) -> tuple[CheckpointRef, str, str]:
-    """The checkpoint, and the device and precision it runs with (both checked first)."""
-    device, precision = device_and_precision(device, precision)
-    return CheckpointRef.resolve(checkpoint, registry, trust=trust_checkpoint), device, precision
-
-
-def contrastive_text(ref: CheckpointRef, *, manifest: str, split: str, seed: int, device: str) -> str:
-    """The wav2vec 2.0 objective's accuracy of ``ref`` and of its random-init twin, as `ckpt eval` prints it."""
+def contrastive_text(model: ModelChoice, *, manifest: str, split: str, seed: int) -> str:
+    """The wav2vec 2.0 objective's accuracy of ``model`` and of its random-init twin, as `ckpt eval` prints it."""
     from ssl_pretrain.evaluate import contrastive_accuracy
 
+    ref, device = model.ref, model.device
     rows = [contrastive_accuracy(r, manifest, split, seed=seed, device=device) for r in (ref, ref.twin(seed))]
     lines = [f"contrastive accuracy on {manifest}/{split}.tsv ({rows[0]['n_masked']} masked frames, "
              f"chance {rows[0]['chance']:.3f}, seed {seed}, {device}, fp32: fairseq's forward does not run "
@@ -59,28 +52,24 @@ def table_rows(table: list[str], split: str | None):
     return UtteranceTable.load(table).select(split=split or None).audio_rows()
 
 
-def retrieval_lines(ref: CheckpointRef, *, table: list[str], split_rows: str | None, seed: int, feature_store: str,
-                    device: str, precision: str) -> Iterator[str]:
-    """Cross-speaker sentence retrieval per layer of ``ref`` and its twin: a heading, then one line
+def retrieval_lines(model: ModelChoice, *, table: list[str], split_rows: str | None, seed: int,
+                    feature_store: str) -> Iterator[str]:
+    """Cross-speaker sentence retrieval per layer of ``model`` and its twin: a heading, then one line
     per model as soon as it is scored."""
     from ssl_pretrain.evaluate import retrieval_by_layer
-    from ssl_pretrain.feature_store import FeatureStore, extractor_for
 
     rows = df = table_rows(table, split_rows)
-    store = FeatureStore(feature_store)
     yield (f"cross-speaker sentence retrieval by layer ({len(df)} utterances, "
            f"{df['speaker'].nunique()} speakers; chance ~1/{df.groupby('speaker').size().min()})")
-    for name, r in ((ref.name, ref), (TWIN, ref.twin(seed))):
-        scores = retrieval_by_layer(store.view(extractor_for(r, device, precision), rows, "all"), df)
+    for name, m in ((model.name, model), (TWIN, model.twin(seed))):
+        scores = retrieval_by_layer(m.features(feature_store, rows, "all"), df)
         yield f"  {name:30s} " + "  ".join(f"L{i} {s:.2f}" for i, s in enumerate(scores))
 
 
-def extract_features(*, checkpoint: str, registry: str | None, table: list[str], split: str | None, layer: str,
-                     feature_store: str, batch_seconds: float = 60.0, shard_mb: float = 1000.0, device: str,
-                     precision: str, trust_checkpoint: bool = False):
-    """The checkpoint's hidden states of the table's rows at ``layer`` (a number, 'last' or 'all'),
+def extract_features(model: ModelChoice, *, table: list[str], split: str | None, layer: str, feature_store: str,
+                     batch_seconds: float = 60.0, shard_mb: float = 1000.0):
+    """The model's hidden states of the table's rows at ``layer`` (a number, 'last' or 'all'),
     extracted into the feature store where it holds none: the FeatureView."""
-    model = ModelChoice.resolve(checkpoint, registry, trust=trust_checkpoint, device=device, precision=precision)
     rows = table_rows(table, split)
     layers = layer if layer in ("last", "all") else layer_number(layer)
     return model.features(feature_store, rows, layers, batch_seconds=batch_seconds, shard_bytes=int(shard_mb * 1e6))

@@ -10,6 +10,7 @@ from asr_helpers import edit_csv, one_thread, tiny_wav2vec2, write_corpus  # noq
 from corpora.base.errors import UserError
 from downstream_asr.finetune import decode_finetuned, train_finetune
 from ssl_pretrain.checkpoints import CheckpointRef
+from ssl_pretrain.model_choice import ModelChoice
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 FAST = {"batch_seconds": 3, "valid_batch_seconds": 6}
@@ -18,7 +19,7 @@ FAST = {"batch_seconds": 3, "valid_batch_seconds": 6}
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     root = tmp_path_factory.mktemp("asr")
-    return {"root": root, "ssl": CheckpointRef.resolve(tiny_wav2vec2(root / "w2v")), **write_corpus(root / "data")}
+    return {"root": root, "ssl": ModelChoice.resolve(tiny_wav2vec2(root / "w2v")), **write_corpus(root / "data")}
 
 
 def _params(brain):
@@ -113,7 +114,7 @@ def test_bad_input(setup, tmp_path):
     with pytest.raises(UserError, match=r"empty transcript"):
         train_finetune(setup["ssl"], punct, setup["valid"], tmp_path / "r2", progress=False, overrides={"max_steps": 1})
     with pytest.raises(UserError, match="config.json"):
-        train_finetune(CheckpointRef.resolve(tmp_path), setup["train"], setup["valid"], tmp_path / "r3", progress=False)
+        train_finetune(ModelChoice.resolve(tmp_path), setup["train"], setup["valid"], tmp_path / "r3", progress=False)
     nowav = edit_csv(setup["train"], tmp_path / "nowav.csv", lambda d: d.assign(wav=[*d["wav"][:-1], "/nope.wav"]))
     with pytest.raises(UserError, match="audio file not found") as e:
         train_finetune(setup["ssl"], nowav, setup["valid"], tmp_path / "r4", progress=False)
@@ -196,13 +197,13 @@ def test_sigkill_mid_epoch_resumes_from_the_intra_epoch_checkpoint(tmp_path, cap
 
     target = step + 3
     with caplog.at_level(logging.INFO, logger="downstream_asr.common"):
-        resumed = train_finetune(ssl, corpus["train"], corpus["valid"], killed, progress=False,
+        resumed = train_finetune(ModelChoice(ssl), corpus["train"], corpus["valid"], killed, progress=False,
                                  overrides={**over, "max_steps": target})
     # mid-epoch: no epoch complete yet, and the saved number of batches into the first one
     assert f"resumed at optimizer step {step} (0 epoch(s) complete, {position} batch(es) into the next)" in caplog.text
     assert "was not completely written" in caplog.text and (killed / "save" / f"INCOMPLETE-{torn.name}").is_dir()
     assert resumed["optimizer_step"] == target
-    full = train_finetune(ssl, corpus["train"], corpus["valid"], tmp_path / "never-killed", progress=False,
+    full = train_finetune(ModelChoice(ssl), corpus["train"], corpus["valid"], tmp_path / "never-killed", progress=False,
                           overrides={**over, "max_steps": target})
     a, b = _params(full["brain"]), _params(resumed["brain"])
     for k in a:

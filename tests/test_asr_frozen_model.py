@@ -78,10 +78,11 @@ def test_recipe_fills_the_statistics_from_the_training_features(tmp_path):
     from downstream_asr.frozen import csv_segments
     from ssl_pretrain.checkpoints import CheckpointRef
     from ssl_pretrain.feature_store import FeatureStore, SSLExtractor
+    from ssl_pretrain.model_choice import ModelChoice
     ref = CheckpointRef.resolve(tiny_wav2vec2(tmp_path / "w2v"))
     data = write_corpus(tmp_path / "data")
     over = {"max_steps": 1, "batch_seconds": 3, "valid_batch_seconds": 6, "proj_dim": 16, "hidden_size": 8}
-    s = train_frozen(ref, "all", data["train"], data["valid"], tmp_path / "run", overrides=over, progress=False)
+    s = train_frozen(ModelChoice(ref), "all", data["train"], data["valid"], tmp_path / "run", overrides=over, progress=False)
     comb = s["brain"].modules.model.combine
     assert comb.norm == "global" and bool(comb.stats_set)
     train = pd.read_csv(data["train"])

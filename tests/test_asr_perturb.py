@@ -36,12 +36,13 @@ def test_frozen_trains_on_perturbed_training_copies_only(tmp_path):
     from downstream_asr.frozen import train_frozen
     from ssl_pretrain.checkpoints import CheckpointRef
     from ssl_pretrain.feature_store import COUNTERS
+    from ssl_pretrain.model_choice import ModelChoice
     ref = CheckpointRef.resolve(tiny_wav2vec2(tmp_path / "w2v"))
     data = write_corpus(tmp_path / "data")
     over = {"max_steps": 1, "batch_seconds": 3, "valid_batch_seconds": 6, "proj_dim": 16, "hidden_size": 8,
             "speed_perturb": [0.9, 1.0, 1.1]}
     before = COUNTERS["utterances"]
-    s = train_frozen(ref, "all", data["train"], data["valid"], tmp_path / "run", overrides=over, progress=False,
+    s = train_frozen(ModelChoice(ref), "all", data["train"], data["valid"], tmp_path / "run", overrides=over, progress=False,
                      extra_csvs=[data["test"]])
     assert s["train_utterances"] == 3 * 8
     assert COUNTERS["utterances"] - before == 3 * 8 + 4  # three training copies and valid; test is not read
@@ -75,8 +76,8 @@ def test_finetune_speed_perturbs_training_batches_only(tmp_path):
     data = write_corpus(tmp_path / "data")
     over = {"max_steps": 1, "batch_seconds": 4, "valid_batch_seconds": 8, "dnn_neurons": 16,
             "speed_perturb": True, "speed_perturb_speeds": [90]}
-    from ssl_pretrain.checkpoints import CheckpointRef
-    brain = train_finetune(CheckpointRef.resolve(ssl), data["train"], data["valid"], tmp_path / "run", overrides=over,
+    from ssl_pretrain.model_choice import ModelChoice
+    brain = train_finetune(ModelChoice.resolve(ssl), data["train"], data["valid"], tmp_path / "run", overrides=over,
                            progress=False)["brain"]
     ds = audio_dataset(read_csv(data["train"], TextNorm(), training=True), brain.vocab)
     batch = next(iter(sb.dataio.dataloader.make_dataloader(ds, batch_size=1)))

@@ -24,11 +24,11 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 def run(tmp_path_factory):
     """20 steps of fine-tuning on 12 utterances: hypotheses that are not empty, from a GroupNorm encoder."""
     from downstream_asr.finetune import train_finetune
-    from ssl_pretrain.checkpoints import CheckpointRef
+    from ssl_pretrain.model_choice import ModelChoice
     root = tmp_path_factory.mktemp("invariant")
     paths = write_corpus(root / "data", {"train": 12, "valid": 4, "test": 8}, seed=3)
     tiny_wav2vec2(root / "w2v", seed=1)
-    train_finetune(CheckpointRef.resolve(str(root / "w2v")), paths["train"], paths["valid"], root / "run",
+    train_finetune(ModelChoice.resolve(str(root / "w2v")), paths["train"], paths["valid"], root / "run",
                    overrides={"batch_seconds": 4, "valid_batch_seconds": 8, "max_steps": 20, "lr_head": 5e-3,
                               "lr_wav2vec": 5e-3},
                    progress=False)
@@ -106,9 +106,9 @@ def test_the_weighted_layers_variant_is_batch_invariant_and_files_its_own_rows(r
     from downstream_asr.export import export_run
     from downstream_asr.finetune import decode_finetuned, train_finetune
     from downstream_asr.runs import task_of
-    from ssl_pretrain.checkpoints import CheckpointRef
+    from ssl_pretrain.model_choice import ModelChoice
     out = tmp_path / "layers"
-    train_finetune(CheckpointRef.resolve(str(run["root"] / "w2v")), run["train"], run["valid"], out,
+    train_finetune(ModelChoice.resolve(str(run["root"] / "w2v")), run["train"], run["valid"], out,
                    overrides={"batch_seconds": 4, "valid_batch_seconds": 8, "max_steps": 8, "lr_head": 5e-3,
                               "lr_wav2vec": 5e-3, "ssl_layers": "all"}, progress=False)
     weights = torch.load(next((out / "save").glob("CKPT*/wav2vec2.ckpt")), map_location="cpu")["weights"]

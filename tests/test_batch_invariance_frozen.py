@@ -34,11 +34,12 @@ def corpus(tmp_path_factory):
 @pytest.fixture(scope="module", params=list(ARCHS))
 def trained(request, corpus):
     from downstream_asr.frozen import train_frozen
+    from ssl_pretrain.model_choice import ModelChoice
     root, data, ref = corpus
     over = {"max_steps": 30, "lr": 1e-6, "batch_seconds": 3, "valid_batch_seconds": 6, "proj_dim": 16, "hidden_size": 8,
             "tdnn_layers": 3, **ARCHS[request.param]}
     out = root / request.param.replace("/", "_")
-    summary = train_frozen(ref, "all", data["train"], data["valid"], out, feature_store=root / "features",
+    summary = train_frozen(ModelChoice(ref), "all", data["train"], data["valid"], out, feature_store=root / "features",
                            overrides=over, progress=False)
     return out, data, summary["brain"], ref
 

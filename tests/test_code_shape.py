@@ -225,8 +225,7 @@ LAZY_IMPORTS = {
     "downstream_asr/export.py": {"downstream_asr.finetune": "torch, speechbrain, pandas, numpy, hyperpyyaml, pydantic",
         "ssl_pretrain.registry": "pydantic", "ssl_pretrain.safe_load": "torch"},
     "downstream_asr/kaldi.py": {"manifests.export_kaldi": "numpy, soundfile",
-        "ssl_pretrain.feature_store": "torch, numpy, soundfile, pydantic",
-        "ssl_pretrain.model_choice": "torch, numpy, soundfile, pydantic"},
+        "ssl_pretrain.feature_store": "torch, numpy, soundfile, pydantic"},
     "downstream_asr/recognisers.py": {"corpora.base.strict_yaml": "pydantic",
         "downstream_asr.ctc_inference": "speechbrain",
         "downstream_asr.finetune": "speechbrain, pandas, numpy, hyperpyyaml, pydantic"},
@@ -236,21 +235,20 @@ LAZY_IMPORTS = {
     "downstream_asr/transcribe.py": {"corpora.table": "pandas", "corpora.utterances": "pandas",
         "ssl_pretrain.features": "numpy, soundfile"},
     "downstream_st/data.py": {"corpora.base.strict_yaml": "pydantic"},
-    "downstream_st/prepare.py": {"ssl_pretrain.model_choice": "torch, pydantic"},
     "downstream_st/runs.py": {"downstream_st.data": "pandas, numpy, soundfile",
         "downstream_st.decode": "torch, pandas, numpy, soundfile, pydantic",
         "downstream_st.prepare": "pandas, numpy, soundfile", "downstream_st.presets": "pydantic",
         "downstream_st.train": "torch, pandas, numpy, soundfile, pydantic", "ssl_pretrain.device": "torch",
-        "ssl_pretrain.safe_load": "torch"},
-    "gendergap/cmd_asr.py": {"downstream_asr.kaldi": "pandas", "ssl_pretrain.device": "torch"},
+        "ssl_pretrain.model_choice": "torch, pandas, numpy, soundfile, pydantic", "ssl_pretrain.safe_load": "torch"},
+    "gendergap/cmd_asr.py": {"downstream_asr.kaldi": "pandas",
+        "ssl_pretrain.model_choice": "torch, pandas, numpy, soundfile, pydantic"},
     "gendergap/cmd_bench.py": {"gendergap.cost": "torch, pandas, numpy, soundfile, pydantic",
         "ssl_pretrain.device": "torch", "ssl_pretrain.feature_store": "torch, pandas, numpy, soundfile, pydantic",
         "ssl_pretrain.features": "torch, numpy, soundfile", "ssl_pretrain.invariant": "torch",
         "ssl_pretrain.precision_canary": "torch"},
     "gendergap/cmd_ckpt.py": {"ssl_pretrain.checkpoint_tools": "torch, pydantic",
-        "ssl_pretrain.checkpoints": "pydantic",
-        "ssl_pretrain.feature_store": "torch, pandas, numpy, soundfile, pydantic",
-        "ssl_pretrain.registry": "pydantic"},
+        "ssl_pretrain.checkpoints": "pydantic", "ssl_pretrain.feature_store": "torch, pandas, numpy, soundfile, pydantic",
+        "ssl_pretrain.model_choice": "torch, pandas, numpy, soundfile, pydantic", "ssl_pretrain.registry": "pydantic"},
     "gendergap/cmd_corpus.py": {"corpora.index": "pandas, numpy, soundfile", "corpora.merge": "pandas",
         "corpora.readers": "pandas, numpy, soundfile", "corpora.stats": "pandas",
         "corpora.synth": "scipy, numpy, soundfile"},
@@ -285,13 +283,12 @@ LAZY_IMPORTS = {
     "gendergap/preflight.py": {"corpora.base.strict_yaml": "pydantic",
         "gendergap.sweep": "torch, pandas, numpy, soundfile, submitit, pydantic"},
     "gendergap/runs/asr.py": {"analysis.score_runs": "pandas, sacrebleu, numpy, jiwer",
-        "ssl_pretrain.checkpoints": "pydantic", "ssl_pretrain.device": "torch"},
+        "ssl_pretrain.device": "torch", "ssl_pretrain.model_choice": "torch, pandas, numpy, soundfile, pydantic"},
     "gendergap/runs/probe.py": {"analysis.probing": "torch, pandas, sklearn, numpy",
         "analysis.probing.checkpoints": "torch, pandas, sklearn, numpy", "analysis.probing.data": "pandas, numpy",
-        "ssl_pretrain.checkpoints": "pydantic", "ssl_pretrain.device": "torch",
-        "ssl_pretrain.feature_store": "torch, pandas, numpy, soundfile, pydantic"},
+        "ssl_pretrain.device": "torch", "ssl_pretrain.model_choice": "torch, pandas, numpy, soundfile, pydantic"},
     "gendergap/runs/st.py": {"analysis.score_runs": "pandas, sacrebleu, numpy, jiwer",
-        "ssl_pretrain.device": "torch"},
+        "ssl_pretrain.device": "torch", "ssl_pretrain.model_choice": "torch, pandas, numpy, soundfile, pydantic"},
     "gendergap/runs/transcribe.py": {"analysis.score_runs": "pandas, sacrebleu, numpy, jiwer",
         "analysis.scoring": "pandas, sacrebleu, numpy, jiwer", "corpora.table": "pandas",
         "downstream_asr.transcribe": "torch", "downstream_st.data": "pandas, numpy, soundfile"},
@@ -320,8 +317,7 @@ LAZY_IMPORTS = {
     "gendergap/study.py": {"gendergap.cost": LATER, "gendergap.plan": LATER, "gendergap.preflight": LATER,
         "gendergap.sweep": "submitit", "ssl_pretrain.feature_store": LATER},
     "ssl_pretrain/checkpoint_tools.py": {"corpora.utterances": "pandas",
-        "manifests.build": "pandas, numpy, soundfile", "ssl_pretrain.evaluate": "numpy, soundfile",
-        "ssl_pretrain.feature_store": "pandas, numpy, soundfile"},
+        "manifests.build": "pandas, numpy, soundfile", "ssl_pretrain.evaluate": "numpy, soundfile"},
     "ssl_pretrain/checkpoints.py": {"ssl_pretrain.feature_store": "torch, pandas, numpy, soundfile",
         "ssl_pretrain.features": "torch, numpy, soundfile", "ssl_pretrain.safe_load": "torch"},
     "ssl_pretrain/convert.py": {"ssl_pretrain.safe_load": "torch"},
@@ -470,3 +466,34 @@ def test_one_name_check():
            and not any(isinstance(c, ast.Call) and getattr(c.func, "attr", getattr(c.func, "id", None)) == node.name
                        for c in ast.walk(node))]
     assert not own, "a second name check (delegate to corpora.base.boundary):\n" + "\n".join(own)
+
+
+CHECKPOINT_ARGS = {"ckpt", "checkpoint", "ckpt_spec"}
+
+
+def test_packages_take_a_resolved_model_not_a_checkpoint_name_and_a_registry():
+    """Issue 48: a checkpoint is one value below gendergap/ (ssl_pretrain.model_choice.ModelChoice:
+    checkpoint, registry entry, trust, device, precision), resolved once at the edge (a command's
+    keyword function or a step); no package function or dataclass carries a checkpoint name and a
+    registry side by side and resolves them itself."""
+    pairs = []
+    for rel, _module, tree in _modules(PACKAGES):
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                names = {a.arg for a in node.args.args + node.args.kwonlyargs}
+            elif isinstance(node, ast.ClassDef):
+                names = {s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+            else:
+                continue
+            if names & CHECKPOINT_ARGS and any("registry" in n for n in names):
+                pairs.append(f"{rel}:{node.lineno}: {node.name}")
+    assert not pairs, "take a ModelChoice instead of (checkpoint, registry):\n" + "\n".join(pairs)
+
+
+def test_one_place_makes_an_extractor_from_a_checkpoint():
+    """The chain checkpoint -> extractor -> store view is written once (ModelChoice.extractor/features)."""
+    callers = [f"{rel}:{node.lineno}" for rel, _m, tree in _modules(PACKAGES + ("gendergap",))
+               if str(rel) not in ("ssl_pretrain/model_choice.py", "ssl_pretrain/feature_store.py")
+               for node in ast.walk(tree) if isinstance(node, ast.Call)
+               and getattr(node.func, "attr", getattr(node.func, "id", None)) == "extractor_for"]
+    assert not callers, "call ModelChoice(...).extractor / .features instead of extractor_for:\n" + "\n".join(callers)

@@ -98,9 +98,10 @@ def test_bf16_autocast_on_cpu_follows_fp32_and_keeps_batch_invariance(models, mo
 def test_frozen_asr_epoch_probe_and_fine_tuning(models, corpus, model_type, tmp_path, capsys):
     from downstream_asr.frozen import train_frozen
     from ssl_pretrain.checkpoints import CheckpointRef
+    from ssl_pretrain.model_choice import ModelChoice
     root, folders = models
     ref = CheckpointRef.resolve(folders[model_type])
-    s = train_frozen(ref, "last", corpus["train"], corpus["valid"], tmp_path / "frozen",
+    s = train_frozen(ModelChoice(ref), "last", corpus["train"], corpus["valid"], tmp_path / "frozen",
                      feature_store=root / f"store-{model_type}", progress=False,
                      overrides={"number_of_epochs": 1, "batch_seconds": 3, "valid_batch_seconds": 6,
                                 "proj_dim": 16, "hidden_size": 8, "tdnn_layers": 2})

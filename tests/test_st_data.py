@@ -17,6 +17,7 @@ from downstream_st.data import (attach_features, build_s2t_dir, filter_frames, r
                                 require_target, select_rows)
 from downstream_st.decode import build_generate_command, parse_generate_output, write_hypotheses
 from downstream_st.prepare import FeatureSource, prepare_rows
+from ssl_pretrain.model_choice import ModelChoice
 from downstream_st.presets import apply_overrides, as_flags, load_preset, on_device
 from st_helpers import tiny_wav2vec, toy_rows, write_npy_features, write_toy_table, write_wavs_for
 
@@ -127,7 +128,7 @@ def test_st_rows_point_into_the_feature_store(tmp_path):
     write_wavs_for(tmp_path, rows)
     table = write_toy_table(tmp_path, rows)
     model = tiny_wav2vec(tmp_path / "w2v")
-    src = FeatureSource(ckpt=str(model), layer=1, store=str(tmp_path / "store"))
+    src = FeatureSource(ModelChoice.resolve(str(model)), layer=1, store=str(tmp_path / "store"))
     before = COUNTERS["utterances"]
     df = prepare_rows(table, src, src="fr", tgt="en", progress=False)
     assert COUNTERS["utterances"] - before == 4 and df.attrs["feature_dim"] == 32

@@ -112,6 +112,7 @@ def test_decoding_flags_of_a_gpu_fp16_run_work_with_fairseq_generate(tmp_path):
     from downstream_st.prepare import FeatureSource, prepare_rows
     from downstream_st.presets import on_device
     from downstream_st.train import read_model_meta
+    from ssl_pretrain.model_choice import ModelChoice
 
     rows = toy_rows()
     write_wavs_for(tmp_path, rows)
@@ -125,8 +126,8 @@ def test_decoding_flags_of_a_gpu_fp16_run_work_with_fairseq_generate(tmp_path):
     gpu = on_device(meta["preset"], "cuda:0", "fp16")
     assert gpu["train"]["fp16"] is True
     meta["preset"] = {**gpu, "decode": {**gpu["decode"], "cpu": True}, "gpu": None}   # no GPU here
-    test = prepare_rows(table, FeatureSource(ckpt=meta["ssl_checkpoint"], layer=meta["layer"], store=str(store),
-                                             registry=meta.get("registry")),
+    ssl = ModelChoice.resolve(meta["ssl_checkpoint"], meta.get("registry"))
+    test = prepare_rows(table, FeatureSource(ssl, layer=meta["layer"], store=str(store)),
                         split="test", src="fr", expected_dim=int(meta["feature_dim"]), progress=False)
     run = decode_st(out, meta, test, tmp_path / "gpu.hyp")
     assert "--fp16" not in run["command"]

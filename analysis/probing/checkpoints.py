@@ -39,7 +39,8 @@ def probe_data(table: str, *, corpus: str | None, seed: int, max_utts: dict) -> 
 def probe_models(models: list, view_of: Callable, table: str, splits: dict, out: str | Path, *,
                  corpus: str | None, layers: str, probes: list, control: bool, seed: int, recipe: Recipe,
                  runtime: dict, db: str | None = None, quiet: bool = False) -> dict:
-    """Probe each model (results under ``out``/probes/<model>/, rows in ``db``), then write
+    """Probe each model (ssl_pretrain.model_choice.ModelChoice values; results under ``out``/probes/<model>/,
+    rows in ``db``), then write
     probe_results.json, probe_f1.tsv and the plots. Returns {model: [probe results]}."""
     out = Path(out).resolve()
     store = None
@@ -47,19 +48,19 @@ def probe_models(models: list, view_of: Callable, table: str, splits: dict, out:
         store = ResultsStore(db)
     summary, f1_rows, profiles = {}, [], {}
     try:
-        for ref in models:
-            print(f"\n== {ref.name}")
-            results = _probe_one(ref, view_of(ref), splits, table=table, corpus=corpus, layers=layers, probes=probes,
+        for model in models:
+            print(f"\n== {model.name}")
+            results = _probe_one(model, view_of(model), splits, table=table, corpus=corpus, layers=layers, probes=probes,
                                  control=control, seed=seed, recipe=recipe, runtime=runtime, out=out, store=store,
                                  db=db, quiet=quiet)
-            print_table(ref.name, results)
-            summary[ref.name] = [r.as_dict() for r in results]
-            f1_rows += [{"checkpoint": ref.name, "layer": r.layer, "probe": r.probe, "value": r.test["f1_macro"]}
+            print_table(model.name, results)
+            summary[model.name] = [r.as_dict() for r in results]
+            f1_rows += [{"checkpoint": model.name, "layer": r.layer, "probe": r.probe, "value": r.test["f1_macro"]}
                         for r in results]
             att = [r for r in results if r.probe == "attention"]
             if att:
                 best = max(att, key=lambda r: (r.valid_f1_macro, -r.layer))
-                profiles[f"{ref.name} · layer {best.layer}"] = best.profile
+                profiles[f"{model.name} · layer {best.layer}"] = best.profile
     finally:
         if store is not None:
             store.close()
@@ -71,13 +72,13 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._+-]+", "_", text).strip("_") or "model"
 
 
-def _probe_one(ref, feats, splits, *, table: str, corpus: str | None, layers: str, probes: list, control: bool,
+def _probe_one(model, feats, splits, *, table: str, corpus: str | None, layers: str, probes: list, control: bool,
                seed: int, recipe: Recipe, runtime: dict, out: Path, store, db: str | None, quiet: bool) -> list:
     """One model's probe results: read back from its results.json when the config matches, else trained
     and written there; stored in the results DB once per config."""
-    label = ref.name
+    label = model.name
     layers = parse_layers(layers, feats.n_layers)
-    config = {"kind": "probe", "checkpoint": label, "ssl": ref.describe(), "runtime": runtime,
+    config = {"kind": "probe", "checkpoint": label, "ssl": model.ref.describe(), "runtime": runtime,
               "features": feats.describe()["entry"], "table": table_fingerprint(table), "corpus": corpus,
               "ids": config_hash({s: splits[s]["id"].tolist() for s in splits}), "layers": layers,
               "probes": probes, "control": control, "seed": seed, "recipe": recipe.__dict__}

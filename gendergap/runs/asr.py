@@ -40,22 +40,21 @@ def asr_frozen(*, ckpt: str, train: str, valid: str, out: str, registry: str | N
 def _train_and_score(recipe: str, *, ckpt, registry, trust_checkpoint, device, precision, overrides, test, table,
                      db, subset, bootstrap, seed, no_progress, feature_store=None, layer="all", **train) -> dict | None:
     from analysis.score_runs import score_asr_run, speakers_of_csv
-    from ssl_pretrain.checkpoints import CheckpointRef
     from ssl_pretrain.device import device_and_precision
+    from ssl_pretrain.model_choice import ModelChoice
 
     parsed = parse_overrides(overrides)
     device, precision = device_and_precision(device, precision)
     speakers = speakers_of_csv(test, table) if test else None   # a bad table fails before training
-    ref = CheckpointRef.resolve(ckpt, registry, trust=trust_checkpoint)
+    model = ModelChoice.resolve(ckpt, registry, trust=trust_checkpoint, device=device, precision=precision)
     frozen = dict(layer=layer, feature_store=store_path(feature_store), extra_csvs=[test] if test else []) \
         if recipe == "frozen" else {}
-    summary = train_run(recipe, ref, device=device, precision=precision, overrides=parsed,
-                        progress=not no_progress, **frozen, **train)
+    summary = train_run(recipe, model, overrides=parsed, progress=not no_progress, **frozen, **train)
     if not summary["main_process"] or not test:
         return None   # under torchrun, rank 0 decodes and scores
-    meta, config = decode_trained(recipe, ref, summary, out=train["out"], test=test, overrides=parsed,
+    meta, config = decode_trained(recipe, model.ref, summary, out=train["out"], test=test, overrides=parsed,
                                   data_root=train["data_root"], layer=layer)
-    return score_asr_run(meta, speakers, db=db, bootstrap=bootstrap, seed=seed, checkpoint=ref.name,
+    return score_asr_run(meta, speakers, db=db, bootstrap=bootstrap, seed=seed, checkpoint=model.name,
                          task=task_of(read_run(train["out"])), subset=subset or Path(test).stem, config=config)
 
 

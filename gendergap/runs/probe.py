@@ -20,7 +20,6 @@ def probe_run(*, ckpt: list[str], table: str | list[str], out: str, name: str | 
     from analysis.probing.checkpoints import probe_data, probe_models
     from analysis.probing.data import parse_layers
     from ssl_pretrain.device import device_and_precision, runtime_info
-    from ssl_pretrain.feature_store import FeatureStore, extractor_for
 
     device, precision = device_and_precision(device, precision)
     probes = parse_probes(probes)
@@ -29,12 +28,13 @@ def probe_run(*, ckpt: list[str], table: str | list[str], out: str, name: str | 
         raise UserError("--name needs exactly one --ckpt", fix="drop --name to file each under its own name")
     splits, rows = probe_data(table, corpus=corpus, seed=seed,
                               max_utts={"train": max_train, "valid": max_valid, "test": max_test})
-    models = _models(ckpts, registry, name=name, trust=trust_checkpoint, random_init=random_init, seed=seed)
-    features = FeatureStore(store_path(feature_store))
+    models = _models(ckpts, registry, name=name, trust=trust_checkpoint, random_init=random_init, seed=seed,
+                     device=device, precision=precision)
+    store = store_path(feature_store)
 
-    def view_of(ref):   # only the layers probed: the entry the study's features step extracted for them
-        extractor = extractor_for(ref, device, precision)
-        return features.view(extractor, rows, parse_layers(layers, extractor.n_outputs), progress=not quiet)
+    def view_of(model):   # only the layers probed: the entry the study's features step extracted for them
+        wanted = parse_layers(layers, model.extractor.n_outputs)
+        return model.features(store, rows, wanted, progress=not quiet)
 
     return probe_models(models, view_of,
                         table, splits, out, corpus=corpus, layers=layers, probes=probes, control=control, seed=seed,
@@ -43,14 +43,15 @@ def probe_run(*, ckpt: list[str], table: str | list[str], out: str, name: str | 
 
 
 def _models(ckpts: list[str], registry: str | None, *, name: str | None, trust: bool, random_init: bool,
-            seed: int) -> list:
-    """The checkpoints to probe, each followed by its seeded random-init twin when asked."""
-    from ssl_pretrain.checkpoints import CheckpointRef
+            seed: int, device: str, precision: str) -> list:
+    """The models to probe (ssl_pretrain.model_choice.ModelChoice), each followed by its seeded
+    random-init twin when asked."""
+    from ssl_pretrain.model_choice import ModelChoice
 
     models = []
     for ckpt in ckpts:
-        ref = CheckpointRef.resolve(ckpt, registry, name=name, trust=trust)
-        models.append(ref)
-        if random_init and not ref.is_fbank:  # filterbanks have no weights to randomise
-            models.append(ref.twin(seed))
+        model = ModelChoice.resolve(ckpt, registry, name=name, trust=trust, device=device, precision=precision)
+        models.append(model)
+        if random_init and not model.ref.is_fbank:  # filterbanks have no weights to randomise
+            models.append(model.twin(seed))
     return models

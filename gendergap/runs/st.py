@@ -19,13 +19,15 @@ def st_train(*, train: str, valid: str, src: str, tgt: str, out: str, ckpt: str 
     s2t data, fairseq-train, checkpoint averaging (a rerun resumes). ``seed`` is fairseq's.
     Returns train_st's summary."""
     from ssl_pretrain.device import device_and_precision
+    from ssl_pretrain.model_choice import ModelChoice
 
     device, precision = device_and_precision(device, precision)
-    return train_model(train=train, valid=valid, src=src, tgt=tgt, out=out, device=device, precision=precision,
-                       store=store_path(feature_store), ckpt=ckpt, layer=layer, features_index=features_index,
-                       registry=registry, corpus=corpus, train_split=train_split, valid_split=valid_split,
-                       valid_corpus=valid_corpus, preset=preset, seed=seed, gpus=gpus, overrides=overrides,
-                       trust=trust_checkpoint)
+    model = ModelChoice.resolve(ckpt, registry, trust=trust_checkpoint, device=device, precision=precision) \
+        if ckpt else None
+    return train_model(model, train=train, valid=valid, src=src, tgt=tgt, out=out, device=device, precision=precision,
+                       store=store_path(feature_store), layer=layer, features_index=features_index, corpus=corpus,
+                       train_split=train_split, valid_split=valid_split, valid_corpus=valid_corpus, preset=preset,
+                       seed=seed, gpus=gpus, overrides=overrides, trust=trust_checkpoint)
 
 
 def st_decode(*, model: str, test: str | list[str], out: str, test_split: str | None = None, corpus: str | None = None,

@@ -95,13 +95,13 @@ class FeaturesStep(ModelStep):
     requests: list
 
     def run(self) -> None:
-        _extract_features(self.table, self.ckpt, self.registry, self.store, self.requests, self.device,
-                          self.precision, self.trust)
+        model = ModelChoice.resolve(self.ckpt, self.registry, trust=self.trust, device=self.device,
+                                    precision=self.precision)
+        _extract_features(model, self.table, self.store, self.requests)
 
 
-def _extract_features(table: str, ckpt: str, registry: str, store: str, requests: list[dict], device: str,
-                     precision: str, trust: bool = False) -> None:
-    """Extract, once, what a checkpoint's frozen-feature tasks will read from the feature store.
+def _extract_features(model: ModelChoice, table: str, store: str, requests: list[dict]) -> None:
+    """Extract, once, what ``model``'s frozen-feature tasks will read from the feature store.
 
     Each request names a corpus, splits and layers (probes: also the seed probe_splits draws its
     rows with); ssl_pretrain.feature_cover merges them into as few store entries as cover them.
@@ -111,17 +111,16 @@ def _extract_features(table: str, ckpt: str, registry: str, store: str, requests
     from corpora.utterances import UtteranceTable
     from ssl_pretrain.feature_cover import extract_covering
 
-    model = ModelChoice.resolve(ckpt, registry, trust=trust, device=device, precision=precision)
     df = UtteranceTable.load(table).audio_rows()
     wanted = [(request_rows(df, req, table), req["layers"]) for req in requests]
     views = extract_covering(store, model.extractor, wanted)
     for view in views:
-        print(f"features of {ckpt}: {len(view)} utterances ({view.n_segments} audio segments), layers {view.layers}, "
+        print(f"features of {model.spec}: {len(view)} utterances ({view.n_segments} audio segments), layers {view.layers}, "
               f"{model.device} {model.precision} -> {view.dir}", flush=True)
     asked = len({uid for rows, _ in wanted for uid in rows["id"]})
     stored = sum(view.n_segments for view in views)
     if stored < asked:
-        print(f"features of {ckpt}: {asked - stored} of {asked} rows share their audio segment with another row "
+        print(f"features of {model.spec}: {asked - stored} of {asked} rows share their audio segment with another row "
               f"(the same file content, offset and length): extracted once, not again", flush=True)
 
 
