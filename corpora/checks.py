@@ -40,7 +40,7 @@ class Finding:
 
 @dataclass
 class _Pass:
-    tables: dict = field(default_factory=dict)    # path -> DataFrame | Finding
+    tables: dict = field(default_factory=dict)    # path -> UtteranceTable | Finding
     headers: dict = field(default_factory=dict)   # audio path -> AudioInfo | HeaderError
     progress: bool = True
 
@@ -62,20 +62,21 @@ def _current() -> _Pass:
     return _PASS.get() or _Pass(progress=False)
 
 
-def provide_table(table: str | os.PathLike, df: pd.DataFrame) -> None:
+def provide_table(table: str | os.PathLike, value: UtteranceTable) -> None:
     """A table a step will write, already known in memory (the study's merge step merges its inputs
-    in its check): later checks of this pass read ``df`` for ``table`` instead of the file."""
-    _current().tables[os.path.abspath(table)] = df
+    in its check): later checks of this pass read ``value`` for ``table`` instead of the file."""
+    _current().tables[os.path.abspath(table)] = value
 
 
-def load_table(table: str | os.PathLike) -> tuple[pd.DataFrame | None, list[Finding]]:
-    """The table, or the finding saying why it cannot be used (missing, unreadable, invalid:
-    duplicate or empty ids, bad genders... as corpora.table.validate_table finds them)."""
+def load_table(table: str | os.PathLike) -> tuple[UtteranceTable | None, list[Finding]]:
+    """The table (the UtteranceTable value, read once per check pass), or the finding saying why it
+    cannot be used (missing, unreadable, invalid: duplicate or empty ids, bad genders... as
+    corpora.table.validate_table finds them)."""
     key = os.path.abspath(table)
     cache = _current().tables
     if key not in cache:
         try:
-            cache[key] = UtteranceTable.load(key).rows   # audio absolute
+            cache[key] = UtteranceTable.load(key)   # audio absolute
         except UserError as e:
             where = (e.path or key) + (f":{e.line}" if e.line is not None else "")
             cache[key] = Finding(f"utterance table {where}: {e.message}", e.fix or "fix the table", scope="table")
@@ -97,11 +98,11 @@ def rows_findings(table: str | os.PathLike, corpus: str | None, splits: dict[str
     in that language; with ``gendered_test``, every test speaker F or M (a gender gap is F against
     M: a U speaker's rows count in neither); with ``audio``, every audio file readable (headers).
     ``corpus_of`` gives another corpus for some roles (ST's valid/test from another pair)."""
-    df, found = load_table(table)
-    if df is None:
+    loaded, found = load_table(table)
+    if loaded is None:
         return found
     name = Path(table).name
-    parts = _role_parts(df, name, corpus, splits, corpus_of, found)
+    parts = _role_parts(loaded, name, corpus, splits, corpus_of, found)
     for role, part in parts.items():
         found += _language_findings(role, part, name, src=src, tgt=tgt, split_label=splits[role])
     if gendered_test and "test" in parts:
@@ -111,15 +112,15 @@ def rows_findings(table: str | os.PathLike, corpus: str | None, splits: dict[str
     return found
 
 
-def _role_parts(df: pd.DataFrame, name: str, corpus: str | None, splits: dict[str, str],
+def _role_parts(table: UtteranceTable, name: str, corpus: str | None, splits: dict[str, str],
                 corpus_of: dict[str, str] | None, found: list[Finding]) -> dict[str, pd.DataFrame]:
     """{role: its rows} for the roles whose corpus and split have rows; a finding appended to
     ``found`` for each that has none (a missing corpus once)."""
-    have = sorted(df["corpus"].unique())
+    have = sorted(table.rows["corpus"].unique())
     parts = {}
     for role, label in splits.items():
         corp = (corpus_of or {}).get(role) or corpus
-        rows = df if corp is None else df[df["corpus"] == corp]
+        rows = table.select(corpus=corp).rows
         if corp is not None and rows.empty:
             msg = Finding(f"corpus {corp!r} has no rows in {name} (its corpora: {', '.join(have[:8])}"
                           f"{', ...' if len(have) > 8 else ''})",
@@ -127,7 +128,7 @@ def _role_parts(df: pd.DataFrame, name: str, corpus: str | None, splits: dict[st
             if msg not in found:
                 found.append(msg)
             continue
-        part = rows[rows["split"] == label]
+        part = table.select(corpus=corp, split=label).rows
         if part.empty:
             labels = sorted(rows["split"].unique())
             found.append(Finding(f"corpus {corp or '(all)'!r} has no rows in split {label!r} (the task's {role} "
@@ -180,13 +181,13 @@ def _test_gender_findings(test: pd.DataFrame) -> list[Finding]:
 
 def gender_findings(table: str | os.PathLike, corpus: str | None) -> list[Finding]:
     """``corpus``'s rows (or the whole table's) include F and M speakers."""
-    df, found = load_table(table)
-    if df is None:
+    loaded, found = load_table(table)
+    if loaded is None:
         return found
-    rows = df if corpus is None else df[df["corpus"] == corpus]
+    rows = loaded.select(corpus=corpus).rows
     if rows.empty:
         return [Finding(f"corpus {corpus!r} has no rows in {Path(table).name} (its corpora: "
-                        f"{', '.join(sorted(df['corpus'].unique())[:8])})", "set the task's corpus to one of those")]
+                        f"{', '.join(sorted(loaded.rows['corpus'].unique())[:8])})", "set the task's corpus to one of those")]
     lacking = sorted({"F", "M"} - set(rows["gender"]))
     if lacking:
         return [Finding(f"{corpus or 'the table'} has no {' or '.join(lacking)} speakers: a gender probe needs both",
@@ -199,14 +200,14 @@ def manifest_findings(table: str | os.PathLike, corpus: str | None, split: str, 
     """A pretraining manifest of ``split`` (``corpus``'s rows, or all) with ``gender`` (F, M,
     balanced, p=SHARE): the rows exist, hold the genders asked for, their audio reads, and with
     ``rate`` is at that rate (fairseq's audio_pretraining reads task.sample_rate files only)."""
-    df, found = load_table(table)
-    if df is None:
+    loaded, found = load_table(table)
+    if loaded is None:
         return found
-    rows = df if corpus is None else df[df["corpus"] == corpus]
+    rows = loaded.select(corpus=corpus).rows
     if corpus is not None and rows.empty:
         return [Finding(f"pretraining.corpus {corpus!r} has no rows in {Path(table).name} (its corpora: "
-                        f"{', '.join(sorted(df['corpus'].unique())[:8])})", "set pretraining.corpus to one of those")]
-    rows = rows[rows["split"] == split]
+                        f"{', '.join(sorted(loaded.rows['corpus'].unique())[:8])})", "set pretraining.corpus to one of those")]
+    rows = loaded.select(corpus=corpus, split=split).rows
     if rows.empty:
         return [Finding(f"no rows in split {split!r} (pretraining.split) of {corpus or 'the table'}",
                         "set pretraining.split to the split holding the pretraining audio")]
@@ -227,6 +228,7 @@ def audio_findings(table: str | os.PathLike, rows: pd.DataFrame, *, rate: int | 
     only, each file once per pass."""
     from corpora.audio_info import AudioInfo, probe_headers
 
+    rows = rows.reset_index(drop=True)   # rows looked up by label below: one label per row
     files = rows.drop_duplicates("audio").reset_index(drop=True)   # many segments share a recording
     try:   # rows of load_table: audio absolute; a Kaldi pipe or a FIFO is a finding
         UtteranceTable(files, (Path(table),)).audio_rows()

@@ -48,8 +48,8 @@ import pandas as pd
 from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
 from corpora.base.provenance import file_fingerprint, git_sha
-from corpora.table import (COLUMNS, apply_gender_map, is_pipe, parse_gender_map, read_table, table_paths,
-                           table_source, validate_table, write_table)
+from corpora.table import (COLUMNS, absolute_audio, apply_gender_map, is_pipe, parse_gender_map, read_table,
+                           table_paths, table_source, validate_table, write_table)
 
 log = logging.getLogger(__name__)
 
@@ -135,10 +135,7 @@ def summary_line(report: dict) -> str:
 
 def _load(path: Path, i: int) -> pd.DataFrame:
     df = read_table(path)   # validated: unique ids, F/M/U genders, numbers...
-    pipe = df["audio"].map(is_pipe)
-    base = path.resolve().parent
-    df.loc[~pipe, "audio"] = df.loc[~pipe, "audio"].map(
-        lambda a: os.path.normpath(a if os.path.isabs(a) else base / a))
+    df["audio"] = absolute_audio(df["audio"], path)
     df.attrs["had_orig_id"] = "orig_id" in df.columns
     if "orig_id" not in df.columns:
         df["orig_id"] = df["id"]

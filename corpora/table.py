@@ -250,6 +250,14 @@ def is_pipe(audio: str) -> bool:
     return str(audio).rstrip().endswith("|")
 
 
+def absolute_audio(audio, table_path: str | os.PathLike) -> list[str]:
+    """The audio column's locations in the one absolute form every reader of a table gets: a relative
+    path resolved against the folder of the table that holds it (links in that folder's path
+    resolved), then normalised (``a/../b``); a Kaldi ``cmd |`` entry as given."""
+    base = Path(table_path).resolve().parent
+    return [a if is_pipe(a) else os.path.normpath(os.path.join(base, a)) for a in map(str, audio)]
+
+
 PIPE_FIX = ("dump the piped audio to files first (ESPnet: scripts/audio/format_wav_scp.sh; or run each "
             "command once into a .wav), point wav.scp at them and index the data dir again")
 

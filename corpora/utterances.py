@@ -24,7 +24,8 @@ import pandas as pd
 from corpora.base.boundary import is_special, regular_file
 from corpora.base.errors import UserError
 from corpora.merge import merge_tables
-from corpora.table import PIPE_FIX, apply_gender_map, is_pipe, line_of_id, read_table, table_fingerprint, table_paths
+from corpora.table import (PIPE_FIX, absolute_audio, apply_gender_map, is_pipe, line_of_id, read_table,
+                           table_fingerprint, table_paths)
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +47,8 @@ class UtteranceTable:
         else:
             rows, report = merge_tables(list(sources), gender_map=gender_map)
             log.info("read %d tables merged in memory: %s", len(sources), report["summary"])
-        if "audio" in rows.columns:
-            base = sources[0].resolve().parent   # merged rows are absolute already
-            rows = rows.assign(audio=[a if os.path.isabs(a) or is_pipe(a) else str(base / a)
-                                      for a in rows["audio"].astype(str)])
+        if "audio" in rows.columns:   # merged rows are absolute already (the same form)
+            rows = rows.assign(audio=absolute_audio(rows["audio"], sources[0]))
         return cls(rows.reset_index(drop=True), sources)
 
     @property
@@ -65,15 +64,37 @@ class UtteranceTable:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def select(self, *, split: str | None = None, corpus: str | None = None, lang: str | None = None,
-               gender: str | None = None) -> UtteranceTable:
-        """The rows of one split / corpus / language / gender (None: any). Empty is allowed: callers
-        that need rows say what was asked (``nonempty``)."""
-        keep = pd.Series(True, index=self.rows.index)
-        for column, value in (("split", split), ("corpus", corpus), ("lang", lang), ("gender", gender)):
-            if value is not None:
-                keep &= self.rows[column].astype(str) == str(value)
-        return UtteranceTable(self.rows[keep].reset_index(drop=True), self.sources)
+    def select(self, *, split=None, corpus=None, lang=None, gender=None, strict: bool = False) -> UtteranceTable:
+        """The rows of the given split / corpus / language / gender: each a value, or several (a list,
+        tuple or set: any of them); None: any. Empty is allowed: callers that need rows say what was
+        asked (``nonempty``). ``strict``: a filter on a column the table lacks, or one that leaves no
+        row, is a UserError naming the values the table has (the first filter that empties it)."""
+        rows = self.rows
+        for column, value in (("corpus", corpus), ("split", split), ("lang", lang), ("gender", gender)):
+            if value is None:
+                continue
+            wanted = {str(v) for v in value} if isinstance(value, (list, tuple, set, frozenset)) else {str(value)}
+            if column not in rows.columns:
+                if not strict:
+                    return UtteranceTable(rows.iloc[:0].reset_index(drop=True), self.sources)
+                raise UserError(f"the table has no {column!r} column to select {column}={value!r}", path=self.source,
+                                line=1, fix=f"drop the {column} filter, or add a {column} column")
+            have = rows[column].astype(str)
+            kept = rows[have.isin(wanted)]
+            if strict and kept.empty:
+                present = sorted(set(have))
+                raise UserError(f"no rows with {column}={value!r} (the table has {', '.join(map(repr, present[:8]))})",
+                                path=self.source, fix=f"pick one of the table's {column} values")
+            rows = kept
+        return UtteranceTable(rows.reset_index(drop=True), self.sources)
+
+    def with_lines(self) -> UtteranceTable:
+        """The rows with ``_line``, each row's line in its table file (header = 1), for messages that
+        point into the file (one table; merged rows have no line of their own: 0)."""
+        if "_line" in self.rows.columns:
+            return self
+        lines = range(2, len(self.rows) + 2) if len(self.sources) == 1 else [0] * len(self.rows)
+        return UtteranceTable(self.rows.assign(_line=list(lines)), self.sources)
 
     def nonempty(self, what: str, fix: str) -> UtteranceTable:
         """self, or a UserError naming the table when no row is left (``what``: e.g. "split 'test'")."""

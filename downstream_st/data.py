@@ -1,6 +1,6 @@
 """From utterance tables + per-utterance feature files to fairseq's speech_to_text data dir.
 
-    train = select_rows(table, "T.tsv", corpus="synth-fr", split="train")
+    train = UtteranceTable.load("T.tsv").with_lines().select(corpus="synth-fr", split="train", strict=True).rows
     train = attach_features(require_target(train, "en", "T.tsv"), read_feature_index(idx), idx)
     build_s2t_dir({"train": train, "valid": valid}, "st/data", tgt_lang="en", data_opts=preset["data"])
 
@@ -8,8 +8,8 @@ Any direction works the same way: the source speech is the table's audio (its ``
 is the transcript, not used for direct ST), the target is the column ``tgt_text_<lang>``
 (fr->en reads ``tgt_text_en``, en->fr reads ``tgt_text_fr``). Feature files are ``[T, D]``
 ``.npy`` arrays listed in an index TSV (``id, path, n_frames, dim``; ssl_pretrain's
-``features.tsv``). Every row keeps ``_line``, its line in the table it came from, so errors
-can name it.
+``features.tsv``). Every row keeps ``_line``, its line in the table it came from
+(``UtteranceTable.with_lines``), so errors can name it.
 """
 from __future__ import annotations
 
@@ -33,31 +33,6 @@ log = logging.getLogger(__name__)
 def target_column(lang: str) -> str:
     """The table column holding translations into ``lang`` (``tgt_text_en`` for en)."""
     return f"tgt_text_{lang}"
-
-
-def select_rows(table: pd.DataFrame, source: str | os.PathLike, *, corpus: str | None = None,
-                split: str | None = None, lang: str | None = None) -> pd.DataFrame:
-    """Rows of ``table`` for one corpus / split / speech language (None = no filter).
-
-    Adds ``_line`` (line in the TSV, header = 1) before filtering. No row left is a UserError.
-    """
-    df = table.copy()
-    if "_line" not in df.columns:
-        df["_line"] = np.arange(len(df)) + 2
-    for column, value in (("corpus", corpus), ("split", split), ("lang", lang)):
-        if value is None:
-            continue
-        if column not in df.columns:
-            raise UserError(f"the table has no {column!r} column to select {column}={value!r}", path=source, line=1,
-                            fix=f"drop the {column} filter, or add a {column} column")
-        present = sorted(set(df[column].astype(str)))
-        df = df[df[column].astype(str) == str(value)]
-        if df.empty:
-            raise UserError(f"no rows with {column}={value!r} (the table has {', '.join(map(repr, present[:8]))})",
-                            path=source, fix=f"pick one of the table's {column} values")
-    if df.empty:
-        raise UserError("the table has no rows", path=source, fix="give a table with utterances")
-    return df.reset_index(drop=True)
 
 
 def require_target(df: pd.DataFrame, lang: str, source: str | os.PathLike) -> pd.DataFrame:

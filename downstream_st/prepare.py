@@ -20,7 +20,7 @@ import pandas as pd
 
 from corpora.base.errors import UserError
 from corpora.utterances import UtteranceTable
-from downstream_st.data import attach_features, read_feature_index, require_target, select_rows
+from downstream_st.data import attach_features, read_feature_index, require_target
 
 log = logging.getLogger(__name__)
 
@@ -78,11 +78,13 @@ def prepare_rows(table_path: str | os.PathLike | list, source: FeatureSource, *,
     needed, e.g. decoding without references). The result has ``feature_path``, ``n_frames``
     and ``_line``; ``result.attrs["feature_dim"]`` is D.
     """
-    loaded = UtteranceTable.load(table_path)   # one table, or several merged (corpora.merge)
+    loaded = UtteranceTable.load(table_path).with_lines()   # one table, or several merged (corpora.merge)
+    if not len(loaded):
+        raise UserError("the table has no rows", path=loaded.source, fix="give a table with utterances")
     table = loaded.rows
     lang = src if (src and "lang" in table.columns and (table["lang"].astype(str) != "").all()) else None
-    rows = select_rows(table, loaded.source, corpus=corpus, split=split, lang=lang)
+    chosen = loaded.select(corpus=corpus, split=split, lang=lang, strict=True)
     if tgt:
-        rows = require_target(rows, tgt, loaded.source)
-    index, where, check = source.index_for(UtteranceTable(rows, loaded.sources), progress=progress)
-    return attach_features(rows, index, where, expected_dim=expected_dim, check_files=check)
+        require_target(chosen.rows, tgt, loaded.source)
+    index, where, check = source.index_for(chosen, progress=progress)
+    return attach_features(chosen.rows, index, where, expected_dim=expected_dim, check_files=check)

@@ -356,8 +356,8 @@ def table_batch_findings(table, corpus: str, splits: dict, preset: str, override
                          eval_corpus: str | None = None) -> list[Finding]:
     """batch_findings for a study's ST task before its features exist: frames estimated from the
     table's durations (frames_of), the preset and overrides as `st train` applies them."""
-    df, found = load_table(table)
-    if df is None:
+    loaded, found = load_table(table)
+    if loaded is None:
         return []   # the table's own finding is reported by the rows check
     try:
         recipe = apply_overrides(load_preset(preset), overrides)
@@ -367,7 +367,7 @@ def table_batch_findings(table, corpus: str, splits: dict, preset: str, override
     frames = {}
     for role in ("train", "valid"):
         corp = eval_corpus if role == "valid" and eval_corpus else corpus
-        rows = df[(df["corpus"] == corp) & (df["split"] == splits[role])]
+        rows = loaded.select(corpus=corp, split=splits[role]).rows
         frames[role] = [n for n in map(frames_of, rows["duration"].astype(float))
                         if n >= lo and (not hi or n <= int(hi))]
     return batch_findings(frames, recipe["train"])

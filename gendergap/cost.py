@@ -146,12 +146,12 @@ class Context:
         return not self.pending.is_pending(path) or os.path.abspath(path) in self.merges
 
     def table(self, path: str):
-        """The rows of an utterance table, read once however many jobs read it; a merged table not
-        written yet is merged in memory from its inputs, as its step will write it."""
+        """An utterance table (the UtteranceTable value), read once however many jobs read it; a merged
+        table not written yet is merged in memory from its inputs, as its step will write it."""
         if path not in self.tables:
             from corpora.utterances import UtteranceTable
             tables, gender_map = self.merges.get(os.path.abspath(path), (path, None))
-            self.tables[path] = UtteranceTable.load(tables, gender_map=gender_map or None).rows
+            self.tables[path] = UtteranceTable.load(tables, gender_map=gender_map or None)
         return self.tables[path]
 
     def figures(self, device: str) -> dict:
@@ -190,11 +190,11 @@ def _features(j, ctx: Context) -> tuple[float | None, dict]:
     f = ctx.models.facts(j.ckpt)
     if f is None or not ctx.known(j.table):
         return None, {}
-    df = ctx.table(j.table)
+    table = ctx.table(j.table)
     # the same segment under two corpora is stored once: here known from headers (file name and
     # size, as corpus merge does), in the store from the files' content
-    segments = dict(zip(df["id"], stats.segment_keys(df)))
-    entries = cover([(request_rows(df, req, j.table), set(union_layers([req["layers"]], f["outputs"])))
+    segments = dict(zip(table.rows["id"], stats.segment_keys(table.rows)))
+    entries = cover([(request_rows(table, req), set(union_layers([req["layers"]], f["outputs"])))
                      for req in j.requests], lambda rows: rows["id"].map(segments).tolist())
     entries = [(rows[~rows["id"].map(segments).duplicated()], layers) for rows, layers in entries]
     audio = sum(ctx.audio_seconds(rows) for rows, _ in entries)

@@ -5,12 +5,14 @@ stats` counting a speaker shared by several subsets once."""
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from corpora.base.errors import UserError
 from corpora.table import read_table
 from corpora.utterances import UtteranceTable
 from fixtures_corpora import make_mtedx_pairs
@@ -142,6 +144,42 @@ def test_loading_one_table_is_that_table_with_its_audio_absolute(named):
     merged = UtteranceTable.load(named)
     assert len(merged) == 21 and merged.rows["audio"].str.startswith("/").all()
     assert len(merged.select(split="train")) == (merged.rows["split"] == "train").sum() > 0
+
+
+def test_one_absolute_form_of_an_audio_path_whether_read_alone_or_merged(named, tmp_path):
+    """A row's audio location is the same string read alone or merged with another table: resolved
+    against its table's folder, then normalised (``x/../``), as merge always did (they differed)."""
+    detour = tmp_path / "detour.tsv"
+    rows = pd.read_csv(named[1], sep="\t", dtype=str, keep_default_na=False)
+    base = named[1].resolve().parent
+    rows["audio"] = ["detour/../" + os.path.relpath(base / a, tmp_path) for a in rows["audio"]]
+    rows.to_csv(detour, sep="\t", index=False)
+    alone = UtteranceTable.load(detour).rows.set_index("orig_id" if "orig_id" in rows else "id")["audio"]
+    merged = UtteranceTable.load([detour, named[0]]).rows
+    merged = merged[merged["corpus"] == rows["corpus"][0]].set_index("orig_id")["audio"]
+    assert "/../" not in "".join(alone) and alone.str.startswith("/").all()
+    assert alone.sort_index().tolist() == merged.sort_index().tolist()
+    assert alone.tolist() == [os.path.normpath(base / a) for a in pd.read_csv(named[1], sep="\t", dtype=str)["audio"]]
+
+
+def test_one_way_to_select_rows_several_values_a_column_and_what_an_empty_filter_says(named):
+    """UtteranceTable.select is the one row filter (ST, the features step, the probes, Kaldi export,
+    transcribe): a value or several per column; strict, the first filter that empties the table is
+    named with the values the table has, and a filter on a missing column names the column."""
+    merged = UtteranceTable.load(named)
+    splits = merged.rows["split"].astype(str)
+    two = merged.select(split=["train", "test"])
+    assert len(two) == splits.isin(["train", "test"]).sum() and set(two.rows["split"]) == {"train", "test"}
+    known = merged.rows["gender"].isin(["F", "M"])
+    assert len(merged.select(split={"train"}, gender=("F", "M"))) == ((splits == "train") & known).sum() < len(merged)
+    assert len(merged.select(split="nope")) == 0 and merged.select(split="nope").sources == merged.sources
+    with pytest.raises(UserError, match=r"no rows with split='nope' \(the table has 'test', 'train'") as e:
+        merged.select(corpus=None, split="nope", strict=True)
+    assert e.value.fix == "pick one of the table's split values"
+    with pytest.raises(UserError, match="no 'lang' column"):
+        UtteranceTable(merged.rows.drop(columns=["lang"], errors="ignore"), merged.sources).select(lang="fr", strict=True)
+    lines = UtteranceTable.load(named[1]).with_lines().rows["_line"]
+    assert list(lines) == list(range(2, len(lines) + 2)) and set(merged.with_lines().rows["_line"]) == {0}
 
 
 def test_table_twice_in_manifest_build_uses_both(named, tmp_path, capsys):

@@ -14,11 +14,12 @@ from corpora.base.errors import UserError
 from corpora.table import read_table
 from downstream_st.average import average_checkpoints, epoch_checkpoints, last_checkpoints
 from downstream_st.data import (attach_features, build_s2t_dir, filter_frames, read_feature_index,
-                                require_target, select_rows)
+                                require_target)
 from downstream_st.decode import build_generate_command, parse_generate_output, write_hypotheses
 from downstream_st.prepare import FeatureSource, prepare_rows
-from ssl_pretrain.model_choice import ModelChoice
 from downstream_st.presets import apply_overrides, as_flags, load_preset, on_device
+from corpora.utterances import UtteranceTable
+from ssl_pretrain.model_choice import ModelChoice
 from st_helpers import tiny_wav2vec, toy_rows, write_npy_features, write_toy_table, write_wavs_for
 
 
@@ -90,7 +91,7 @@ def test_frame_filter_removes_over_3000(toy):
 
 def test_missing_target_language(toy):
     root, table, index, rows = toy
-    df = select_rows(read_table(table), table, split="train")
+    df = UtteranceTable.load(table).with_lines().select(split="train", strict=True).rows
     with pytest.raises(UserError, match="tgt_text_pt") as e:
         require_target(df, "pt", table)
     assert e.value.line == 1 and str(table) in str(e.value) and "en, es" in e.value.fix
@@ -98,13 +99,13 @@ def test_missing_target_language(toy):
     with pytest.raises(UserError, match="empty tgt_text_en") as e:
         require_target(df, "en", table)
     assert e.value.line == 5                        # header + 3 rows before it
-    with pytest.raises(UserError, match="split='dev'"):
-        select_rows(read_table(table), table, split="dev")
+    with pytest.raises(UserError, match="split='dev'.*'train'"):   # what the table has
+        UtteranceTable.load(table).select(split="dev", strict=True)
 
 
 def test_missing_and_wrong_dimension_features(toy):
     root, table, index, rows = toy
-    df = select_rows(read_table(table), table, split="train")
+    df = UtteranceTable.load(table).with_lines().select(split="train", strict=True).rows
     feats = read_feature_index(index)
     victim = root / "feats" / f"{df['id'][2]}.npy"
     victim.unlink()

@@ -55,17 +55,17 @@ class MergeStep(Step):
         check sees it in memory), not left unchecked until the merge has run."""
         from corpora.base.errors import UserError
         from corpora.checks import load_table, provide_table
-        from corpora.merge import merge_tables
+        from corpora.utterances import UtteranceTable
 
         found = [f for t in self.tables for f in load_table(t)[1]]
         if found:
             return problems(found)
-        try:
-            df, _ = merge_tables(self.tables, gender_map=self.gender_map)
+        try:   # merged in memory by the merge step's own rules (corpora.merge)
+            merged = UtteranceTable.load(list(self.tables), gender_map=self.gender_map)
         except UserError as e:
             return [Problem(f"merging the tables: {e}", e.fix or "fix the tables", "corpus.table")]
         if ctx.is_pending(self.out):
-            provide_table(self.out, df)
+            provide_table(self.out, merged)
             ctx.pending[:] = [o for o in ctx.pending if Path(o).resolve() != Path(self.out).resolve()]
         return []
 

@@ -111,8 +111,9 @@ def _extract_features(model: ModelChoice, table: str, store: str, requests: list
     from corpora.utterances import UtteranceTable
     from ssl_pretrain.feature_cover import extract_covering
 
-    df = UtteranceTable.load(table).audio_rows()
-    wanted = [(request_rows(df, req, table), req["layers"]) for req in requests]
+    loaded = UtteranceTable.load(table)
+    loaded.audio_rows()   # a piped or special audio row is refused before any extraction
+    wanted = [(request_rows(loaded, req), req["layers"]) for req in requests]
     views = extract_covering(store, model.extractor, wanted)
     for view in views:
         print(f"features of {model.spec}: {len(view)} utterances ({view.n_segments} audio segments), layers {view.layers}, "
@@ -124,18 +125,17 @@ def _extract_features(model: ModelChoice, table: str, store: str, requests: list
               f"(the same file content, offset and length): extracted once, not again", flush=True)
 
 
-def request_rows(df, req: dict, table: str):
-    """A request's rows of the table (probes: the rows probe_splits draws with its seed)."""
+def request_rows(table, req: dict):
+    """A request's rows of ``table`` (an UtteranceTable; probes: the rows probe_splits draws with its seed)."""
     import pandas as pd
 
     from analysis.probing import probe_splits
 
-    rows = df[df["split"].isin(req["splits"]) & ((df["corpus"] == req["corpus"]) if req["corpus"] else True)]
-    if rows.empty:
-        raise UserError(f"no rows of corpus {req['corpus']!r} in splits {req['splits']} for a frozen-feature task",
-                        path=table, fix="check the tasks' corpus and splits in the study config")
+    rows = table.select(split=req["splits"], corpus=req["corpus"] or None).nonempty(
+        f"corpus {req['corpus']!r} in splits {req['splits']} for a frozen-feature task",
+        "check the tasks' corpus and splits in the study config").rows
     if req.get("probe_seed") is not None:
-        rows = pd.concat(probe_splits(rows, seed=req["probe_seed"], source=table).values())
+        rows = pd.concat(probe_splits(rows, seed=req["probe_seed"], source=table.source).values())
     return rows
 
 

@@ -50,10 +50,9 @@ class ProbesStep(ModelStep):
         found = problems(gender_findings(self.table, self.corpus))
         if found:
             return found
-        df, _ = load_table(self.table)
+        table, _ = load_table(self.table)
         try:
-            probe_splits(df if self.corpus is None else df[df["corpus"] == self.corpus], seed=self.seed,
-                         source=self.table)
+            probe_splits(table.select(corpus=self.corpus).rows, seed=self.seed, source=self.table)
         except UserError as e:
             return [Problem(f"corpus {self.corpus or '(all)'}: {e.message}", e.fix)]
         return []
@@ -97,7 +96,7 @@ def estimate_probes(j: ProbesStep, ctx) -> tuple[float | None, dict]:
     seconds, disk = n * fig["probe_s_per_layer"] + fig["job_overhead_s"], {}
     if j.random_init and ctx.known(j.table):
         rows = request_rows(ctx.table(j.table), {"corpus": j.corpus, "probe_seed": j.seed,
-                                                 "splits": list(PROBE_SPLITS)}, j.table)
+                                                 "splits": list(PROBE_SPLITS)})
         disk = {j.feature_store: ctx.feature_bytes(rows, len(layers), f)}
         seconds += ctx.extraction_seconds(ctx.audio_seconds(rows), f, dev)
     return seconds, disk

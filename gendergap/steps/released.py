@@ -99,10 +99,10 @@ class ReleasedStep(ModelStep):
             found.append(Problem(f"model {self.model_name!r}: {self.model} is not a local folder",
                                  "give the folder of a downloaded model (it is never fetched from a hub)"))
         if not ctx.is_pending(self.table):
-            df, problems_ = load_table(self.table)
-            if df is None:
+            table, problems_ = load_table(self.table)
+            if table is None:
                 return found + problems(problems_)
-            rows = df[(df["split"] == self.split) & ((df["corpus"] == self.corpus) if self.corpus else True)]
+            rows = table.select(split=self.split, corpus=self.corpus or None).rows
             if rows.empty:
                 found.append(Problem(f"no rows of split {self.split!r}" + (f" in corpus {self.corpus!r}" if self.corpus
                                      else "") + f" in {Path(self.table).name}", "check the task's split and corpora"))

@@ -94,10 +94,10 @@ class StStep(ModelStep):
         from corpora.checks import load_table
         if Path(self.preset).stem != "tiny":
             return
-        df, _ = load_table(self.table)
-        if df is None:
+        table, _ = load_table(self.table)
+        if table is None:
             return
-        n = int(((df["corpus"] == self.corpus) & (df["split"] == self.splits.get("train", "train"))).sum())
+        n = len(table.select(corpus=self.corpus, split=self.splits.get("train", "train")))
         if n > TOY_PRESET_MAX_TRAIN:
             ctx.notes.append(f"task '{self.task}' trains the ST preset `tiny` (a CPU toy sized for the built-in "
                              f"corpus) on {n:,} training utterances: give it `preset: xs` (the reference study's "
@@ -220,8 +220,7 @@ def _st_updates_by_epochs(j: StStep, preset: dict, ctx) -> float | None:
     f = ctx.models.facts(j.ckpt)
     if not train.get("max-epoch") or not train.get("max-tokens") or f is None or not ctx.known(j.table):
         return None
-    df = ctx.table(j.table)
-    rows = df[(df["corpus"] == j.corpus) & (df["split"] == j.splits["train"])]
+    rows = ctx.table(j.table).select(corpus=j.corpus, split=j.splits["train"]).rows
     frames = (rows["duration"].astype(float) / f["frame_shift"]).round()
     frames = frames[frames <= float(preset["data"].get("max_frames") or float("inf"))]
     batches = math.ceil(frames.sum() / float(train["max-tokens"]))
