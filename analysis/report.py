@@ -36,6 +36,7 @@ from analysis.probing.run import probe_table
 from analysis.store import ResultsStore
 from corpora.base.atomic import atomic_open, swap_in_dir, write_text
 from corpora.base.errors import UserError
+from manifests.stats import downstream_sets_table, pretraining_sets_table
 
 log = logging.getLogger(__name__)
 SPEAKER_PREFIX = "speaker:"
@@ -365,8 +366,6 @@ def _figures_section(asr: pd.DataFrame, st: pd.DataFrame, speaker: pd.DataFrame,
 
 def _data_sections(data: dict, out_dir: Path, written: dict[str, Path]) -> list[str]:
     """Tables 1 and 2 (the study's pretraining and downstream data), from the selection files."""
-    from manifests.stats import downstream_sets_table, pretraining_sets_table
-
     md = []
     for stem, title, frame in (
             ("table1_pretraining_data", "Table 1 — pre-training data (train split; duration and speakers, M / F)",

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from corpora.base.errors import UserError
 from gendergap.cmd_sweep import TRUST_HELP
 from gendergap.options import out_dir, out_file
 
@@ -48,7 +49,6 @@ def register(subparsers, group: str, help_: str) -> None:
 
 
 def run(args) -> int:
-    from corpora.base.errors import UserError
     from gendergap.study import run_study
     if args.record and (args.pretrain or args.seed is not None):
         raise UserError("--record records the config as it is: not with --pretrain or --seed",
@@ -56,6 +56,6 @@ def run(args) -> int:
     rc = run_study(args.config, args.out, pretrain=args.pretrain, parallel=args.parallel, seed=args.seed,
                    retry_failed=args.retry_failed, trust=args.trust_checkpoint)
     if rc == 0 and args.record:
-        from gendergap.demo_record import record_study
+        from gendergap.demo_record import record_study   # torch (the CPU's name): kept out of --help
         print(f"recorded: {record_study(args.config, args.out, args.parallel, args.record)}")
     return rc

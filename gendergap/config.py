@@ -28,12 +28,13 @@ from typing import Union
 
 from pydantic import BaseModel, Field, create_model
 
-from corpora.base.boundary import check_name
+from corpora.base.boundary import check_name, regular_file
 from corpora.base.errors import UserError
 from corpora.base.reserved import FBANK
 from corpora.base.strict_yaml import read_yaml, validate
 from gendergap.config_schema import Study, TaskBase, describe  # noqa: F401 (TaskBase: for task modules)
 from gendergap.tasks import TASKS, builtin_types
+from ssl_pretrain.registry import Registry
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 
@@ -171,9 +172,6 @@ def _take_registered(cfg: StudyConfig, name: str, c: dict, line: int) -> None:
     """A checkpoint named by its entry in the study's registry (`gendergap ckpt add`) becomes a path
     checkpoint with the entry's file, Table 3 facts and manifest; a fact the config gives wins. The
     registry is a handed file: read as data (a JSON of entries), its paths resolved where it lies."""
-    from corpora.base.boundary import regular_file
-    from ssl_pretrain.registry import Registry
-
     if not cfg.data["registry"]:
         raise UserError(f"checkpoint '{name}' is `registered: {c['registered']}`, but the config names no registry",
                         path=cfg.path, line=line, fix="add `registry: path/to/checkpoints.json` (the file `gendergap "

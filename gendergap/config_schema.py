@@ -19,6 +19,7 @@ from pydantic.fields import FieldInfo
 from corpora.base.boundary import finite
 from corpora.base.errors import UserError
 from corpora.base.strict_yaml import field_lines, model_lines, refuse
+from downstream_st.presets import override_problem
 
 Num = int | float
 
@@ -44,7 +45,6 @@ def _key_value(item: str) -> str:
 
 def _st_override(item: str) -> str:
     # a config is untrusted: no fairseq flag that imports code or loads a file (user-dir, restore-file)
-    from downstream_st.presets import override_problem
     why = override_problem(item)
     if why:
         raise refuse(f"override {item!r}: {why}", "drop it; the allowed flags are TRAIN_FLAGS and DECODE_FLAGS in "
@@ -269,7 +269,6 @@ class Selection(Section):
     @classmethod
     def _gender_spec(cls, gender: str) -> str:
         from manifests.select import parse_gender_spec
-        from corpora.base.errors import UserError
         try:
             parse_gender_spec(gender)
         except UserError as e:

@@ -25,12 +25,22 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from corpora import stats
+from corpora.base.boundary import finite, read_json
 from corpora.base.errors import UserError
+from corpora.base.reserved import FBANK
 from corpora.base.units import bytes_label
+from corpora.utterances import UtteranceTable
 from gendergap.steps.base import CheckContext
 from gendergap.steps.data import CorpusStep
 from gendergap.steps.models import FeaturesStep, PretrainStep, request_rows
 from gendergap.tasks import step_kind
+from ssl_pretrain.architecture import preset_config
+from ssl_pretrain.checkpoints import CheckpointRef
+from ssl_pretrain.families import count_parameters, forward_gflops, frame_shift_s
+from ssl_pretrain.feature_cover import cover, union_layers
+from ssl_pretrain.hardware import load_preset
+from ssl_pretrain.registry import run_checkpoint
 
 PROFILE_PATH = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gendergap" / "profile.json"
 
@@ -70,7 +80,6 @@ def load_profile(path: str | os.PathLike | None = None) -> dict:
         if path:
             raise UserError("no such profile", path=p, fix="write one with `gendergap bench --out FILE`")
         return {**DEFAULTS, "source": "default"}
-    from corpora.base.boundary import finite, read_json
     data = read_json(p, "throughput profile", shape=dict, max_bytes=1 << 20, fix="run `gendergap bench` again")
     devices = data.get("devices") or {}
     if not isinstance(devices, dict):
@@ -114,19 +123,14 @@ class Models:
         return self._cache[name]
 
     def _facts(self, name: str) -> dict | None:
-        from corpora.base.reserved import FBANK
-        from ssl_pretrain.families import count_parameters, forward_gflops, frame_shift_s
         if name == FBANK:
             return {"gflops": 0.0, "front_gflops": 0.0, "dim": 160, "outputs": 1, "frame_shift": 0.02, "params": 0}
         kind, where = self.source.get(name, (None, None))
         if kind is None or (kind == "path" and not Path(where).exists()):
             return None
         if kind == "preset":
-            from ssl_pretrain.architecture import preset_config
             config, rate = preset_config(where), 16000
         else:
-            from ssl_pretrain.checkpoints import CheckpointRef
-            from ssl_pretrain.registry import run_checkpoint
             config, rate = CheckpointRef.resolve(run_checkpoint(where)[0], trust=self.trust).architecture()
         return {"gflops": forward_gflops(config), "front_gflops": forward_gflops(config, front_end_only=True),
                 "dim": config.hidden_size, "outputs": config.num_hidden_layers + 1,
@@ -149,7 +153,6 @@ class Context:
         """An utterance table (the UtteranceTable value), read once however many jobs read it; a merged
         table not written yet is merged in memory from its inputs, as its step will write it."""
         if path not in self.tables:
-            from corpora.utterances import UtteranceTable
             tables, gender_map = self.merges.get(os.path.abspath(path), (path, None))
             self.tables[path] = UtteranceTable.load(tables, gender_map=gender_map or None)
         return self.tables[path]
@@ -183,9 +186,6 @@ def _device(j) -> str:
 # An estimator: (step, Context) -> (seconds or None when unknown, {location: bytes}) (gendergap.tasks.Estimator)
 
 def _features(j, ctx: Context) -> tuple[float | None, dict]:
-    from corpora import stats
-    from ssl_pretrain.feature_cover import cover, union_layers
-
     dev = _device(j)
     f = ctx.models.facts(j.ckpt)
     if f is None or not ctx.known(j.table):
@@ -203,7 +203,6 @@ def _features(j, ctx: Context) -> tuple[float | None, dict]:
 
 
 def _pretrain(j, ctx: Context) -> tuple[float | None, dict]:
-    from ssl_pretrain.hardware import load_preset
     dev = _device(j)
     fig = ctx.figures(dev)
     f = ctx.models.facts(j.checkpoint)

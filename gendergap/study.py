@@ -12,6 +12,9 @@ from pathlib import Path
 
 from corpora.base.errors import UserError
 from gendergap.config import CONFIG_DIR, StudyConfig, load_config
+from gendergap.cost import estimate
+from gendergap.plan import plan_jobs
+from gendergap.preflight import preflight
 from gendergap.steps.conditions import ConditionsStep
 from gendergap.steps.data import AsrDataStep, CorpusStep, ManifestStep, MergeStep
 from gendergap.steps.models import CheckpointsStep, FeaturesStep, PretrainStep
@@ -19,6 +22,7 @@ from gendergap.steps.report import ReportStep
 from gendergap.steps.seeds import PoolSeedsStep
 from gendergap.steps.selection import SelectionStep
 from gendergap.tasks import step_kinds
+from ssl_pretrain.feature_store import bytes_on_disk
 
 DEFAULT_CONFIG = CONFIG_DIR / "mini.yaml"
 # The study's own stages around its tasks': the data and models every task reads, then the
@@ -52,7 +56,6 @@ def with_pretraining(cfg: StudyConfig) -> StudyConfig:
 
 def run_study(config: str | Path | None, out: str | Path, pretrain: bool = False, parallel: int | None = None,
               seed: int | None = None, retry_failed: bool = False, trust: bool = False) -> int:
-    from gendergap.plan import plan_jobs
     from gendergap.sweep import run_sweep, summary
 
     cfg = load_config(config or DEFAULT_CONFIG)
@@ -65,7 +68,6 @@ def run_study(config: str | Path | None, out: str | Path, pretrain: bool = False
     jobs = plan_jobs(cfg, out)
     t0 = time.perf_counter()
     print(f"gendergap study '{cfg.data['name']}' ({cfg.path}) -> {out}", flush=True)
-    from gendergap.preflight import preflight
     preflight(cfg, jobs, out)   # every job's inputs checked against the data before the first runs
     states = run_sweep(jobs, out, executor="local", parallel=parallel or cfg.data["executor"]["parallel"],
                        retry_failed=retry_failed)
@@ -74,7 +76,6 @@ def run_study(config: str | Path | None, out: str | Path, pretrain: bool = False
     estimates = _estimates(jobs, {r["job"]: r["state"] for r in rows})
     print_stages(rows, wall, estimates)
     if (out / "features").is_dir():
-        from ssl_pretrain.feature_store import bytes_on_disk
         # every job writing into the store: the features step, and the probes' random-init twins
         store = str(out / "features")
         guess = sum(e.disk.get(store, 0.0) for e in estimates or [])
@@ -102,7 +103,6 @@ def run_study(config: str | Path | None, out: str | Path, pretrain: bool = False
 def _estimates(jobs, states: dict) -> list:
     """What the cost model (gendergap.cost) says every job costs, now that its inputs exist: the
     estimate the dry run gives, set beside what the jobs took."""
-    from gendergap.cost import estimate
     try:
         return estimate(jobs, states, every_job=True)
     except UserError as e:   # a broken profile must not hide the study's results

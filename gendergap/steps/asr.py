@@ -18,6 +18,7 @@ from gendergap.steps.base import Graph, ModelStep, StepKind, register_task, task
 from gendergap.steps.conditions import declare_results
 from gendergap.steps.seeds import SUBSET, add_seeded
 from gendergap.steps.selection import task_data
+from ssl_pretrain.families import NOT_FINETUNABLE, folder_family
 
 RECIPES = {"asr-e2e": "finetune", "asr-frozen": "frozen"}   # the SpeechBrain recipe of each type this module registers
 
@@ -103,8 +104,6 @@ def plan_asr(g: Graph, tname: str, t: dict) -> None:
 def _refuse_unfinetunable(g: Graph, tname: str, ck: str) -> None:
     """A family SpeechBrain cannot fine-tune (w2v-BERT) is refused at planning, so at the dry run,
     in one line on the checkpoint's config line; not hours into a sweep."""
-    from ssl_pretrain.families import NOT_FINETUNABLE, folder_family
-
     path = g.cfg.checkpoints[ck].get("path")
     family = folder_family(g.path(path)) if path else None
     if family is not None and not family.finetune:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from corpora.base.provenance import config_hash
+from corpora.base.errors import UserError
+from corpora.base.provenance import config_hash, file_sha256
 from gendergap.config_schema import SPLITS
 from gendergap.steps.base import CheckContext, Graph, Problem, Step, problems
 
@@ -53,7 +54,6 @@ class MergeStep(Step):
         """Every input table is valid, and together they merge (the merge's own refusals). The
         merged table is then known: the steps reading it are checked against it now (their
         check sees it in memory), not left unchecked until the merge has run."""
-        from corpora.base.errors import UserError
         from corpora.checks import load_table, provide_table
         from corpora.utterances import UtteranceTable
 
@@ -72,7 +72,6 @@ class MergeStep(Step):
 
 def content_hash(path: str) -> str:
     """The first 16 hex digits of the file's sha256 ("missing" if there is none yet)."""
-    from corpora.base.provenance import file_sha256
     try:
         return file_sha256(path)[:16]
     except OSError:

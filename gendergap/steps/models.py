@@ -5,10 +5,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from corpora.base.errors import UserError
+from corpora.utterances import UtteranceTable
 from gendergap.steps.base import TASKS, LIGHT, CheckContext, Graph, ModelStep, Problem, Step
+from ssl_pretrain.checkpoints import check_hf_folder
 from ssl_pretrain.device import job_device
+from ssl_pretrain.feature_cover import extract_covering
 from ssl_pretrain.model_choice import ModelChoice
-from ssl_pretrain.study_checkpoints import SHIPPED
+from ssl_pretrain.registry import run_checkpoint
+from ssl_pretrain.safe_load import unsafe_classes
+from ssl_pretrain.study_checkpoints import SHIPPED, pretrain_tiny, register_study_checkpoints
 
 
 @dataclass(kw_only=True)
@@ -24,8 +29,6 @@ class PretrainStep(Step):
     continue_updates: int = 0
 
     def run(self) -> None:
-        from ssl_pretrain.study_checkpoints import pretrain_tiny
-
         pretrain_tiny(self.manifest, self.out, self.seed, self.updates, self.preset, self.continue_updates)
 
 
@@ -38,18 +41,12 @@ class CheckpointsStep(Step):
     trust: bool = False
 
     def run(self) -> None:
-        from ssl_pretrain.study_checkpoints import register_study_checkpoints
-
         register_study_checkpoints(self.registry, self.entries, trust=self.trust)
 
     def check(self, ctx: CheckContext) -> list[Problem]:
         """Each checkpoint path exists, and unpickles nothing a genuine checkpoint does not (unless
         the sweep's --trust-checkpoint); a transformers folder is of a supported family and needs
         no custom code: a crafted file is refused before any job runs."""
-        from corpora.base.errors import UserError
-        from ssl_pretrain.registry import run_checkpoint
-        from ssl_pretrain.safe_load import unsafe_classes
-
         found = []
         for e in self.entries:
             if not e.get("path") or ctx.is_pending(e["path"]):
@@ -64,7 +61,6 @@ class CheckpointsStep(Step):
                 found.append(Problem(f"{e['path']}: {err.message}", "fix its `path:`", key))
                 continue
             if Path(path).is_dir():   # a transformers folder: a supported family, no custom code
-                from ssl_pretrain.checkpoints import check_hf_folder
                 try:
                     check_hf_folder(Path(path), trust=self.trust)
                 except UserError as err:
@@ -108,9 +104,6 @@ def _extract_features(model: ModelChoice, table: str, store: str, requests: list
     The built-in study gets one entry with every layer of synth-fr (frozen ASR, fr->en ST, probes)
     and one with layer 1 of the gender set (en->fr ST).
     """
-    from corpora.utterances import UtteranceTable
-    from ssl_pretrain.feature_cover import extract_covering
-
     loaded = UtteranceTable.load(table)
     loaded.audio_rows()   # a piped or special audio row is refused before any extraction
     wanted = [(request_rows(loaded, req), req["layers"]) for req in requests]

@@ -5,6 +5,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from corpora.base.errors import UserError
+from corpora.checks import gender_findings, load_table
 from gendergap.config_schema import ProbesTask
 from gendergap.runs import probe_run
 from gendergap.steps.base import CheckContext, Graph, ModelStep, Problem, problems, register_task, task_runtime
@@ -42,8 +44,6 @@ class ProbesStep(ModelStep):
         """The probed corpus has rows of both genders, and the probe's train/valid/test draw (the
         corpus's split labels, U rows left out, speakers disjoint) finds F and M in each split."""
         from analysis.probing import probe_splits
-        from corpora.base.errors import UserError
-        from corpora.checks import gender_findings, load_table
 
         if ctx.is_pending(self.table):
             return []

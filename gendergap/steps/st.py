@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from corpora.base.atomic import write_json
+from downstream_st.presets import apply_overrides, load_preset
 from gendergap.config_schema import StTask
 from gendergap.runs import st_decode, st_train
 from gendergap.steps.base import (CheckContext, Graph, ModelStep, Problem, Step, StepKind, problems, register_task,
@@ -117,7 +119,6 @@ class MustsheStep(Step):
 
     def run(self) -> None:
         from analysis.mustshe import score_mustshe, store_mustshe
-        from corpora.base.atomic import write_json
 
         result = score_mustshe(self.tsv, self.hyps)
         write_json(str(self.hyps) + ".mustshe.json", result)
@@ -193,8 +194,6 @@ ST_CKPT_BYTES = {"xs": 1.19e8}                  # one s2t_transformer_xs checkpo
 def estimate_st(j: StStep, ctx) -> tuple[float | None, dict]:
     """Seconds and bytes of one ST step (gendergap.tasks.Estimator): its updates (`max-update`, or
     its epochs in updates) at the profile's seconds per update, training and decoding each a job."""
-    from downstream_st.presets import apply_overrides, load_preset
-
     fig = ctx.figures(ctx.device(j))
     preset = apply_overrides(load_preset(j.preset), j.overrides, trust=j.trust)
     updates = preset["train"].get("max-update") or _st_updates_by_epochs(j, preset, ctx)
