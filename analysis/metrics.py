@@ -11,6 +11,8 @@ when resampling (sacrebleu's design, ``sacrebleu/metrics/base.py``).
 - BLEU (sacrebleu): rows ``sys_len, ref_len, match_1..4, total_1..4`` from sacrebleu's own
   per-sentence statistics (its tokeniser, its n-gram counting); score from its public
   ``BLEU.compute_bleu``, exactly what ``sacrebleu.corpus_bleu`` computes.
+- CER (jiwer): WER's rows over characters (``jiwer.process_characters``; spaces count, as in
+  ``jiwer.cer``).
 - chrF (sacrebleu, optional): sacrebleu's chrF statistics, same pattern.
 
 sacrebleu has no public per-sentence statistics, nor a public chrF score from statistics: the
@@ -20,6 +22,7 @@ Every metric has a ``signature`` that says how its numbers were made.
 """
 from __future__ import annotations
 
+import inspect
 from importlib import metadata
 from typing import Sequence
 
@@ -31,28 +34,29 @@ from sacrebleu.metrics import CHRF as SacreCHRF
 from analysis.normalize import get_normalisation
 from corpora.base.errors import UserError
 
-METRICS = ("wer", "bleu", "chrf")
-
-
 class WER:
     """Word error rate through jiwer, with a named normalisation (analysis/normalize.py)."""
 
     name = "wer"
+    kind = "asr"                 # which `score` leaf offers it: asr (transcripts) or st (translations)
+    unit = "words"
     stat_names = ("hits", "sub", "del", "ins", "ref_words")
     higher_is_better = False
 
     def __init__(self, normalization: str = "none"):
         self.normalization = normalization
-        self._transform = get_normalisation(normalization)
+        self._transform = get_normalisation(normalization, self.unit)
 
     @property
     def signature(self) -> str:
-        return f"wer|norm:{self.normalization}|jiwer:{metadata.version('jiwer')}"
+        return f"{self.name}|norm:{self.normalization}|jiwer:{metadata.version('jiwer')}"
+
+    def _align(self, refs: list[str], hyps: list[str]):
+        return jiwer.process_words(refs, hyps, reference_transform=self._transform, hypothesis_transform=self._transform)
 
     def utterance_stats(self, refs: Sequence[str], hyps: Sequence[str]) -> np.ndarray:
-        """One row (hits, sub, del, ins, ref_words) per utterance, int64, shape (n, 5)."""
-        out = jiwer.process_words(list(refs), list(hyps), reference_transform=self._transform,
-                                  hypothesis_transform=self._transform)
+        """One row (hits, sub, del, ins, reference units) per utterance, int64, shape (n, 5)."""
+        out = self._align(list(refs), list(hyps))
         rows = np.zeros((len(out.alignments), 5), dtype=np.int64)
         col = {"equal": 0, "substitute": 1, "delete": 2}
         for i, chunks in enumerate(out.alignments):
@@ -80,6 +84,19 @@ class WER:
     def same_references(self, a: np.ndarray, b: np.ndarray) -> bool:
         """Two systems were scored on the same references iff their reference word counts agree."""
         return bool(np.array_equal(np.asarray(a)[:, 4], np.asarray(b)[:, 4]))
+
+
+class CER(WER):
+    """Character error rate through jiwer (spaces count, as in ``jiwer.cer``): the same additive rows,
+    over characters; the usual ASR figure for languages and systems where words mislead."""
+
+    name = "cer"
+    unit = "chars"
+    stat_names = ("hits", "sub", "del", "ins", "ref_chars")
+
+    def _align(self, refs: list[str], hyps: list[str]):
+        return jiwer.process_characters(refs, hyps, reference_transform=self._transform,
+                                        hypothesis_transform=self._transform)
 
 
 class _SacreMetric:
@@ -118,6 +135,7 @@ class BLEU(_SacreMetric):
     """Corpus BLEU through sacrebleu (default 13a, case-sensitive, no smoothing: its defaults)."""
 
     name = "bleu"
+    kind = "st"
     higher_is_better = True
 
     def __init__(self, tokenize: str = "13a", lowercase: bool = False):
@@ -137,6 +155,7 @@ class CHRF(_SacreMetric):
     """chrF through sacrebleu (its defaults: char order 6, beta 2, no word n-grams)."""
 
     name = "chrf"
+    kind = "st"
     higher_is_better = True
 
     def __init__(self, lowercase: bool = False):
@@ -147,15 +166,27 @@ class CHRF(_SacreMetric):
         self._ref_columns = tuple(range(1, 3 * n, 3))
 
 
-def get_metric(name: str, *, normalization: str = "none", tokenize: str = "13a", lowercase: bool = False):
-    """The metric object for ``wer``, ``bleu`` or ``chrf`` with its options."""
-    if name == "wer":
-        return WER(normalization)
-    if name == "bleu":
-        return BLEU(tokenize=tokenize, lowercase=lowercase)
-    if name == "chrf":
-        return CHRF(lowercase=lowercase)
-    raise UserError(f"unknown metric {name!r}", fix="use one of: " + ", ".join(METRICS))
+# name -> class: what `score asr|st --metric` offers and stored rows are re-scored with. A new metric
+# is a class with name, kind, stat_names, higher_is_better, signature, utterance_stats, score,
+# scores and same_references (additive per-utterance rows), added here.
+METRICS: dict[str, type] = {"wer": WER, "cer": CER, "bleu": BLEU, "chrf": CHRF}
+
+
+def get_metric(name: str, **options):
+    """The metric object ``name`` of METRICS, built with the ``options`` its class takes (wer/cer:
+    ``normalization``; bleu: ``tokenize``, ``lowercase``; chrf: ``lowercase``); others are ignored,
+    so a caller can pass every text option it has."""
+    try:
+        cls = METRICS[name]
+    except KeyError:
+        raise UserError(f"unknown metric {name!r}", fix="use one of: " + ", ".join(METRICS)) from None
+    takes = inspect.signature(cls.__init__).parameters
+    return cls(**{k: v for k, v in options.items() if k in takes})
+
+
+def metrics_for(kind: str) -> list[str]:
+    """The names of the metrics a `score` leaf offers: ``asr`` (transcripts) or ``st`` (translations)."""
+    return [name for name, cls in METRICS.items() if cls.kind == kind]
 
 
 def _none_if_nan(x: float) -> float | None:

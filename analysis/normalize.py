@@ -15,6 +15,7 @@ references and the hypotheses, and the name is part of the score's signature
   becomes a space (so ``fin.Début`` gives two words, not one); then ``none``. Apostrophes and
   hyphens are kept because they are part of French words (``aujourd'hui``, ``peut-être``).
 
+CER uses the same names on characters (spaces count, as in ``jiwer.cer``).
 BLEU does not use these: sacrebleu tokenises itself (``tok:13a``, ``case:mixed`` in its
 signature).
 """
@@ -41,6 +42,15 @@ NORMALISATIONS: dict[str, jiwer.Compose] = {
     "lc-nopunct": jiwer.Compose([_Transcript(), *_WHITESPACE_AND_SPLIT]),
 }
 
+# the same normalisations for a character error rate: the string steps, then characters (spaces
+# count, as in jiwer.cer; ``none`` is jiwer's own cer_default, so its numbers equal jiwer.cer)
+CHAR_NORMALISATIONS: dict[str, jiwer.Compose] = {
+    "none": jiwer.Compose([jiwer.Strip(), jiwer.ReduceToListOfListOfChars()]),
+    "lc": jiwer.Compose([jiwer.ToLowerCase(), jiwer.Strip(), jiwer.ReduceToListOfListOfChars()]),
+    "lc-nopunct": jiwer.Compose([_Transcript(), jiwer.RemoveMultipleSpaces(), jiwer.Strip(),
+                                 jiwer.ReduceToListOfListOfChars()]),
+}
+
 DESCRIPTIONS = {
     "none": "whitespace only (jiwer default); case and punctuation count",
     "lc": "lower-case + whitespace",
@@ -48,10 +58,11 @@ DESCRIPTIONS = {
 }
 
 
-def get_normalisation(name: str) -> jiwer.Compose:
-    """The jiwer transform for a named normalisation (applied to references and hypotheses)."""
+def get_normalisation(name: str, unit: str = "words") -> jiwer.Compose:
+    """The jiwer transform for a named normalisation (applied to references and hypotheses), ending
+    in words (WER) or characters (``unit="chars"``, CER)."""
     try:
-        return NORMALISATIONS[name]
+        return (CHAR_NORMALISATIONS if unit == "chars" else NORMALISATIONS)[name]
     except KeyError:
         raise UserError(f"unknown WER normalisation {name!r}",
                         fix="use one of: " + ", ".join(f"{k} ({v})" for k, v in DESCRIPTIONS.items())) from None

@@ -9,6 +9,7 @@ import errno
 import os
 from pathlib import Path
 
+from analysis.metrics import metrics_for
 from analysis.scoring import score_files, store_result
 from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
@@ -20,18 +21,24 @@ def metric_options(score_kind: str, normalize: str = "none", tokenize: str = "13
 
 
 def score_hypotheses(*, score_kind: str, refs: str, hyps: str, speakers: str, hyp_column: int | None = None,
-                     normalize: str = "none", metric: str = "bleu", tokenize: str = "13a", lowercase: bool = False,
+                     normalize: str = "none", metric: str | None = None, tokenize: str = "13a", lowercase: bool = False,
                      bootstrap: int, seed: int, level: float, db: str | None = None,
                      checkpoint: str | None = None) -> dict:
-    """Per-gender WER (``score_kind`` asr) or ``metric`` (st) of ``hyps`` against ``refs``, the
+    """Per-gender ``metric`` (one of ``score_kind``'s: asr wer (default) or cer, st bleu (default) or
+    chrf) of ``hyps`` against ``refs``, the
     speakers and genders from the ``speakers`` table (analysis.scoring.score_files' result)."""
     if db and not checkpoint:
         raise UserError("--db needs --checkpoint", fix="name the model the hypotheses come from")
     opts = metric_options(score_kind, normalize, tokenize, lowercase)
     if not 0 < level < 1:
         raise UserError(f"--level {level} is not between 0 and 1", fix="e.g. --level 0.95")
-    return score_files("wer" if score_kind == "asr" else metric, refs, hyps, speakers, bootstrap=bootstrap,
-                       seed=seed, level=level, hyp_column=hyp_column, **opts)
+    offered = metrics_for(score_kind)
+    metric = metric or offered[0]
+    if metric not in offered:
+        raise UserError(f"--metric {metric} is not a metric of `score {score_kind}`",
+                        fix="use one of: " + ", ".join(offered))
+    return score_files(metric, refs, hyps, speakers, bootstrap=bootstrap, seed=seed, level=level,
+                       hyp_column=hyp_column, **opts)
 
 
 def store_score(result: dict, *, score_kind: str, refs: str, hyps: str, speakers: str, hyp_column: int | None = None,

@@ -199,3 +199,68 @@ def test_a_failing_db_step_leaves_no_json_behind(files, tmp_path, capsys):
                      "--db", db, "--checkpoint", "F-tiny")
     assert rc == 2 and "read-only" in one_error_line(err)
     assert not out.exists()
+
+
+def test_score_asr_cer_equals_jiwer_cer_and_refuses_a_translation_metric(files, tmp_path, capsys):
+    """CER is WER's additive rows over characters: the corpus figure equals jiwer.cer on the whole
+    set (and per gender), never a mean of per-utterance rates; a metric of the other leaf is one line."""
+    (ids, refs, hyps, spk, gen), (r, h, t) = files
+    rc, out, err = run(capsys, "score", "asr", "--metric", "cer", "--refs", r, "--hyps", h, "--speakers", t,
+                       "--bootstrap", 0, "--json", tmp_path / "c.json")
+    assert rc == 0, err
+    res = json.loads((tmp_path / "c.json").read_text())
+    assert res["metric"] == "cer" and res["all"] == pytest.approx(100 * jiwer.cer(refs, hyps), abs=1e-9)
+    female = [i for i, g in enumerate(gen) if g == "F"]
+    assert res["F"] == pytest.approx(100 * jiwer.cer([refs[i] for i in female], [hyps[i] for i in female]), abs=1e-9)
+    assert res["signature"].startswith("cer|norm:none|jiwer:") and res["all"] != pytest.approx(
+        100 * sum(jiwer.cer(a, b) for a, b in zip(refs, hyps)) / len(refs))
+    rc, out, err = run(capsys, "score", "asr", "--metric", "bleu", "--refs", r, "--hyps", h, "--speakers", t)
+    assert rc == 2 and "not a metric of `score asr`" in one_error_line(err) and "wer, cer" in err
+
+
+def test_a_metric_added_to_the_registry_is_offered_and_scored(files, monkeypatch, capsys, tmp_path):
+    """docs/architecture.md's recipe for a metric, done from outside the package: a class over
+    additive per-utterance rows, added to analysis.metrics.METRICS; `score st --metric` takes it and
+    its speaker-level CIs come from the same resampling of rows."""
+    import numpy as np
+
+    from analysis import metrics
+
+    class LengthRatio:
+        """Hypothesis characters per reference character, in percent (a toy, but additive)."""
+        name, kind, stat_names, higher_is_better = "len-ratio", "st", ("hyp_chars", "ref_chars"), True
+        signature = "len-ratio|toy"
+
+        def utterance_stats(self, refs, hyps):
+            return np.array([[len(h), len(r)] for r, h in zip(refs, hyps)], dtype=np.int64)
+
+        def score(self, stats):
+            return float(self.scores(np.asarray(stats, dtype=float)[None, :])[0])
+
+        def scores(self, stats):
+            stats = np.asarray(stats, dtype=float)
+            return 100.0 * stats[:, 0] / stats[:, 1]
+
+        def same_references(self, a, b):
+            return bool(np.array_equal(np.asarray(a)[:, 1], np.asarray(b)[:, 1]))
+
+    monkeypatch.setitem(metrics.METRICS, "len-ratio", LengthRatio)
+    (ids, refs, hyps, spk, gen), (r, h, t) = files
+    rc, out, err = run(capsys, "score", "st", "--metric", "len-ratio", "--refs", r, "--hyps", h, "--speakers", t,
+                       "--bootstrap", 200, "--seed", 0, "--json", tmp_path / "l.json")
+    assert rc == 0, err
+    res = json.loads((tmp_path / "l.json").read_text())
+    assert res["all"] == pytest.approx(100 * sum(map(len, hyps)) / sum(map(len, refs)))
+    assert res["ci"]["all"][0] < res["all"] < res["ci"]["all"][1] and res["signature"].startswith("len-ratio|toy")
+
+
+def test_the_score_help_names_every_metric_of_its_kind(capsys):
+    """`score asr|st --help` names its metrics without importing them (a fast --help): the names
+    it shows are the registry's, so a metric added to METRICS and not to the help fails here."""
+    from analysis.metrics import metrics_for
+
+    for kind in ("asr", "st"):
+        with pytest.raises(SystemExit):
+            cli.main(["score", kind, "--help"])
+        shown = capsys.readouterr().out
+        assert "--metric {" + ",".join(metrics_for(kind)) + "}" in shown.replace("\n", " ").replace("  ", " ")
