@@ -16,6 +16,7 @@ import re
 import time
 from pathlib import Path
 
+from analysis.store import ResultsStore
 from corpora.base.atomic import write_json, write_text
 from corpora.base.boundary import read_json
 from corpora.base.errors import UserError
@@ -68,13 +69,12 @@ def _answers(report_md: Path) -> dict:
 
 def _run_git_sha(out: Path) -> str:
     """The git sha the study's last stored run recorded (the code that made the numbers), else this one's."""
-    import sqlite3
     db = out / "results.db"
     if db.is_file():
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
-            row = conn.execute("SELECT git_sha FROM runs ORDER BY id DESC LIMIT 1").fetchone()
-        if row and row[0]:
-            return str(row[0])
+        with ResultsStore(db, readonly=True) as store:   # the results DB's own reader and checks
+            runs = store.runs()
+        if len(runs) and runs["git_sha"].iloc[-1]:
+            return str(runs["git_sha"].iloc[-1])
     return git_sha()
 
 
