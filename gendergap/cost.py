@@ -22,10 +22,12 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from corpora import stats
+from corpora.base.atomic import write_json
 from corpora.base.boundary import finite, read_json
 from corpora.base.errors import UserError
 from corpora.base.reserved import FBANK
@@ -92,6 +94,19 @@ def load_profile(path: str | os.PathLike | None = None) -> dict:
                     # rates divide: above zero; times and overheads may be zero
                     out[dev][k] = finite(v, f"profile {dev}.{k}", lo=1e-9 if k.endswith("gflops") else 0.0, path=p)
     return {**out, "source": f"measured ({p})"}
+
+
+def save_profile(out: str | os.PathLike, device: str, figures: dict, presets: list[str], runtime: dict) -> Path:
+    """Write ``figures`` (`gendergap bench`'s, for ``device``'s kind) into the profile at ``out``:
+    the other device's figures and any key this version does not write are kept, not dropped."""
+    out = Path(out)
+    old = read_json(out, "throughput profile", shape=dict, max_bytes=1 << 20) if out.exists() else {}
+    kind = "cuda" if device.startswith("cuda") else "cpu"
+    devices = old.get("devices") if isinstance(old.get("devices"), dict) else {}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_json(out, {**old, "devices": {**devices, kind: figures}, "measured": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                     "presets": presets, "runtime": runtime})
+    return out
 
 
 # --------------------------------------------------------------------------- what a step costs
