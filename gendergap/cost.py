@@ -46,13 +46,15 @@ from ssl_pretrain.registry import run_checkpoint
 
 PROFILE_PATH = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "gendergap" / "profile.json"
 
-# Defaults. cpu: the built-in study's jobs on a 2-core AMD EPYC, two jobs at a time, one thread each
-# (study/sweep/jobs/*/done.json, 2026-11-24). cuda: one H100 (docs/measurements.md, "On a GPU", 2026-11-25):
-# extraction 36-90 TFLOP/s achieved (fp32 / fp16), base pretraining ~205 audio-s/s trained.
+# Defaults. cpu: fitted to the built-in study's jobs on the 2-core Intel Xeon development VM, two jobs at
+# a time, one thread each, started warm (its study/sweep/jobs/*/done.json, 2026-11-28: every stage's
+# estimate within 1-2 % of its summed job time but gender-st's, +19 %; train_gflops is what `gendergap
+# bench` measured there). cuda: one H100 (docs/measurements.md, "On a GPU", 2026-11-25): extraction
+# 36-90 TFLOP/s achieved (fp32 / fp16), base pretraining ~205 audio-s/s trained.
 DEFAULTS = {
-    "cpu": {"extract_gflops": 4.5, "extract_overhead_s_per_audio_s": 0.002, "train_gflops": 9.0,
-            "train_overhead_s_per_step": 0.12, "frozen_s_per_step": 0.09, "st_s_per_update": 0.16,
-            "probe_s_per_layer": 3.5, "job_overhead_s": 15.0},
+    "cpu": {"extract_gflops": 20.0, "extract_overhead_s_per_audio_s": 0.001, "train_gflops": 46.0,
+            "train_overhead_s_per_step": 0.088, "frozen_s_per_step": 0.071, "st_s_per_update": 0.32,
+            "probe_s_per_layer": 3.5, "job_overhead_s": 3.0},
     "cuda": {"extract_gflops": 40000.0, "extract_overhead_s_per_audio_s": 0.0004, "train_gflops": 9000.0,
              "train_overhead_s_per_step": 0.02, "frozen_s_per_step": 0.02, "st_s_per_update": 0.05,
              "probe_s_per_layer": 1.0, "job_overhead_s": 20.0},

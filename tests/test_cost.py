@@ -60,7 +60,7 @@ def test_dry_run_prints_the_cost_table_and_the_store_estimate_holds(study, tmp_p
     assert "throughput: default" in text and "wall time with 2 job(s) at once" in text
     assert rows["asr-frozen"][0] == "2"    # two jobs: F-tiny and FBANK
 
-    from gendergap.cost import estimate, load_profile
+    from gendergap.cost import DEFAULTS, estimate, load_profile
     from gendergap.sweep import summary
     from gendergap.cmd_sweep import load
     import argparse
@@ -69,7 +69,8 @@ def test_dry_run_prints_the_cost_table_and_the_store_estimate_holds(study, tmp_p
     states = {r["job"]: r["state"] for r in summary(jobs, out)}
     est = {e.step: e for e in estimate(jobs, states, load_profile())}
     # the frozen-ASR time follows its steps; the features' disk is frames x dim x layers x 2 bytes
-    assert est["asr-frozen:F-tiny"].seconds == pytest.approx(300 * 0.09 + 15)
+    cpu = DEFAULTS["cpu"]
+    assert est["asr-frozen:F-tiny"].seconds == pytest.approx(300 * cpu["frozen_s_per_step"] + cpu["job_overhead_s"])
     store_estimate = sum(sum(est[n].disk.values()) for n in ("features:F-tiny", "features:FBANK"))
     # run the two extraction steps for real and weigh what they wrote
     for job in jobs:   # in plan order: the registry, then the extractions
