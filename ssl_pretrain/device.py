@@ -28,6 +28,19 @@ from corpora.base.errors import UserError
 from ssl_pretrain.device_options import DEVICES, PRECISIONS
 from ssl_pretrain.precision_canary import TOLERANCE, Shapes, checked_path
 
+# Subnormal floats (magnitudes below 1.2e-38) take a slow microcode path on x86 CPUs. fairseq's
+# speech-to-text training on FBANK features spent ~60 % of its time on them (an epoch 30 s against
+# 12 s flushed, the same losses; docs/measurements.md), while SpeechBrain's fine-tuning, the frozen
+# heads and the probes run no faster flushed. So the fairseq processes flush them to zero (FTZ/DAZ,
+# as TensorFlow's CPU thread pools do by default): results move in the last bits only, and the steps
+# whose results come from a fairseq process name this in their keys, so results made before are redone.
+FAIRSEQ_SUBNORMALS = "flushed to zero"
+
+
+def flush_subnormals() -> None:
+    """Flush subnormal floats to zero in this process's CPU arithmetic (a no-op on CUDA kernels)."""
+    torch.set_flush_denormal(True)
+
 
 def _no_cuda_reason() -> str:
     if torch.version.cuda is None:

@@ -446,9 +446,11 @@ def _cpu_rank_main(argv: list[str]) -> None:
     """
     import torch
     from fairseq.distributed import utils as dist_utils
+    from ssl_pretrain.device import flush_subnormals
     from ssl_pretrain.safe_load import SAFE_GLOBALS
 
     torch.serialization.add_safe_globals(SAFE_GLOBALS)   # fairseq's torch.load stays weights-only (fairseq_entry)
+    flush_subnormals()   # as every fairseq process does (fairseq_entry)
     os.environ["SLURM_LOCALID"] = "0"
     world = int(os.environ.get("SLURM_NTASKS", "1"))
     size = int(_override_value(argv, "common.all_gather_list_size") or 16384)   # fairseq's default

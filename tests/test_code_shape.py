@@ -311,7 +311,7 @@ LAZY_IMPORTS = {
     "ssl_pretrain/pretrain_jobs.py": {"ssl_pretrain.checkpoints": "pydantic",
         "ssl_pretrain.launch": "numpy, soundfile, submitit", "ssl_pretrain.registry": "pydantic",
         "ssl_pretrain.run": "numpy, soundfile"},
-    "ssl_pretrain/run.py": {"ssl_pretrain.safe_load": "torch"},
+    "ssl_pretrain/run.py": {"ssl_pretrain.safe_load": "torch", "ssl_pretrain.device": "torch"},
     "ssl_pretrain/study_checkpoints.py": {"manifests.build": "pandas, numpy, soundfile",
         "ssl_pretrain.checkpoints": "pydantic", "ssl_pretrain.evaluate": "torch, numpy, soundfile",
         "ssl_pretrain.registry": "pydantic", "ssl_pretrain.run": "numpy, soundfile"},

@@ -4,6 +4,8 @@ averaging, beam-5 decoding, BLEU F/M/all in the results store."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 import sentencepiece as spm
@@ -149,3 +151,14 @@ def test_tiny_preset_validates_from_the_first_averaged_checkpoint():
     assert validation_start(apply_overrides(tiny, ["max-update=800", "validate_from_average=false"])) is None
     assert validation_start(load_preset("xs")) is None      # the reference recipe validates as fairseq does
     assert validation_start(apply_overrides(tiny, ["max-update=800", "save-interval-updates=0"])) is None
+
+
+@pytest.mark.parametrize("entry, flushed", [("ssl_pretrain.fairseq_entry", True), ("fairseq_cli.train", False)])
+def test_fairseq_processes_flush_subnormal_floats(entry, flushed):
+    """Every fairseq process (ST training and decoding, pretraining) starts through fairseq_entry,
+    which flushes subnormal floats to zero: FBANK ST trained 2.5x slower on them. A plain process
+    keeps them, so the test sees the entry's doing, not the machine's default."""
+    probe = f"import {entry}, torch; print(float(torch.tensor([3e-39]) * 2))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    value = float(out.strip().splitlines()[-1])
+    assert (value == 0.0) if flushed else value == pytest.approx(6e-39, rel=1e-3)

@@ -8,7 +8,7 @@ from corpora.base.errors import UserError
 from corpora.utterances import UtteranceTable
 from gendergap.steps.base import TASKS, LIGHT, CheckContext, Graph, ModelStep, Problem, Step
 from ssl_pretrain.checkpoints import check_hf_folder
-from ssl_pretrain.device import job_device
+from ssl_pretrain.device import FAIRSEQ_SUBNORMALS, job_device
 from ssl_pretrain.feature_cover import extract_covering
 from ssl_pretrain.model_choice import ModelChoice
 from ssl_pretrain.registry import run_checkpoint
@@ -27,6 +27,10 @@ class PretrainStep(Step):
     updates: int
     preset: str = "tiny"
     continue_updates: int = 0
+
+    def key_extra(self) -> dict:
+        # fairseq's processes flush subnormal floats to zero (ssl_pretrain.device): the last bits moved
+        return {"subnormals": FAIRSEQ_SUBNORMALS}
 
     def run(self) -> None:
         pretrain_tiny(self.manifest, self.out, self.seed, self.updates, self.preset, self.continue_updates)

@@ -19,6 +19,7 @@ from gendergap.steps.base import (CheckContext, Graph, ModelStep, Problem, Step,
                                   task_runtime)
 from gendergap.steps.conditions import declare_results
 from gendergap.steps.seeds import SUBSET, add_seeded
+from ssl_pretrain.device import FAIRSEQ_SUBNORMALS
 
 
 @dataclass(kw_only=True)
@@ -59,8 +60,9 @@ class StStep(ModelStep):
 
     def key_extra(self) -> dict:
         # fairseq trains and decodes through the batch-invariant subsampler and per-sentence length
-        # caps (ssl_pretrain.fairseq_batch_invariance): results made before depended on the batching
-        return {"forward": "batch-invariant"}
+        # caps (ssl_pretrain.fairseq_batch_invariance): results made before depended on the batching.
+        # Its processes flush subnormal floats to zero (ssl_pretrain.device): the last bits moved.
+        return {"forward": "batch-invariant", "subnormals": FAIRSEQ_SUBNORMALS}
 
     def calls(self) -> list[tuple[Callable, dict]]:
         train = dict(ckpt=self.ckpt, layer=self.layer, registry=self.registry, feature_store=self.feature_store,
