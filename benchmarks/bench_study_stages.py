@@ -2,6 +2,7 @@
 now against the way it was done before, in the same run (ratios, not absolute seconds).
 
     .venv/bin/python benchmarks/bench_study_stages.py [--stages asr-e2e,st] [--epochs 3] [--updates 150]
+        [--st-run STUDY/st/FBANK.fr-en/seed0]
 
 - **asr-e2e** (fine-tuning with the CNN front-end frozen): SpeechBrain's wav2vec 2.0 lobe as the
   recipe builds it (downstream_asr.ctc_inference.Wav2Vec2Encoder) on the shipped B-tiny, training
@@ -15,6 +16,12 @@ now against the way it was done before, in the same run (ratios, not absolute se
   Now: validation and saves only from the first averaged checkpoint (validate_from_average). The
   averaged models are compared (largest difference printed).
 
+- **st-fbank** (fairseq on FBANK features, subnormal floats): the first ``--updates`` updates of a
+  finished study's FBANK ST run (``--st-run STUDY/st/FBANK.fr-en/seed0``: its data and command), no
+  validation. Before: fairseq's processes kept subnormal floats (the benchmark restores that with a
+  ``sitecustomize`` that makes ``torch.set_flush_denormal`` a no-op). Now: flushed to zero
+  (ssl_pretrain.device.flush_subnormals). Flushing moves the last bits, so the check printed is the
+  training loss of the last logged updates of each.
 - **start** (a local sweep's job process): a job that imports what an ASR/ST job imports, then
   trains 8 fine-tuning steps of the shipped B-tiny. Before: a fresh ``python -u -m`` per job. Now:
   forked from the sweep's warm server (gendergap/warm.py). Prints the start-up (process start and
@@ -134,6 +141,51 @@ def bench_st(args) -> None:
                args.updates, "update", f"largest difference of the averaged models: {diff:.1e}")
 
 
+KEEP_SUBNORMALS = "import torch\ntorch.set_flush_denormal = lambda on: False   # the processes before: subnormals kept\n"
+
+
+def last_train_loss(log: Path) -> str:
+    """The loss of the last ``train_inner`` line fairseq logged."""
+    lines = [ln for ln in log.read_text(errors="replace").splitlines() if "| train_inner |" in ln]
+    return lines[-1].split(" loss=")[1].split(",")[0] if lines else "?"
+
+
+def bench_st_fbank(args) -> None:
+    import json
+    import shutil
+
+    from ssl_pretrain.run import start_fairseq
+    if not args.st_run or not (Path(args.st_run) / "st.json").is_file():
+        print("st-fbank  skipped: --st-run names no finished ST run (e.g. STUDY/st/FBANK.fr-en/seed0)")
+        return
+    command = json.loads((Path(args.st_run) / "st.json").read_text())["command"]
+    with tempfile.TemporaryDirectory() as tmp:
+        keep = Path(tmp) / "keep"
+        keep.mkdir()
+        (keep / "sitecustomize.py").write_text(KEEP_SUBNORMALS)
+        data = Path(tmp) / "data"
+        shutil.copytree(Path(command[3]), data)
+        times, losses = {"before": [], "now": []}, {}
+        for r in range(args.repeats):
+            for way in ("before", "now"):
+                out = Path(tmp) / f"{way}{r}"
+                cmd = [sys.executable, *command[1:3], str(data), *command[4:]]
+                cmd[cmd.index("--save-dir") + 1] = str(out / "checkpoints")
+                cmd[cmd.index("--max-update") + 1] = str(args.updates)
+                cmd[cmd.index("--validate-after-updates") + 1] = str(10 * args.updates)
+                env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+                if way == "before":
+                    env["PYTHONPATH"] = os.pathsep.join([str(keep), env.get("PYTHONPATH", "")])
+                started = time.perf_counter()
+                if start_fairseq(cmd, out / "train.log", env=env).wait() != 0:
+                    sys.exit(f"fairseq-train failed: see {out / 'train.log'}")
+                times[way].append(time.perf_counter() - started)
+                losses[way] = last_train_loss(out / "train.log")
+    report("st-fbank", f"fairseq-train on FBANK features, tiny preset, {args.updates} updates (process start "
+           "included)", times, args.updates, "update",
+           f"last logged training loss: before {losses['before']}, now {losses['now']}")
+
+
 def report(stage: str, what: str, times: dict, n: int, unit: str, check: str) -> None:
     before, now = min(times["before"]), min(times["now"])
     print(f"{stage:<8} {what}\n         before {before:7.1f} s ({before / n:.3f} s/{unit})   now {now:7.1f} s "
@@ -186,7 +238,7 @@ def bench_start(args) -> None:
            f"ratio {min(trains['before']) / min(trains['now']):.2f}x")
 
 
-STAGES = {"asr-e2e": bench_e2e, "st": bench_st, "start": bench_start}
+STAGES = {"asr-e2e": bench_e2e, "st": bench_st, "st-fbank": bench_st_fbank, "start": bench_start}
 
 
 def main() -> None:
@@ -195,6 +247,7 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=3, help="asr-e2e: passes over its 8 batches")
     p.add_argument("--updates", type=int, default=150, help="st: fairseq updates")
     p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--st-run", help="st-fbank: a finished study's FBANK ST run folder (its data and command)")
     args = p.parse_args()
     torch.set_num_threads(1)
     from gendergap.logs import setup_logging
