@@ -34,12 +34,13 @@ GROUPS = {
 }
 
 EPILOG = """\
-typical flow:
-  gendergap corpus synth --out data/synth            # or: corpus index --kind mtedx ...
-  gendergap manifest build --table T.tsv --gender balanced --format fairseq --out M/
-  gendergap pretrain run --preset tiny --manifest M/ --out ckpt/
-  gendergap sweep --config configs/mini.yaml --out runs/mini   # writes runs/mini/results.db
-  gendergap report --db runs/mini/results.db --registry runs/mini/checkpoints.json --out report/
+typical flow (each line feeds the next):
+  gendergap corpus index --kind mtedx --root mTEDx/ --lang fr --out data/mtedx.tsv   # or: corpus synth --out data/synth
+  gendergap manifest build --table data/mtedx.tsv --gender F --format fairseq --valid-hours 1 --out m/F
+  gendergap pretrain run --preset base --manifest m/F --out runs/ssl/F       # or pretrain launch on SLURM
+  gendergap ckpt --registry runs/checkpoints.json add F runs/ssl/F --manifest m/F
+  gendergap sweep --config study.yaml --out runs/study     # study.yaml: registry: runs/checkpoints.json, tasks
+  gendergap report --db runs/study/results.db --registry runs/checkpoints.json --out report/
 or all of it at once on the built-in corpus:  gendergap study
 """
 

@@ -167,7 +167,7 @@ def _add_registry_leaves(sub) -> None:
 
     li = sub.add_parser("list", help="print the registry as Table 3 of the study",
                         description="Print every registered checkpoint as Table 3 of the study: model, family, "
-                        "parameters, updates, hours, M / F / U %%, kind.", epilog=EXAMPLES["list"],
+                        "parameters, updates, hours, M / F / U %, kind.", epilog=EXAMPLES["list"],
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     li.set_defaults(func=run_list)
 

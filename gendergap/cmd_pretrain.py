@@ -35,8 +35,8 @@ Submits through submitit: one task per GPU, fairseq's distributed init from the 
 environment, requeue on preemption / time-out (resumes from checkpoint_last.pt).
 Each rank runs the recipe's per-GPU batch (max_tokens and the batch_size crop cap) and
 update_freq makes world x update_freq the recipe's (large: 128 GPUs x 1.2M samples, <= 4 crops).
-Precision: fp16 as in the recipes; --bf16 on A100 profiles (the dry run prints fairseq's caveat).
---cpus-per-task defaults to the profile's (v100-32g 10, a100-* 8, cpu 1) and is exported to
+Precision: fp16 as in the recipes; --bf16 on the A100 hardware profiles (the dry run prints fairseq's caveat).
+--cpus-per-task defaults to the hardware profile's (v100-32g 10, a100-* 8, cpu 1) and is exported to
 srun as SRUN_CPUS_PER_TASK. A multi-node job needs --out on a shared file system: /tmp,
 /dev/shm, /var/tmp, $TMPDIR and other node-local dirs are refused.
 examples:
@@ -120,12 +120,12 @@ def run_plan(args) -> int:
 def _add_layout(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nodes", type=int, default=1, help="nodes (default 1)")
     p.add_argument("--gpus-per-node", type=int, default=None,
-                   help="GPUs per node = tasks per node (default 8; not with the cpu profile)")
+                   help="GPUs per node = tasks per node (default 8; not with the cpu hardware profile)")
     p.add_argument("--tasks-per-node", type=int, default=None,
-                   help="cpu profile: CPU ranks on the node, one SLURM task each, gloo (default 1); "
-                        "GPU profiles: always one task per GPU")
+                   help="cpu hardware profile: CPU ranks on the node, one SLURM task each, gloo (default 1); "
+                        "GPU hardware profiles: always one task per GPU")
     p.add_argument("--bf16", action="store_true",
-                   help="bf16 instead of fp16 (A100 profiles; fairseq's bf16 is not mixed precision: "
+                   help="bf16 instead of fp16 (A100 hardware profiles; fairseq's bf16 is not mixed precision: "
                         "see the caveat printed)")
 
 
@@ -150,7 +150,7 @@ def register(subparsers, group: str, help: str) -> None:
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_common(la)
     la.add_argument("--hardware", choices=PROFILE_NAMES,
-                    help="GPU profile: precision, CPUs per task; cpu: CPU ranks, no GPU "
+                    help="hardware profile: a GPU's precision and CPUs per task; cpu: CPU ranks, no GPU "
                          "(required for --executor slurm)")
     _add_layout(la)
     la.add_argument("--partition", help="SLURM partition")
@@ -159,7 +159,7 @@ def register(subparsers, group: str, help: str) -> None:
     la.add_argument("--qos", help="SLURM quality of service")
     la.add_argument("--constraint", help="SLURM node constraint, e.g. v100-32g")
     la.add_argument("--cpus-per-task", type=int, default=None,
-                    help="CPUs per task (data loading; default: the profile's, v100-32g 10, a100-* 8, cpu 1)")
+                    help="CPUs per task (data loading; default: the hardware profile's, v100-32g 10, a100-* 8, cpu 1)")
     la.add_argument("--mem-gb", type=int, default=None, help="memory per node in GB (default: SLURM's)")
     la.add_argument("--executor", choices=("slurm", "local"), default="slurm",
                     help="slurm (default) or submitit's local executor")

@@ -77,7 +77,7 @@ def register(subparsers, group: str, help: str) -> None:
                    help="comma-separated: attention, mean, max, positions (default: all four)")
     r.add_argument("--out", type=out_dir("--out"), required=True, help="output directory (results, plots)")
     r.add_argument("--db", default=None, help="also store the scores in this results DB (e.g. runs/results.db)")
-    r.add_argument("--seed", type=int, default=0, help="seed for splits, probes and --random-init (default 0)")
+    r.add_argument("--seed", type=int, default=0, help="seed for splits, probes and the random-init twin (default 0)")
     r.add_argument("--control", action="store_true",
                    help="also train every probe on shuffled labels (should stay near 50%% F1)")
     r.add_argument("--no-random-init", dest="random_init", action="store_false",

@@ -67,6 +67,8 @@ def register(subparsers, group: str, help_: str) -> None:
     p.add_argument("--only", help="comma-separated task names (plus the jobs they need, and 'report')")
     p.add_argument("--dry-run", action="store_true", help="validate the config, print the plan (every job with its resources; under SLURM the job arrays) and "
                    "check every job's inputs against the data (exit 2 on any problem); run nothing")
+    p.add_argument("-v", "--verbose", action="store_true", help="--dry-run: also print each job's step with every "
+                   "field (what makes its key: checkpoint, layer, overrides, seeds ...)")
     p.add_argument("--retry-failed", action="store_true", help="run jobs that failed before again")
     p.add_argument("--force", action="store_true", help="run even where the cost estimate says a file system "
                    "is too small (the dry run and every real run compare the disk estimate with the free space)")
@@ -94,16 +96,18 @@ def _resources(res: dict) -> str:
     return f"{res['cpus']} cpu {res['gpus']} gpu {res['mem_gb']:g} GB {res['time_min']} min"
 
 
-def print_plan(jobs, out, states, executor: str = "local", slurm: dict | None = None) -> None:
-    """Every job with its state, resources (what SLURM is asked for), dependencies and its step;
-    under SLURM also the job arrays a run would submit now, with their throttle."""
+def print_plan(jobs, out, states, executor: str = "local", slurm: dict | None = None, verbose: bool = False) -> None:
+    """Every job with its state, resources (what SLURM is asked for) and dependencies, and with
+    ``verbose`` its step's every field (what makes its key); under SLURM also the job arrays a run
+    would submit now, with their throttle."""
     from gendergap.sweep import array_label, slurm_groups
 
     print(f"{len(jobs)} jobs (state as of now; output in {out}):")
     for j in jobs:
         print(f"  {states[j.name]:8s} {j.name:36s} {_resources(j.resources)}"
               + (f"  after {', '.join(j.deps)}" if j.deps else ""))
-        print("             " + j.describe())
+        if verbose:
+            print("             " + j.describe())
     if executor == "slurm":
         slurm = slurm or {}
         groups = slurm_groups(jobs, states)
@@ -152,7 +156,8 @@ def run(args) -> int:
         if args.dry_run:
             if executor == "slurm" and not shutil.which("sbatch"):
                 print("note: no `sbatch` here; a real run needs a SLURM login node")
-            print_plan(jobs, out.resolve(), {r["job"]: r["state"] for r in rows}, executor, cfg.data["executor"])
+            print_plan(jobs, out.resolve(), {r["job"]: r["state"] for r in rows}, executor, cfg.data["executor"],
+                       verbose=args.verbose)
             sys.stdout.flush()
             preflight(cfg, jobs, out)
             print("inputs checked: no problem found")

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import submitit
 
 from pydantic import Field
 
@@ -16,6 +17,7 @@ from gendergap import config
 from gendergap.config import CONFIG_DIR, TaskBase, load_config, schema_json, schema_text, task_types
 from gendergap.tasks import register_task
 from gendergap.plan import plan_jobs
+from gendergap.sweep import slurm_parameters
 
 GOOD = """\
 name: t
@@ -106,8 +108,9 @@ def test_keys_change_downstream_only(tmp_path):
 
 
 def test_dry_run_prints_plan_and_writes_nothing(tmp_path):
-    r = cli("sweep", "--config", str(CONFIG_DIR / "boito2022.yaml"), "--out", str(tmp_path / "o"), "--dry-run")
-    # the plan is printed, then the inputs are checked: each /path/to/... placeholder is a problem (exit 2)
+    r = cli("sweep", "--config", str(CONFIG_DIR / "boito2022.yaml"), "--out", str(tmp_path / "o"), "--dry-run",
+            "--verbose")
+    # the plan is printed (with --verbose, each step's fields), then the inputs are checked: each /path/to/... placeholder is a problem (exit 2)
     problems = [x for x in r.stderr.splitlines() if x.startswith(str(CONFIG_DIR / "boito2022.yaml") + ":")]
     assert r.returncode == 2 and f"{len(problems)} problem(s) with the study's inputs" in r.stderr, r.stderr
     assert all("/path/to/" in x for x in problems) and any(": corpus.table: " in x for x in problems), r.stderr
@@ -403,3 +406,20 @@ def test_a_study_names_checkpoints_registered_by_ckpt_add(tmp_path):
     assert "cannot read the study's checkpoint registry" in msg and "none.json" in msg
     msg, path = refused(tmp_path, text.replace("{registered: F-mine,", "{registered: F-mine, path: /x.pt,"))
     assert "needs exactly one of shipped, path, registered, pretrain, baseline (has path, registered)" in msg
+
+
+def test_the_slurm_executor_settings_reach_each_array_sbatch_script(tmp_path):
+    """qos, a node constraint and set-up lines from the config's executor section become the
+    #SBATCH lines and the set-up block of the script submitit would submit (no cluster needed;
+    tests/test_slurm_sweep.py runs a set-up line on the one-node cluster)."""
+    cfg = load_config(write(tmp_path, GOOD + "executor: {name: slurm, partition: gpu, account: acc, qos: qos_gpu-t3, "
+                                             "constraint: v100-32g, setup: ['module load cuda/12.1', 'export X=1']}\n"))
+    job = plan_jobs(cfg, tmp_path / "o")[0]
+    ex = submitit.AutoExecutor(folder=tmp_path / "logs", cluster="slurm")
+    ex.update_parameters(**slurm_parameters(job.resources, "st", cfg.data["executor"], ["123"]))
+    script = ex._executor._make_submission_file_text("python -m job", "uid")
+    for line in ("#SBATCH --qos=qos_gpu-t3", "#SBATCH --constraint=v100-32g", "#SBATCH --partition=gpu",
+                 "#SBATCH --account=acc", "#SBATCH --dependency=afterok:123"):
+        assert line in script.splitlines(), script
+    setup = script.split("# setup\n")[1].split("\n\n")[0].splitlines()
+    assert setup == ["module load cuda/12.1", "export X=1"], script
