@@ -29,11 +29,13 @@ import numpy as np
 import speechbrain as sb
 import torch
 from speechbrain.core import INTRA_EPOCH_CKPT_FLAG
-from speechbrain.utils.checkpoints import PARAMFILE_EXT, mark_as_loader, mark_as_saver, register_checkpoint_hooks
+from speechbrain.utils.checkpoints import (METAFNAME, PARAMFILE_EXT, Checkpoint, mark_as_loader, mark_as_saver,
+                                          register_checkpoint_hooks)
 from speechbrain.utils.distributed import ddp_barrier, ddp_broadcast, if_main_process, is_distributed_initialized
 
 from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
+from corpora.base.strict_yaml import read_yaml
 from downstream_asr.cluster import finish_distributed, world_size
 from downstream_asr.errors import batch_option, too_long_for_ctc
 from downstream_asr.text import decode
@@ -98,7 +100,6 @@ class SaveComplete:
 def set_aside_incomplete_checkpoints(save_dir) -> list[str]:
     """Rename checkpoints a kill left half-written (marked, without their marker) to
     ``INCOMPLETE-<name>``, which SpeechBrain does not list; returns the names set aside."""
-    from corpora.base.strict_yaml import read_yaml
     moved = []
     for meta in sorted(Path(save_dir).glob("CKPT*/CKPT.yaml")):
         ckpt = meta.parent
@@ -128,6 +129,24 @@ class SafeCheckpointer(sb.utils.checkpoints.Checkpointer):
     class (hparams/*.yaml ``checkpointer``); rundir.build_hparams sets ``trust``."""
 
     trust = False
+
+    @staticmethod
+    def _construct_checkpoint_objects(checkpoint_dirs):
+        """SpeechBrain's, with each CKPT.yaml read by the boundary's strict YAML reader (plain values,
+        no tags, bounded size and depth) and its ``unixtime`` (what SpeechBrain orders checkpoints
+        by) checked: a crafted or hand-edited meta file is one line naming it, not a traceback."""
+        fix = "restore the run directory's own save/ folder, or train the run again in a new --out"
+        out = []
+        for ckpt_dir in checkpoint_dirs:
+            meta_path = Path(ckpt_dir) / METAFNAME
+            meta, _ = read_yaml(meta_path, fix, what="SpeechBrain checkpoint meta file")
+            stamp = meta.get("unixtime") if isinstance(meta, dict) else None
+            if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or not math.isfinite(stamp):
+                raise UserError("is not a SpeechBrain checkpoint meta file (a mapping with a numeric unixtime)",
+                                path=meta_path, fix=fix)
+            params = {f.stem: f for f in Path(ckpt_dir).iterdir() if f.suffix == PARAMFILE_EXT}
+            out.append(Checkpoint(Path(ckpt_dir), meta, params))
+        return out
 
     def load_checkpoint(self, checkpoint):
         from speechbrain.utils.checkpoints import DEFAULT_LOAD_HOOKS, get_default_hook, torch_recovery

@@ -149,6 +149,7 @@ def override_problem(item: str) -> str | None:
 class StoredPreset(BaseModel):
     """The preset as a run dir's st.json keeps it (a handed file): the values decoding reads are typed."""
     model_config = ConfigDict(extra="allow")
+    train: dict                       # fairseq's training flags: decoding on another device rewrites them
     decode: dict = {}
     device: str = "cpu"
     precision: str = "fp32"
@@ -163,7 +164,7 @@ class StoredRun(BaseModel):
     src_lang: str = ""
     tgt_lang: str = ""
     feature_dim: Annotated[int, Field(strict=True, ge=1, le=1_000_000)]
-    preset: StoredPreset = StoredPreset()
+    preset: StoredPreset
 
 
 def apply_overrides(cfg: dict, overrides, trust: bool = False) -> dict:

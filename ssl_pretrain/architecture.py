@@ -162,6 +162,12 @@ def check_architecture(cfg: dict, family, path, max_bytes: int):
     (``architecture_fields``), the model's size estimated from them (4 bytes a parameter) against
     ``max_bytes``, then transformers' own config and the model built on the meta device (shapes
     only, no memory) so any other field it rejects is one line too. The transformers config."""
+    if cfg.get("quantization_config") is not None:
+        # transformers would hand it to bitsandbytes/GPTQ/... at load time: another library, other weights
+        kind = cfg["quantization_config"].get("quant_method", "?") if isinstance(cfg["quantization_config"], dict) else "?"
+        raise UserError(f"the model config asks for quantised weights (quantization_config, {kind}): gendergap "
+                        "compares models in full or mixed precision only", path=path,
+                        fix="use the model's unquantised release, or remove quantization_config if its weights are plain")
     c = architecture_fields(cfg, family, path)
     params = estimate_parameters(c, family)
     if params * 4 > max_bytes:   # before the meta build: a huge in-range config would take seconds there too

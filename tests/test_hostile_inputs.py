@@ -84,7 +84,8 @@ def st_run(vocab: str = "vocab.txt", vocab_fifo: bool = False, st_json: str | No
         (run / "data").mkdir(parents=True)
         (run / "checkpoint_avg.pt").write_bytes(b"not read: the data config is refused first")
         (run / "st.json").write_text(json.dumps({"status": "done", "src_lang": "fr", "tgt_lang": "en",
-                                                 "feature_dim": 8, "checkpoint": "checkpoint_avg.pt", **named}))
+                                                 "feature_dim": 8, "checkpoint": "checkpoint_avg.pt", "preset": {"train": {}},
+                                                 **named}))
         if st_json is not None:
             (run / "st.json").write_text(st_json)
         for value in named.values():
@@ -129,7 +130,11 @@ CASES = [
     ("st-json-registry-fifo", DECODE, st_run(registry="../reg.fifo"), "registry named by st.json"),
     ("st-json-index-fifo", DECODE, st_run(feature_index="../index.fifo"), "feature_index named by st.json"),
     ("st-json-threads-many", DECODE, st_run(st_json=json.dumps({"status": "done", "feature_dim": 8, "preset": {
-        "cpu_threads": "many"}})), "'preset.cpu_threads' is wrong"),
+        "train": {}, "cpu_threads": "many"}})), "'preset.cpu_threads' is wrong"),
+    ("st-json-no-preset", DECODE, st_run(st_json=json.dumps({"status": "done", "feature_dim": 8})),
+     "st.json's 'preset' is wrong: Field required"),
+    ("st-json-preset-no-train", DECODE, st_run(st_json=json.dumps({"status": "done", "feature_dim": 8, "preset": {
+        "decode": {}}})), "st.json's 'preset.train' is wrong: Field required"),
     ("st-json-deep", DECODE, st_run(st_json="[" * 100_000 + "]" * 100_000), "nests more than 64"),
     ("st-json-nan", DECODE, st_run(st_json='{"status": "done", "feature_dim": NaN}'), "NaN is not standard JSON"),
     ("st-json-dim-string", DECODE, st_run(st_json='{"status": "done", "feature_dim": "8"}'), "'feature_dim' is wrong"),

@@ -393,6 +393,8 @@ CONFIG_CASES = [
     (_config(conv_dim=[16, 16, 16]), "conv lists differ in length (conv_dim 3, conv_kernel 4, conv_stride 4)"),
     (_config(num_feat_extract_layers=7), "num_feat_extract_layers 7 is not the 4 conv layers"),
     (_config(hidden_act="no-such-activation"), "no model can be built from the model config"),
+    (_config(quantization_config={"quant_method": "bitsandbytes", "load_in_8bit": True}),
+     "asks for quantised weights (quantization_config, bitsandbytes)"),
     (_config(hidden_size=2048, num_attention_heads=16, intermediate_size=8192, num_hidden_layers=24),
      "over the 4 GB bound"),
     (_deep("config.json"), "config.json nests more than 64 levels"),

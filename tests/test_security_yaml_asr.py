@@ -197,6 +197,24 @@ def test_a_pickle_payload_in_a_speechbrain_checkpoint_is_refused(trained, tmp_pa
     assert str(ckpt) in one_line(capsys)
 
 
+@pytest.mark.parametrize("meta, says", [
+    ("end-of-epoch: true\nunixtime: !!python/tuple [1, 2]\n", "tag !!python/tuple"),
+    ("end-of-epoch: true\nx: !!python/object/apply:os.system [ls]\n", "python/object/apply:os.system"),
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    ("- just\n- a list\n", "not a SpeechBrain checkpoint meta file"),
+    ("end-of-epoch: true\nunixtime: .nan\n", "not a SpeechBrain checkpoint meta file"),
+], ids=["python-tuple", "python-object", "deep", "a-list", "nan-time"])
+def test_a_crafted_checkpoint_meta_file_is_one_line(trained, tmp_path, capsys, meta, says):
+    """save/CKPT*/CKPT.yaml, which SpeechBrain reads to choose the checkpoint: read by the boundary's
+    strict YAML reader, so a tag or a deep file is one line naming it (decode, and the export alike)."""
+    copy = _copy(trained, tmp_path)
+    (ckpt_yaml,) = copy.glob("save/CKPT*/CKPT.yaml")
+    ckpt_yaml.write_text(meta)
+    assert _decode(copy, trained["data"]["test"]) == 2
+    line = one_line(capsys)
+    assert str(ckpt_yaml) in line and says in line, line
+
+
 def test_a_copied_run_decodes_its_own_model_after_the_original_is_deleted(trained, tmp_path, capsys):
     original = trained["root"] / "runs" / "moved"
     shutil.copytree(trained["run"], original)   # a run of its own to delete (the fixture's stays)
