@@ -125,6 +125,9 @@ def new_table(rows: list[dict]) -> pd.DataFrame:
     return _coerce_types(df)
 
 
+MAX_COLUMNS = 2_000   # the standard columns, translations into many languages, raw labels
+
+
 def _coerce_types(df: pd.DataFrame) -> pd.DataFrame:
     # one new frame built from its columns: assigning them one by one costs a copy of the frame's
     # blocks per column, quadratic in a wide table (100k columns took over 5 minutes)
@@ -197,6 +200,13 @@ def read_table(path: str | os.PathLike, validate: bool = True) -> pd.DataFrame:
     text = read_utf8(path, "utterance table")
     if not text.strip():
         raise UserError("empty utterance table", path=path, line=1, fix="the first line must be the header")
+    columns = text.split("\n", 1)[0].count("\t") + 1
+    if columns > MAX_COLUMNS:
+        # every pandas operation on a table costs a little per column (each text column is its own
+        # block): 100k columns made `manifest build` take two minutes
+        raise UserError(f"the table has {columns:,} columns; an utterance table has its {len(COLUMNS)} and a few "
+                        f"more (translations, raw labels), at most {MAX_COLUMNS:,}", path=path, line=1,
+                        fix="keep the columns gendergap reads; put the rest in a side table keyed by id")
     try:
         df = pd.read_csv(io.StringIO(text), sep="\t", dtype=str, keep_default_na=False,
                          quoting=csv.QUOTE_NONE)
@@ -236,10 +246,13 @@ def write_table(df: pd.DataFrame, path: str | os.PathLike, validate: bool = True
         validate_table(df, path)
     extra = [c for c in df.columns if c not in COLUMNS]
     out = df[COLUMNS + extra]
-    for col in out.columns:
-        if col not in ("offset", "duration", "sample_rate") and out[col].astype(str).str.contains(r"[\t\n\r]", regex=True).any():
-            raise UserError(f"column {col!r} contains a tab or newline", path=path,
-                            fix="strip control characters from text before writing the table")
+    text = [c for c in out.columns if c not in ("offset", "duration", "sample_rate")]
+    # one scan of every text cell (a per-column scan took 20 s on a 30k-column table); the column is
+    # looked for only when there is one to name
+    if any(ch in "\x1f".join(map(str, out[text].to_numpy().ravel())) for ch in "\t\n\r"):
+        col = next(c for c in text if out[c].astype(str).str.contains(r"[\t\n\r]", regex=True).any())
+        raise UserError(f"column {col!r} contains a tab or newline", path=path,
+                        fix="strip control characters from text before writing the table")
     with atomic_open(path) as f:
         out.to_csv(f, sep="\t", index=False, quoting=csv.QUOTE_NONE, lineterminator="\n")
     return path

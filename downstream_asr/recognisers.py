@@ -38,6 +38,7 @@ from downstream_asr import export
 from downstream_asr.runs import task_of
 from ssl_pretrain.device import autocast
 from ssl_pretrain.invariant import encode
+from ssl_pretrain.checkpoints import check_loaded_recogniser, check_recogniser_folder, quiet_transformers
 from ssl_pretrain.safe_load import check_model_folder
 
 KINDS = ("run", "export", "speechbrain", "hf-ctc", "hf-seq2seq")
@@ -230,6 +231,8 @@ class HFModel(Transcriber):
             # else transformers builds a tokenizer from None and fails with a TypeError deep inside
             raise UserError("no tokenizer vocabulary (vocab.json or tokenizer.json) in the model folder", path=folder,
                             fix="save the processor beside the model (processor.save_pretrained(DIR))")
+        # bounded shapes, the model's memory, finite weights: before transformers builds anything
+        check_recogniser_folder(folder, trust=trust)
         auto = AutoModelForCTC if kind == "hf-ctc" else AutoModelForSpeechSeq2Seq
         try:
             self.processor = AutoProcessor.from_pretrained(str(folder), **HF_LOCAL)
@@ -238,11 +241,15 @@ class HFModel(Transcriber):
             cfg = next((folder / n for n in ("preprocessor_config.json", "processor_config.json")
                         if (folder / n).is_file()), folder)
             rate = finite(getattr(fe, "sampling_rate", 16000), "sampling_rate", lo=1000, hi=384000, path=cfg)
-            self.model = auto.from_pretrained(str(folder), **HF_LOCAL).to(device).eval()
-        except (OSError, ValueError, KeyError, TypeError) as e:
+            # shapes that differ reported, not raised, so every misfit is refused alike below
+            model, info = quiet_transformers(auto.from_pretrained, str(folder), output_loading_info=True,
+                                             ignore_mismatched_sizes=True, **HF_LOCAL)
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError, ImportError) as e:
             raise UserError(f"transformers cannot load this folder ({type(e).__name__}: "
                             f"{str(e).splitlines()[0][:160]})", path=folder,
                             fix="save the model with save_pretrained and its processor beside it") from None
+        check_loaded_recogniser(model, info, folder)   # weights dropped or left at random init: refused
+        self.model = model.to(device).eval()
         self.language, self.task, self.max_new_tokens = language, task, max_new_tokens
         self.model_type = self.model.config.model_type
         super().__init__(kind, folder.name, int(rate), device, precision,

@@ -210,7 +210,7 @@ def build_manifest(table, out, *, gender="balanced", fmt="fairseq", splits=None,
 def make_up(report_path: str | os.PathLike) -> dict:
     """Hours and gender percentages of a selection's train split (Table 3 of the study), from
     the selection_report.json `build_manifest` writes."""
-    if not Path(report_path).is_file():
+    if not os.path.lexists(report_path):   # one that is there but not a regular file: read_json names what it is
         raise UserError("no selection_report.json: not a `gendergap manifest build` dir", path=Path(report_path).parent,
                         fix="point at the --out dir of the `manifest build` the checkpoint was pretrained on")
     fix = "build the manifests again (gendergap manifest build): the report was edited or damaged"

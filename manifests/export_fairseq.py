@@ -18,6 +18,7 @@ writes 16 kHz mono copies once; the manifest points at them, the corpus stays un
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from concurrent.futures import ThreadPoolExecutor
@@ -37,9 +38,16 @@ FAIRSEQ_RATE = 16000   # task.sample_rate of every preset (ssl_pretrain/presets/
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+MAX_NAME = 120   # characters: with the '.<name>.XXXXXXXX.tmp' of its atomic write, well under 255 bytes
+
+
 def safe_name(utt_id: str) -> str:
-    """A file name for an utterance id (ids may hold '/', spaces, ...)."""
-    return _UNSAFE.sub("_", str(utt_id)).strip("._") or "utt"
+    """A file name for an utterance id (ids may hold '/', spaces, ...; a long one keeps its first
+    characters and a digest of the whole, so distinct ids stay distinct)."""
+    name = _UNSAFE.sub("_", str(utt_id)).strip("._") or "utt"
+    if len(name) > MAX_NAME:
+        name = f"{name[:MAX_NAME - 17]}-{hashlib.sha256(str(utt_id).encode()).hexdigest()[:16]}"
+    return name
 
 
 def _headers(paths) -> dict:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ast
 
-from corpora.base.errors import UserError
+from corpora.base.errors import UserError, printable
 from ssl_pretrain.hardware import load_preset
 
 FAIRSEQ_CONV = "[(512, 10, 5)] + [(512, 3, 2)] * 4 + [(512,2,2)] + [(512,2,2)]"  # Wav2Vec2Config default
@@ -157,26 +157,54 @@ def _too_large(params: int, max_bytes: int, path) -> UserError:
                          "large, raise the bound: GENDERGAP_MAX_MODEL_GB=N")
 
 
+def _refuse_quantised(cfg: dict, path) -> None:
+    if cfg.get("quantization_config") is not None:
+        # transformers would hand it to bitsandbytes/GPTQ/... at load time: another library, other weights
+        q = cfg["quantization_config"]
+        kind = q.get("quant_method", "?") if isinstance(q, dict) else "?"
+        raise UserError(f"the model config asks for quantised weights (quantization_config, {printable(str(kind))[:40]}): "
+                        "gendergap compares models in full or mixed precision only", path=path,
+                        fix="use the model's unquantised release, or remove quantization_config if its weights are plain")
+
+
 def check_architecture(cfg: dict, family, path, max_bytes: int):
     """A folder's config.json checked before anything is built: its shape fields
     (``architecture_fields``), the model's size estimated from them (4 bytes a parameter) against
     ``max_bytes``, then transformers' own config and the model built on the meta device (shapes
     only, no memory) so any other field it rejects is one line too. The transformers config."""
-    if cfg.get("quantization_config") is not None:
-        # transformers would hand it to bitsandbytes/GPTQ/... at load time: another library, other weights
-        kind = cfg["quantization_config"].get("quant_method", "?") if isinstance(cfg["quantization_config"], dict) else "?"
-        raise UserError(f"the model config asks for quantised weights (quantization_config, {kind}): gendergap "
-                        "compares models in full or mixed precision only", path=path,
-                        fix="use the model's unquantised release, or remove quantization_config if its weights are plain")
+    _refuse_quantised(cfg, path)
     c = architecture_fields(cfg, family, path)
     params = estimate_parameters(c, family)
     if params * 4 > max_bytes:   # before the meta build: a huge in-range config would take seconds there too
         raise _too_large(params, max_bytes, path)
+    return _built_within(cfg, family.model_type, family.label, path, max_bytes)
+
+
+def check_any_architecture(cfg: dict, path, max_bytes: int):
+    """``check_architecture`` for a model of no self-supervised family (a released recogniser:
+    Whisper, Speech2Text, ...): the shape fields it has within INT_RANGES, then the model built on
+    the meta device within ``max_bytes``. The transformers config."""
+    from transformers import CONFIG_MAPPING
+    _refuse_quantised(cfg, path)
+    model_type = cfg.get("model_type")
+    if not isinstance(model_type, str) or model_type not in CONFIG_MAPPING:
+        raise UserError(f"the model config's model_type {printable(repr(model_type))[:60]} is not one transformers "
+                        "knows", path=path, fix=FIX)
+    for field, (lo, hi) in INT_RANGES.items():
+        if field in cfg:
+            _positive_int(cfg[field], field, lo, hi, path)
+    for field in ("encoder_layers", "decoder_layers", "num_mel_bins", "d_model", "encoder_ffn_dim", "decoder_ffn_dim"):
+        if field in cfg:   # the sequence-to-sequence models' own names for the same shapes
+            _positive_int(cfg[field], field, 1, INT_RANGES["intermediate_size"][1], path)
+    return _built_within(cfg, model_type, model_type, path, max_bytes)
+
+
+def _built_within(cfg: dict, model_type: str, label: str, path, max_bytes: int):
     from transformers import CONFIG_MAPPING
     try:
-        config = CONFIG_MAPPING[family.model_type].from_dict(cfg)
+        config = CONFIG_MAPPING[model_type].from_dict(cfg)
     except Exception as e:  # noqa: BLE001 -- transformers' validators raise several kinds; all mean a bad field
-        raise UserError(f"the model config is not a valid {family.label} config ({_one_line(e)})", path=path,
+        raise UserError(f"the model config is not a valid {label} config ({_one_line(e)})", path=path,
                         fix=FIX) from None
     exact = _meta_parameters(config, path)
     if exact * 4 > max_bytes:
@@ -193,6 +221,8 @@ def _meta_parameters(config, path) -> int:
     checks above do not know (an activation's name, a norm kind) fails here, in one line."""
     import torch
     from transformers import MODEL_MAPPING
+    if type(config) not in MODEL_MAPPING:
+        return 0   # no bare model class to build (bounded by INT_RANGES alone)
     cls = MODEL_MAPPING[type(config)]   # imported outside the meta device (see families.forward_gflops)
     try:
         with torch.device("meta"):

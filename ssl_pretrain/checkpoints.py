@@ -41,11 +41,11 @@ from corpora.base.boundary import HF_LOCAL, MAX_CONFIG_BYTES, finite, read_json
 from corpora.base.errors import UserError
 from corpora.base.provenance import file_sha256
 from corpora.base.reserved import FBANK  # the reserved name of the filterbank baseline
-from ssl_pretrain.architecture import check_architecture, hf_config
+from ssl_pretrain.architecture import check_any_architecture, check_architecture, hf_config
 from ssl_pretrain.convert import (convert_checkpoint, fairseq_to_transformers, load_fairseq_checkpoint, model_config,
                                   num_updates)
-from ssl_pretrain.families import (WAV2VEC2, Family, check_finetunable, check_weights_fit, describe, family_of,
-                                   read_preprocessor)
+from ssl_pretrain.families import (FAMILIES, WAV2VEC2, Family, check_finetunable, check_weights_fit, describe,
+                                   family_of, read_preprocessor)
 from ssl_pretrain.registry import Registry, check_name
 
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json")
@@ -112,6 +112,50 @@ def _check_architecture(cfg_path: str, size: int, mtime_ns: int, max_bytes: int)
     path = Path(cfg_path)
     cfg = read_config(path.parent)
     check_architecture(cfg, family_of(cfg, path), path, max_bytes)
+
+
+def quiet_transformers(load, *args, **kwargs):
+    """``load(*args, **kwargs)`` (a from_pretrained) without transformers' multi-line load report and
+    progress bar: the caller checks the loading info and says a misfit in one line."""
+    import logging
+
+    from transformers.utils import logging as hf_logging
+    hf_log, bar = logging.getLogger("transformers"), hf_logging.is_progress_bar_enabled()
+    level = hf_log.level
+    hf_log.setLevel(logging.ERROR)
+    hf_logging.disable_progress_bar()
+    try:
+        return load(*args, **kwargs)
+    finally:
+        hf_log.setLevel(level)
+        if bar:
+            hf_logging.enable_progress_bar()
+
+
+def check_recogniser_folder(path: Path, trust: bool = False) -> None:
+    """A released recogniser's folder (a transformers CTC or sequence-to-sequence model) checked as
+    ``check_hf_folder`` checks an encoder's, before it is built: the architecture its config.json
+    describes (a self-supervised family's under its own bounds, any other model's shape fields and
+    meta-device build) within ``max_model_bytes``, and every weight finite. The caller has run
+    safe_load.check_model_folder (custom code, pickles) and loads with ``check_loaded_recogniser``."""
+    from ssl_pretrain.safe_load import check_finite_weights
+    cfg = read_config(path)
+    family = FAMILIES.get(cfg.get("model_type"))
+    if family is not None:
+        check_architecture(cfg, family, path / "config.json", max_model_bytes())
+    else:
+        check_any_architecture(cfg, path / "config.json", max_model_bytes())
+    check_finite_weights([w for w in weight_files(path) if not w.name.endswith(".index.json")], trust=trust)
+
+
+def check_loaded_recogniser(model, info: dict, path: Path) -> None:
+    """A recogniser transformers loaded (``output_loading_info``), refused when its weights did not
+    fit its config: missing (left at random init), unexpected in its modules (dropped) or of another
+    shape. Its family's rule (families.check_weights_fit), or the same rule for a model of none."""
+    model_type = model.config.model_type
+    family = FAMILIES.get(model_type) or Family(model_type, model_type, "waveform")
+    weights = weight_files(path)
+    check_weights_fit(model, info, family, weights[0] if len(weights) == 1 else path)
 
 
 def weight_files(folder: Path) -> list[Path]:
@@ -313,31 +357,19 @@ class CheckpointRef:
     def _load_folder(self):
         """The folder's encoder through transformers' AutoModel, its weights checked: finite
         (safe_load.check_finite_weights) and fitting config.json (families.check_weights_fit)."""
-        import logging
-
         from transformers import AutoModel
 
         from ssl_pretrain.safe_load import check_finite_weights
         weights = weight_files(self.path)
         check_finite_weights([w for w in weights if not w.name.endswith(".index.json")], trust=self.trusted)
-        from transformers.utils import logging as hf_logging
-        hf_log, bar = logging.getLogger("transformers"), hf_logging.is_progress_bar_enabled()
-        level = hf_log.level
-        # its multi-line load report and progress bar: a misfit is said below, in one line
-        hf_log.setLevel(logging.ERROR)
-        hf_logging.disable_progress_bar()
         try:
             # mismatched shapes reported, not raised (a RuntimeError holding the report), so all misfits read alike
-            model, info = AutoModel.from_pretrained(str(self.path), output_loading_info=True,
-                                                    ignore_mismatched_sizes=True, **HF_LOCAL)
-        except (RuntimeError, ValueError, OSError, KeyError) as e:
+            model, info = quiet_transformers(AutoModel.from_pretrained, str(self.path), output_loading_info=True,
+                                             ignore_mismatched_sizes=True, **HF_LOCAL)
+        except (RuntimeError, ValueError, OSError, KeyError, ImportError) as e:
             raise UserError(f"transformers cannot load the model folder ({type(e).__name__}: "
                             f"{' '.join(str(e).split())[:160]})", path=self.path,
                             fix="copy the model folder again") from None
-        finally:
-            hf_log.setLevel(level)
-            if bar:
-                hf_logging.enable_progress_bar()
         check_weights_fit(model, info, self.family, weights[0] if len(weights) == 1 else self.path)
         return model
 

@@ -128,6 +128,34 @@ def rate(value):
     return set_rate
 
 
+def wavlm_weights(d, marker):
+    # WavLM's weights of the same sizes under the folder's wav2vec2 config: transformers would drop them
+    # and leave the encoder at random init, with a load report on stderr and exit 0
+    import torch
+    from safetensors.torch import save_file
+    from transformers import WavLMConfig, WavLMForCTC
+    cfg = json.loads((d / "config.json").read_text())
+    keep = {k: v for k, v in cfg.items() if k not in ("model_type", "architectures", "transformers_version")}
+    torch.manual_seed(1)
+    state = {k: v.contiguous() for k, v in WavLMForCTC(WavLMConfig(**keep)).state_dict().items()}
+    save_file(state, d / "model.safetensors", metadata={"format": "pt"})
+
+
+def nan_weight(d, marker):
+    from safetensors.torch import load_file, save_file
+    state = load_file(d / "model.safetensors")
+    key = next(k for k in sorted(state) if "encoder.layers.0" in k and state[k].is_floating_point())
+    state[key].view(-1)[0] = float("nan")
+    save_file(state, d / "model.safetensors", metadata={"format": "pt"})
+
+
+def config(**changes):
+    def edit(d, marker):
+        _json(d, "config.json", **changes)
+    edit.__name__ = "-".join(f"{k}={v!r}"[:30] for k, v in changes.items())
+    return edit
+
+
 TRANSCRIBE = ["asr", "transcribe", "--model", "{model}", "--table", "{table}", "--out", "{out}", "--device", "cpu",
               "--no-progress", "--db", "{out}/r.db"]
 CKPT_ADD = ["ckpt", "add", "hostile", "{model}"]   # registry: $GENDERGAP_CHECKPOINTS, under --out
@@ -144,6 +172,13 @@ CASES = [
     (rate(0), "sampling_rate 0 is outside", [TRANSCRIBE]),
     (rate(-16000), "sampling_rate -16000 is outside", [TRANSCRIBE]),
     (rate(1e12), "sampling_rate 1000000000000.0 is outside", [TRANSCRIBE]),
+    # a released recogniser's folder meets the bounds and the strict load of an encoder's
+    (wavlm_weights, "the weights do not fit config.json", [TRANSCRIBE]),
+    (nan_weight, "holds NaN values", [TRANSCRIBE]),
+    (config(num_hidden_layers=100000), "num_hidden_layers 100000 is outside [1, 256]", [TRANSCRIBE]),
+    (config(conv_kernel=[10, 0]), "conv_kernel entry 0 is outside", [TRANSCRIBE]),
+    (config(quantization_config={"quant_method": "bitsandbytes", "load_in_8bit": True}),
+     "asks for quantised weights", [TRANSCRIBE]),
 ]
 PARAMS = [pytest.param(t, says, cmd, stdin, id=f"{t.__name__}-{cmd[1]}-{'y' if stdin else 'empty'}")
           for t, says, cmds in CASES for cmd in cmds

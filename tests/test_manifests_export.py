@@ -52,6 +52,18 @@ def test_wav2vec_manifest_counts_equal_soundfile_frames_and_segments_are_cut(cor
     np.testing.assert_array_equal(seg, src[int(2.0 * SR): int(3.5 * SR)])
 
 
+def test_long_utterance_ids_become_bounded_distinct_file_names(corpus, tmp_path):
+    """An id of hundreds of characters (a corpus's path-like ids) made 'File name too long' once its
+    atomic write's temporary name was added: file names keep the id's start and a digest of the whole."""
+    df = _sel(corpus)
+    train = df[df["split"] == "train"].head(2).copy()
+    train["id"] = ["u" * 300 + "a", "u" * 300 + "b"]   # distinct only in their last character
+    export_wav2vec({"train": train}, tmp_path, materialise="always")
+    names = sorted(p.name for p in (tmp_path / "audio" / "train").iterdir())
+    assert len(names) == 2 and names[0] != names[1] and all(len(n) <= len("x" * 120 + ".wav") for n in names), names
+    assert all(n.startswith("u" * 100) for n in names)
+
+
 def test_wav2vec_root_must_hold_every_file(corpus, tmp_path):
     df = _sel(corpus)
     whole = df[df["offset"] == 0]
