@@ -79,7 +79,14 @@ def check_before_fairseq(paths, *, trust: bool = False) -> None:
         return
     for path in paths:
         if Path(path).is_file():
-            load_torch_file(path, what="checkpoint fairseq would load", mmap=True)
+            state = load_torch_file(path, what="checkpoint fairseq would load", mmap=True)
+            # what fairseq's load_checkpoint_to_cpu reads before anything else: another shape is a KeyError
+            # deep in fairseq's upgrade code, reported from its log
+            if not (isinstance(state, dict) and isinstance(state.get("model"), dict)
+                    and ("cfg" in state or "args" in state) and ("optimizer_history" in state or "best_loss" in state)):
+                raise UserError("is not a fairseq checkpoint (a mapping with model, cfg or args, and optimizer_history)",
+                                path=path, fix="give the checkpoint fairseq wrote: restore the run directory, or train "
+                                               "the run again")
 
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".ckpt", ".pth")

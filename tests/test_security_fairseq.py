@@ -99,6 +99,19 @@ def test_decode_refuses_a_hostile_averaged_checkpoint(study, tmp_path, capsys):
     assert marker.exists()
 
 
+
+def test_decode_refuses_a_checkpoint_of_another_shape_before_fairseq_runs(study, tmp_path, capsys):
+    """A plain tensors file where the averaged model should be: fairseq's own load failed in its log
+    (KeyError 'best_loss'); it is one line naming the file, before any process starts."""
+    run = copy_run(study, tmp_path)
+    torch.save({"weights": torch.zeros(2)}, run / "checkpoint_avg.pt")
+    capsys.readouterr()
+    assert main(study["decode"] + ["--model", str(run), "--out", str(tmp_path / "h.hyp")]) == 2
+    err = one_line(capsys)
+    assert f"{run / 'checkpoint_avg.pt'}" in err and "is not a fairseq checkpoint" in err
+    assert not (tmp_path / "h.hyp.work" / "generate.log").exists()
+
+
 def test_train_resume_refuses_a_hostile_last_checkpoint(study, tmp_path, capsys):
     run, marker = copy_run(study, tmp_path), tmp_path / "MARKER"
     hostile_checkpoint(run / "checkpoints" / "checkpoint_last.pt", marker)
