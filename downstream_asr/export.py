@@ -26,9 +26,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
-from corpora.base.atomic import write_json, write_text
+from corpora.base.atomic import swap_in_dir, write_json, write_text
 from corpora.base.boundary import printable, read_json
 from corpora.base.errors import UserError
 from downstream_asr.runs import task_of
@@ -131,9 +132,9 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, *, trust: boo
     values = {"source_dir": str(out), "sample_rate": rate, "ssl_dim": int(linear0.in_features),
               "dnn_neurons": int(linear0.out_features), "head_dropout": float(head[2].p),
               "n_chars": int(linear1.out_features)}
-    stage = out.with_name(f".{out.name}.{os.getpid()}.partial")
-    shutil.rmtree(stage, ignore_errors=True)
-    stage.mkdir(parents=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # a unique staging folder (mkdtemp), never one at a name someone could plant a link at
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
     try:
         w2v = brain.modules.wav2vec2
         w2v.model.save_pretrained(stage / "wav2vec2", safe_serialization=True)
@@ -145,11 +146,7 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, *, trust: boo
                 "checkpoint": checkpoint, "text_norm": run["text_norm"], "text_norm_name": run["text_norm_name"], "ssl": run["ssl"]}
         write_json(stage / MARKER, meta)
         write_text(stage / "README.md", model_card(run_dir, run, meta, registry, commands))
-        old = out.with_name(f".{out.name}.{os.getpid()}.old")
-        if out.exists():
-            os.replace(out, old)
-        os.replace(stage, out)
-        shutil.rmtree(old, ignore_errors=True)
+        swap_in_dir(stage, out)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return {"out": str(out), **meta}
