@@ -92,7 +92,9 @@ def test_a_signal_before_the_job_is_known_waits_for_it(tmp_path):
     p.send_signal(signal.SIGINT)
     time.sleep(0.5)
     assert p.poll() is None, p.communicate()   # the client waits for the job's pid
-    job = subprocess.Popen(["sleep", "60"])
+    # SIGINT at its default in the stand-in job: a test run started in the background by a shell without
+    # job control inherits it ignored (bash does that to `cmd &`), and exec keeps an ignored signal ignored
+    job = subprocess.Popen(["sleep", "60"], preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     conn.sendall(json.dumps({"pid": job.pid}).encode() + b"\n")
     assert job.wait(timeout=30) == -signal.SIGINT   # the held signal went to the job
     conn.sendall(json.dumps({"exit": 7}).encode() + b"\n")
