@@ -151,14 +151,14 @@ def last_train_loss(log: Path) -> str:
 
 
 def bench_st_fbank(args) -> None:
-    import json
     import shutil
 
+    from corpora.base.boundary import read_json
     from ssl_pretrain.run import start_fairseq
     if not args.st_run or not (Path(args.st_run) / "st.json").is_file():
         print("st-fbank  skipped: --st-run names no finished ST run (e.g. STUDY/st/FBANK.fr-en/seed0)")
         return
-    command = json.loads((Path(args.st_run) / "st.json").read_text())["command"]
+    command = read_json(Path(args.st_run) / "st.json", "st.json", shape=dict)["command"]
     with tempfile.TemporaryDirectory() as tmp:
         keep = Path(tmp) / "keep"
         keep.mkdir()

@@ -38,7 +38,7 @@ from downstream_asr import export
 from downstream_asr.runs import task_of
 from ssl_pretrain.device import autocast
 from ssl_pretrain.invariant import encode
-from ssl_pretrain.checkpoints import check_loaded_recogniser, check_recogniser_folder, quiet_transformers
+from ssl_pretrain.checkpoints import check_recogniser_folder, load_checked
 from ssl_pretrain.safe_load import check_model_folder
 
 KINDS = ("run", "export", "speechbrain", "hf-ctc", "hf-seq2seq")
@@ -79,6 +79,19 @@ def _hf_kind(path: Path) -> str:
                     "transformers", path=path / "config.json",
                     fix="give a model AutoModelForCTC or AutoModelForSpeechSeq2Seq loads (wav2vec2, hubert, "
                         "whisper, speech_to_text, ...)")
+
+
+def check_hf_folder_before_loading(folder: Path, trust: bool = False) -> None:
+    """What a transformers recogniser's folder must pass before anything of it is built, for
+    ``HFModel`` and the sweep's dry run alike: no custom code, every pickle checked, a tokenizer
+    vocabulary, bounded shapes within the model-size bound (the weights are checked as they load:
+    ssl_pretrain.checkpoints.load_checked)."""
+    check_model_folder(folder, trust=trust)   # custom code, symlinked folders, every pickle
+    if not any((folder / v).is_file() for v in ("vocab.json", "tokenizer.json")):
+        # else transformers builds a tokenizer from None and fails with a TypeError deep inside
+        raise UserError("no tokenizer vocabulary (vocab.json or tokenizer.json) in the model folder", path=folder,
+                        fix="save the processor beside the model (processor.save_pretrained(DIR))")
+    check_recogniser_folder(folder)
 
 
 @dataclass
@@ -226,13 +239,7 @@ class HFModel(Transcriber):
     def __init__(self, folder: Path, kind: str, device: str, precision: str, trust: bool, language: str | None,
                  task: str, max_new_tokens: int | None):
         from transformers import AutoModelForCTC, AutoModelForSpeechSeq2Seq, AutoProcessor
-        check_model_folder(folder, trust=trust)   # custom code, symlinked folders, every pickle
-        if not any((folder / v).is_file() for v in ("vocab.json", "tokenizer.json")):
-            # else transformers builds a tokenizer from None and fails with a TypeError deep inside
-            raise UserError("no tokenizer vocabulary (vocab.json or tokenizer.json) in the model folder", path=folder,
-                            fix="save the processor beside the model (processor.save_pretrained(DIR))")
-        # bounded shapes, the model's memory, finite weights: before transformers builds anything
-        check_recogniser_folder(folder, trust=trust)
+        check_hf_folder_before_loading(folder, trust=trust)
         auto = AutoModelForCTC if kind == "hf-ctc" else AutoModelForSpeechSeq2Seq
         try:
             self.processor = AutoProcessor.from_pretrained(str(folder), **HF_LOCAL)
@@ -241,14 +248,11 @@ class HFModel(Transcriber):
             cfg = next((folder / n for n in ("preprocessor_config.json", "processor_config.json")
                         if (folder / n).is_file()), folder)
             rate = finite(getattr(fe, "sampling_rate", 16000), "sampling_rate", lo=1000, hi=384000, path=cfg)
-            # shapes that differ reported, not raised, so every misfit is refused alike below
-            model, info = quiet_transformers(auto.from_pretrained, str(folder), output_loading_info=True,
-                                             ignore_mismatched_sizes=True, **HF_LOCAL)
-        except (OSError, ValueError, KeyError, TypeError, RuntimeError, ImportError) as e:
+            model = load_checked(auto, folder, trust=trust)   # finite, and fitting its config
+        except (OSError, ValueError, KeyError, TypeError) as e:
             raise UserError(f"transformers cannot load this folder ({type(e).__name__}: "
                             f"{str(e).splitlines()[0][:160]})", path=folder,
                             fix="save the model with save_pretrained and its processor beside it") from None
-        check_loaded_recogniser(model, info, folder)   # weights dropped or left at random init: refused
         self.model = model.to(device).eval()
         self.language, self.task, self.max_new_tokens = language, task, max_new_tokens
         self.model_type = self.model.config.model_type

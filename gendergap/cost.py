@@ -51,8 +51,9 @@ PROFILE_PATH = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / 
 # estimate within 1-2 % of its summed job time but gender-st's, +19 %; train_gflops is what `gendergap
 # bench` measured there). st_s_per_update was lowered from 0.32 when fairseq's processes began flushing
 # subnormal floats (FBANK ST trained 2.5x slower on them): 0.32 x the ST stage's job time after / before
-# (2,608 s on a machine loaded ~1.26x by other work, by asr-frozen's time there / 3,169 s idle). cuda: one H100 (docs/measurements.md, "On a GPU", 2026-11-25): extraction
-# 36-90 TFLOP/s achieved (fp32 / fp16), base pretraining ~205 audio-s/s trained.
+# (2,608 s on a machine loaded ~1.26x by other work, by asr-frozen's time there / 3,169 s idle).
+# cuda: one H100 (docs/measurements.md, "On a GPU", 2026-11-25): extraction 36-90 TFLOP/s achieved
+# (fp32 / fp16), base pretraining ~205 audio-s/s trained.
 DEFAULTS = {
     "cpu": {"extract_gflops": 20.0, "extract_overhead_s_per_audio_s": 0.001, "train_gflops": 46.0,
             "train_overhead_s_per_step": 0.088, "frozen_s_per_step": 0.071, "st_s_per_update": 0.22,

@@ -132,30 +132,38 @@ def quiet_transformers(load, *args, **kwargs):
             hf_logging.enable_progress_bar()
 
 
-def check_recogniser_folder(path: Path, trust: bool = False) -> None:
+def check_recogniser_folder(path: Path) -> None:
     """A released recogniser's folder (a transformers CTC or sequence-to-sequence model) checked as
-    ``check_hf_folder`` checks an encoder's, before it is built: the architecture its config.json
-    describes (a self-supervised family's under its own bounds, any other model's shape fields and
-    meta-device build) within ``max_model_bytes``, and every weight finite. The caller has run
-    safe_load.check_model_folder (custom code, pickles) and loads with ``check_loaded_recogniser``."""
-    from ssl_pretrain.safe_load import check_finite_weights
+    ``check_hf_folder`` checks an encoder's, before anything is built (``asr transcribe`` and the
+    sweep's dry run alike): the architecture its config.json describes -- a self-supervised family's
+    under its own bounds, any other model's shape fields and meta-device build -- within
+    ``max_model_bytes``. The caller has run safe_load.check_model_folder (custom code, pickles)."""
     cfg = read_config(path)
     family = FAMILIES.get(cfg.get("model_type"))
     if family is not None:
         check_architecture(cfg, family, path / "config.json", max_model_bytes())
     else:
         check_any_architecture(cfg, path / "config.json", max_model_bytes())
-    check_finite_weights([w for w in weight_files(path) if not w.name.endswith(".index.json")], trust=trust)
 
 
-def check_loaded_recogniser(model, info: dict, path: Path) -> None:
-    """A recogniser transformers loaded (``output_loading_info``), refused when its weights did not
-    fit its config: missing (left at random init), unexpected in its modules (dropped) or of another
-    shape. Its family's rule (families.check_weights_fit), or the same rule for a model of none."""
-    model_type = model.config.model_type
-    family = FAMILIES.get(model_type) or Family(model_type, model_type, "waveform")
+def load_checked(auto, path: Path, trust: bool = False):
+    """``auto.from_pretrained`` of a checked transformers folder (AutoModel for an encoder,
+    AutoModelForCTC / AutoModelForSpeechSeq2Seq for a released recogniser), its weights checked:
+    finite first (safe_load.check_finite_weights), then fitting config.json -- none missing (left at
+    random init), unexpected in its modules (dropped) or of another shape -- by its family's rule
+    (families.check_weights_fit), or that rule for a model of none."""
+    from ssl_pretrain.safe_load import check_finite_weights
     weights = weight_files(path)
-    check_weights_fit(model, info, family, weights[0] if len(weights) == 1 else path)
+    check_finite_weights([w for w in weights if not w.name.endswith(".index.json")], trust=trust)
+    try:
+        # mismatched shapes reported, not raised (a RuntimeError holding the report), so all misfits read alike
+        model, info = quiet_transformers(auto.from_pretrained, str(path), output_loading_info=True,
+                                         ignore_mismatched_sizes=True, **HF_LOCAL)
+    except (RuntimeError, ValueError, OSError, KeyError, ImportError) as e:
+        raise UserError(f"transformers cannot load the model folder ({type(e).__name__}: "
+                        f"{' '.join(str(e).split())[:160]})", path=path, fix="copy the model folder again") from None
+    check_weights_fit(model, info, FAMILIES.get(model.config.model_type), weights[0] if len(weights) == 1 else path)
+    return model
 
 
 def weight_files(folder: Path) -> list[Path]:
@@ -355,23 +363,9 @@ class CheckpointRef:
         return FrozenSSL(model, normalize, rate, self.name, device=device, precision=precision, fbank=fbank)
 
     def _load_folder(self):
-        """The folder's encoder through transformers' AutoModel, its weights checked: finite
-        (safe_load.check_finite_weights) and fitting config.json (families.check_weights_fit)."""
+        """The folder's encoder through transformers' AutoModel, its weights checked (load_checked)."""
         from transformers import AutoModel
-
-        from ssl_pretrain.safe_load import check_finite_weights
-        weights = weight_files(self.path)
-        check_finite_weights([w for w in weights if not w.name.endswith(".index.json")], trust=self.trusted)
-        try:
-            # mismatched shapes reported, not raised (a RuntimeError holding the report), so all misfits read alike
-            model, info = quiet_transformers(AutoModel.from_pretrained, str(self.path), output_loading_info=True,
-                                             ignore_mismatched_sizes=True, **HF_LOCAL)
-        except (RuntimeError, ValueError, OSError, KeyError, ImportError) as e:
-            raise UserError(f"transformers cannot load the model folder ({type(e).__name__}: "
-                            f"{' '.join(str(e).split())[:160]})", path=self.path,
-                            fix="copy the model folder again") from None
-        check_weights_fit(model, info, self.family, weights[0] if len(weights) == 1 else self.path)
-        return model
+        return load_checked(AutoModel, self.path, trust=self.trusted)
 
     def check_weights(self) -> None:
         """The checks ``load`` makes of a folder's weights, for a caller that hands the folder to

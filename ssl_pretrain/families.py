@@ -207,16 +207,19 @@ def read_preprocessor(folder: Path) -> dict:
     return meta
 
 
-def check_weights_fit(model, info: dict, family: Family, weights) -> None:
+def check_weights_fit(model, info: dict, family: Family | None, weights) -> None:
     """Refuse weights that do not fit the config they were loaded under: transformers drops an
     unexpected weight and leaves a missing one at random init, so WavLM's weights under a wav2vec2
     config (or HuBERT's under data2vec) would load, silently a different model. ``info`` is
     from_pretrained's ``output_loading_info``. An unexpected weight outside the encoder's modules
     (a pretraining checkpoint's quantizer, project_q and project_hid; a CTC head) is no part of
-    the features and passes."""
+    the features and passes. ``family`` None: a released recogniser of no self-supervised family
+    (Whisper, ...), under the same rule with the default inert weights."""
+    inert = family.inert_weights if family else Family.inert_weights
+    label = family.label if family else model.config.model_type
     encoder = {n for n, _ in model.named_children()} | {n for n, _ in model.named_parameters(recurse=False)}
     # by its own name, so that a recogniser's ("wav2vec2.masked_spec_embed") counts as the encoder's
-    missing = sorted(k for k in info.get("missing_keys", ()) if k.split(".")[-1] not in family.inert_weights)
+    missing = sorted(k for k in info.get("missing_keys", ()) if k.split(".")[-1] not in inert)
     unexpected = sorted(k for k in info.get("unexpected_keys", ()) if k.split(".")[0] in encoder)
     mismatched = sorted(str(k[0] if isinstance(k, (tuple, list)) else k) for k in info.get("mismatched_keys", ()))
     found = [(n, what) for n, what in ((len(missing), "missing"), (len(unexpected), "unexpected"),
@@ -224,6 +227,6 @@ def check_weights_fit(model, info: dict, family: Family, weights) -> None:
     if found:
         first = (missing or unexpected or mismatched)[0]
         counts = ", ".join(f"{n} encoder weights {what}" for n, what in found)
-        raise UserError(f"the weights do not fit config.json (a {family.label} model): {counts} (e.g. '{first}'); "
+        raise UserError(f"the weights do not fit config.json (a {label} model): {counts} (e.g. '{first}'); "
                         "they would be dropped or left at random init", path=weights,
                         fix="give the config.json the weights were saved with (copy the model folder again)")

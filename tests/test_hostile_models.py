@@ -478,3 +478,30 @@ def test_the_sweep_dry_run_checks_the_architecture(ssl_models, tmp_path):
     assert p.returncode == 2 and len(err) == 1, err
     assert "num_hidden_layers 100000 is outside [1, 256]" in err[0] and "Big" in err[0], err[0]
     assert not (tmp_path / "study" / "sweep" / "jobs").exists()
+
+
+def test_the_sweep_dry_run_checks_a_released_recogniser_as_transcribe_does(good, tmp_path):
+    """An asr-released model is checked at planning as `asr transcribe` checks it before loading: a
+    quantised or 100,000-layer folder fails the dry run in one line; the good folder passes it."""
+    def dry_run(model: Path) -> subprocess.CompletedProcess:
+        cfg = tmp_path / f"{model.name}.yaml"
+        cfg.write_text(f"name: s\ncorpus: {{synth: tiny}}\ncheckpoints: {{FBANK: {{baseline: fbank}}}}\n"
+                       f"tasks:\n  released:\n    type: asr-released\n"
+                       f"    models:\n      mine: {{path: {model}}}\n")
+        return subprocess.run([sys.executable, "-m", "gendergap.cli", "sweep", "--config", str(cfg), "--out",
+                               str(tmp_path / "study"), "--dry-run"], capture_output=True, text=True, env=ENV,
+                              timeout=150)
+
+    assert dry_run(good / "model").returncode == 0
+    for name, change, says in [("quantised", {"quantization_config": {"quant_method": "bitsandbytes"}},
+                                "asks for quantised weights"),
+                               ("deep", {"num_hidden_layers": 100000}, "num_hidden_layers 100000 is outside")]:
+        model = tmp_path / name
+        shutil.copytree(good / "model", model)
+        shutil.copy(good / "vocab.json", tmp_path / "vocab.json")
+        _json(model, "config.json", **change)
+        p = dry_run(model)
+        err = [ln for ln in p.stderr.splitlines() if ln.strip()]
+        assert p.returncode == 2 and len(err) == 1, err
+        assert says in err[0] and "'mine'" in err[0] and str(model / "config.json") in err[0], err[0]
+    assert not (tmp_path / "study" / "sweep" / "jobs").exists()

@@ -24,6 +24,8 @@ from typing import Callable, Literal
 
 from pydantic import Field
 
+from corpora.base.errors import UserError
+from downstream_asr.recognisers import check_hf_folder_before_loading, detect
 from gendergap.config_schema import Section, TaskBase
 from gendergap.runs import asr_transcribe
 from gendergap.steps.base import CheckContext, Graph, ModelStep, Problem, problems, register_task, task_runtime
@@ -98,6 +100,13 @@ class ReleasedStep(ModelStep):
         if not Path(self.model).is_dir():
             found.append(Problem(f"model {self.model_name!r}: {self.model} is not a local folder",
                                  "give the folder of a downloaded model (it is never fetched from a hub)"))
+        else:
+            try:   # a transformers folder is checked as `asr transcribe` checks it before loading
+                if detect(self.model).startswith("hf-"):
+                    check_hf_folder_before_loading(Path(self.model), trust=self.trust)
+            except UserError as e:
+                where = f"{e.path}: " if e.path else ""
+                found.append(Problem(f"model {self.model_name!r}: {where}{e.message}", e.fix or ""))
         if not ctx.is_pending(self.table):
             table, problems_ = load_table(self.table)
             if table is None:
