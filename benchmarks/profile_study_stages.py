@@ -40,11 +40,13 @@ JOBS = {
 PARTS = [
     ("imports (engines)", ["<frozen importlib._bootstrap>:_find_and_load"]),
     ("training steps", ["speechbrain/core.py:fit_batch"]),
-    ("training data loading", ["dataloader.py:__next__@speechbrain/core.py:_fit_train"]),
+    # the loader's batches, read through a progress bar (tqdm's generator) when one is shown
+    ("training data loading", ["dataloader.py:__next__@speechbrain/core.py:_fit_train",
+                               "tqdm/std.py:__iter__@speechbrain/core.py:_fit_train"]),
     ("validation", ["speechbrain/core.py:_fit_valid"]),
     ("fairseq-train process", ["downstream_st/train.py:run_fairseq@downstream_st/train.py:train_st"]),
     ("test decoding", ["downstream_asr/runs.py:decode_trained", "downstream_st/runs.py:decode_model"]),
-    ("probe training", ["analysis/probing/"]),
+    ("probe training", ["analysis/probing/checkpoints.py:probe_models"]),   # every probe, its data and controls
     ("scoring and storing", ["analysis/score_runs.py:", "analysis/store.py:"]),
 ]
 

@@ -86,17 +86,23 @@ def make_record(config: Path, out: Path, rows: list[dict], parallel: int) -> dic
                         fix="run `gendergap study` to the end first (a finished study is a no-op to re-run)")
     stages: dict[str, dict] = {}
     for r in sorted(done, key=lambda r: r["started"]):
-        s = stages.setdefault(r["kind"], {"jobs": 0, "job_s": 0.0, "first": r["started"], "last": r["finished"]})
+        s = stages.setdefault(r["kind"], {"jobs": 0, "job_s": 0.0, "cpu_s": 0.0, "first": r["started"],
+                                          "last": r["finished"]})
         s["jobs"] += 1
         s["job_s"] += r["seconds"]
+        s["cpu_s"] = None if s["cpu_s"] is None or r.get("cpu_s") is None else s["cpu_s"] + r["cpu_s"]
         s["last"] = max(s["last"], r["finished"])
     wall = max(r["finished"] for r in done) - min(r["started"] for r in done)
+    # CPU-seconds only when every job counted them (a job finished by an older version did not)
+    cpu = None if any(r.get("cpu_s") is None for r in done) else round(sum(r["cpu_s"] for r in done))
     return {"config": {"path": os.path.relpath(config, Path.cwd()) if config.is_absolute() else str(config),
                        "sha256": file_sha256(config)},
             "machine": {"cpu": device_name("cpu"), "cores": os.cpu_count(), "jobs_at_once": parallel},
             "git_sha": _run_git_sha(out), "recorded": time.strftime("%Y-%m-%d", time.gmtime(max(r["finished"] for r in done))),
             "wall_s": round(wall), "job_s": round(sum(r["seconds"] for r in done)),
-            "stages": {k: {"jobs": v["jobs"], "job_s": round(v["job_s"]), "span_s": round(v["last"] - v["first"])}
+            **({} if cpu is None else {"cpu_s": cpu}),
+            "stages": {k: {"jobs": v["jobs"], "job_s": round(v["job_s"]), "span_s": round(v["last"] - v["first"]),
+                           **({} if cpu is None else {"cpu_s": round(v["cpu_s"])})}
                        for k, v in stages.items()},
             "scores": _scores(out / "report"), "answers": _answers(out / "report" / "report.md")}
 
@@ -118,8 +124,9 @@ def render(rec: dict) -> str:
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {rec['answers'].get(task, '-')} |")
     m = rec["machine"]
     stages = ", ".join(f"{k} {v['job_s']:,} s" for k, v in rec["stages"].items())
+    cpu = f"{rec['cpu_s']:,} CPU-seconds (user + system) in its jobs, " if "cpu_s" in rec else ""
     lines += ["", f"Time: {rec['wall_s']:,} s wall ({rec['wall_s'] / 60:.0f} min), {rec['job_s']:,} s of job time, "
-                  f"{m['jobs_at_once']} jobs at once on {m['cores']} cores ({m['cpu']}); recorded {rec['recorded']} "
+                  f"{cpu}{m['jobs_at_once']} jobs at once on {m['cores']} cores ({m['cpu']}); recorded {rec['recorded']} "
                   f"at git {rec['git_sha'][:12]}. Job time per stage: {stages}."]
     return "\n".join(lines)
 

@@ -15,6 +15,7 @@ finished is skipped by its done.json.
 from __future__ import annotations
 
 import os
+import resource
 import socket
 import time
 import traceback
@@ -62,7 +63,7 @@ def run_job(step, state_dir: str, interrupted=None) -> dict:
         if done and done.get("key") == step.key:
             return done
         (state / "failed.json").unlink(missing_ok=True)
-        started = time.time()
+        started, cpu_started = time.time(), cpu_seconds()
         try:
             _run(step)
         except BaseException as e:  # noqa: BLE001 -- recorded, then re-raised for the executor
@@ -73,9 +74,17 @@ def run_job(step, state_dir: str, interrupted=None) -> dict:
                                                 "traceback": traceback.format_exc()[-4000:]})
             raise
         done = {"key": step.key, "name": step.name, "kind": step.kind, "started": started,
-                "finished": time.time(), "seconds": round(time.time() - started, 1), "host": socket.gethostname()}
+                "finished": time.time(), "seconds": round(time.time() - started, 1),
+                "cpu_s": round(cpu_seconds() - cpu_started, 1), "host": socket.gethostname()}
         write_json(state / "done.json", done)
         return done
+
+
+def cpu_seconds() -> float:
+    """User + system CPU time of this process (all its threads) and of the children it has waited
+    for: an ST job's fairseq processes count as its own, so a job's cpu_s is what it cost the machine."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _run(step) -> None:

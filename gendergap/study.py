@@ -117,15 +117,17 @@ def print_stages(rows: list[dict], wall: float, estimates: list | None = None) -
     for e in estimates or []:
         if e.seconds is not None:
             guess[e.stage] = guess.get(e.stage, 0.0) + e.seconds
-    print("\nstage          jobs   job time   estimate   wall span")
+    print("\nstage          jobs   job time   CPU time   estimate   wall span")
     for kind in stage_order(r["kind"] for r in rows):
         mine = [r for r in rows if r["kind"] == kind and r["seconds"] is not None]
         if not mine:
             continue
         span = max(r["finished"] for r in mine) - min(r["started"] for r in mine)
         est = f"{guess[kind]:8.1f} s" if kind in guess else f"{'-':>10s}"
-        print(f"  {kind:12s} {len(mine):4d} {sum(r['seconds'] for r in mine):8.1f} s {est} {span:9.1f} s")
-    print(f"  {'this run':12s} {'':4s} {'':10s} {wall:9.1f} s (wall clock, skipped jobs included)")
+        cpu = [r.get("cpu_s") for r in mine]   # None: finished by a version that did not count it
+        cpu = f"{'-':>10s}" if None in cpu else f"{sum(cpu):8.1f} s"
+        print(f"  {kind:12s} {len(mine):4d} {sum(r['seconds'] for r in mine):8.1f} s {cpu} {est} {span:9.1f} s")
+    print(f"  {'this run':12s} {'':4s} {'':10s} {'':10s} {'':10s} {wall:9.1f} s (wall clock, skipped jobs included)")
 
 
 def headline(report_md: Path) -> str:

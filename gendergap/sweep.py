@@ -333,7 +333,8 @@ def _run_slurm(jobs, states, out, slurm, progress) -> dict[str, str]:
 
 
 def summary(jobs: list, out: str | Path) -> list[dict]:
-    """One row per job: state, seconds, log (for `sweep status` and the study's timing table)."""
+    """One row per job: state, seconds, CPU-seconds (None from a done.json written before they were
+    counted), log (for `sweep status` and the study's timing table)."""
     out = Path(out).resolve()
     queue = _squeue_ids()
     rows = []
@@ -345,6 +346,7 @@ def summary(jobs: list, out: str | Path) -> list[dict]:
         state = job_state(j, out, queue)
         rows.append({"job": j.name, "kind": j.kind, "state": state,
                      "seconds": done.get("seconds") if state == "done" else None,
+                     "cpu_s": done.get("cpu_s") if state == "done" else None,
                      "started": done.get("started"), "finished": done.get("finished"),
                      "log": sub.get("stdout", ""), "error": failed.get("error") if state == "failed" else None})
     return rows

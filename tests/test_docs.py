@@ -64,6 +64,27 @@ def test_the_readme_demo_results_are_the_recorded_run_of_the_current_config():
     assert {"asr-frozen", "st fr-en"} <= set(rec["scores"]) and rec["wall_s"] > 0 and rec["answers"]
 
 
+def test_the_demo_record_counts_cpu_seconds_only_when_every_job_did(tmp_path):
+    """The record states the jobs' CPU-seconds (the demo's budget is set in them), per stage and in
+    all; a study with a job finished before they were counted records none rather than a part."""
+    from gendergap.demo_record import make_record, render
+    (tmp_path / "report").mkdir()
+    (tmp_path / "report" / "report.md").write_text("## The answer\n\n- **asr-frozen (WER)**: no difference\n")
+    config = tmp_path / "mini.yaml"
+    config.write_text("name: x\n")
+    rows = [{"job": "a", "kind": "st", "seconds": 10.0, "cpu_s": 9.4, "started": 0.0, "finished": 10.0},
+            {"job": "b", "kind": "st", "seconds": 12.0, "cpu_s": 11.2, "started": 1.0, "finished": 13.0},
+            {"job": "c", "kind": "report", "seconds": 2.0, "cpu_s": 1.5, "started": 13.0, "finished": 15.0}]
+    rec = make_record(config, tmp_path, rows, parallel=2)
+    assert rec["cpu_s"] == 22 and rec["stages"]["st"]["cpu_s"] == 21 and rec["stages"]["report"]["cpu_s"] == 2
+    assert rec["wall_s"] == 15 and rec["job_s"] == 24
+    assert "22 CPU-seconds (user + system) in its jobs" in render(rec)
+    rows[2]["cpu_s"] = None
+    rec = make_record(config, tmp_path, rows, parallel=2)
+    assert "cpu_s" not in rec and all("cpu_s" not in s for s in rec["stages"].values())
+    assert "CPU-seconds" not in render(rec)
+
+
 def _leaves():
     import argparse
 

@@ -2,15 +2,19 @@
 keep their shape (the 100 x 6 plan: right number of jobs, unique names and keys)."""
 from __future__ import annotations
 
+import dataclasses
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
 from gendergap import sweep
 from gendergap.config import load_config
-from gendergap.jobs import SweepJob
+from gendergap.jobs import SweepJob, run_job
 from gendergap.plan import plan_jobs
+from gendergap.steps.base import Step
 from gendergap.steps.models import CheckpointsStep
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
@@ -26,6 +30,27 @@ def test_checkpoint_resubmits_the_same_job(tmp_path):
     assert again.function.step is step and again.function.state_dir == str(tmp_path)
     assert again.function is not job and not again.function.requeued and job.requeued
     assert (tmp_path / "requeued.json").is_file()
+
+
+@dataclasses.dataclass
+class _SpinAndSleep(Step):
+    """A step that costs CPU in a child process (as an ST job's fairseq does) and then waits."""
+    KIND = "spin"
+    spin_s: float = 0.6
+    sleep_s: float = 0.8
+
+    def run(self) -> None:
+        subprocess.run([sys.executable, "-c", f"import time\nt = time.process_time()\n"
+                        f"while time.process_time() - t < {self.spin_s}: pass"], check=True)
+        time.sleep(self.sleep_s)
+
+
+def test_a_finished_job_records_its_cpu_seconds_children_included(tmp_path):
+    """done.json's cpu_s is the job's user + system time with the processes it waited for: the
+    child's spin counts, the sleep does not (what the demo's CPU-second target is measured in)."""
+    done = run_job(_SpinAndSleep(name="spin", key="k"), str(tmp_path))
+    assert done["seconds"] >= 1.4
+    assert 0.6 <= done["cpu_s"] < done["seconds"] - 0.5, done
 
 
 def test_100_checkpoints_x_6_tasks_plan(tmp_path):

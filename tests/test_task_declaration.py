@@ -103,6 +103,18 @@ def test_the_time_table_leaves_no_kind_out():
         print_stages(rows, 9.0)
     lines = buf.getvalue().strip().splitlines()
     assert [line.split()[0] for line in lines[1:4]] == ["corpus", "report", "some-kind"], lines
+    # no CPU time counted (done.json files of an older version): a dash, not a made-up zero
+    assert all(line.split()[4] == "-" for line in lines[1:4]), lines
+
+
+def test_the_time_table_sums_cpu_seconds_per_stage():
+    rows = [{"job": n, "kind": "st", "seconds": 10.0, "cpu_s": c, "started": 0.0, "finished": 10.0}
+            for n, c in (("a", 7.5), ("b", 9.0))]
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        print_stages(rows, 12.0)
+    st = buf.getvalue().strip().splitlines()[1].split()
+    assert st[:6] == ["st", "2", "20.0", "s", "16.5", "s"], st
 
 
 def test_a_registration_is_refused_when_it_would_change_a_kind(toy):
