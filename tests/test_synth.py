@@ -256,3 +256,20 @@ def test_lexicon_realises_in_both_languages():
         sentences.use_lang(lang)
         unknown = [w for kind, w in words if "[[" in getattr(rb, kind)(w).realize()]
         assert not unknown, (lang, unknown)
+
+
+def test_the_synthesis_cpu_time_is_reaped_into_the_caller(tmp_path):
+    """The workers speak in processes forked by multiprocessing's forkserver, which reaps them;
+    the forkserver is stopped and waited for at the end, so their CPU time reaches the caller's
+    children's time (a study job's cpu_s, `/usr/bin/time`) instead of vanishing with an orphan."""
+    code = ("import resource, sys\n"
+            "from multiprocessing import forkserver\n"
+            "from corpora.synth import synthesize\n"
+            "synthesize(sys.argv[1], size='tiny', seed=0)\n"
+            "kids = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+            "print(kids.ru_utime + kids.ru_stime, forkserver._forkserver._forkserver_pid)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "corpus")], check=True,
+                         capture_output=True, text=True, cwd=REPO).stdout.split()
+    children_cpu, server_pid = float(out[-2]), out[-1]
+    assert server_pid == "None"
+    assert children_cpu >= 1.0, children_cpu   # the speaking itself: ~0.02 s when the server was left running

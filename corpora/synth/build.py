@@ -177,7 +177,19 @@ def _run_speakers(out_dir: Path, jobs: list, workers: int) -> dict[str, dict]:
                                desc="synth speakers", unit="spk"):
             for r in rows:
                 facts[r["id"]] = r
+    _stop_forkserver()
     return facts
+
+
+def _stop_forkserver() -> None:
+    """Stop the forkserver and wait for it. It reaped the workers, so their CPU time is its own;
+    left running, it outlives this process unwaited, and the synthesis's CPU time counts for no
+    one (not in a job's cpu_s, not in `/usr/bin/time`). The next forkserver pool starts a new one."""
+    from multiprocessing import forkserver
+    server = getattr(forkserver, "_forkserver", None)
+    stop = getattr(server, "_stop", None)   # CPython's own (its tests stop the server with it)
+    if stop is not None:
+        stop()
 
 
 def synthesize(out_dir, size: str = "mini", seed: int = 0, workers: int = WORKERS) -> Path:
