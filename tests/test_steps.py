@@ -92,7 +92,9 @@ def test_a_toy_task_runs_through_the_sweep(tmp_path, toy_registered, default_pro
     assert run_study(tmp_path / "c2.0.yaml", out, parallel=2) == 0
     printed = capsys.readouterr().out
     row = _stage_line(printed[printed.index("stage          jobs"):], "utt-seconds")
-    assert row[1] == "2" and float(row[4]) == pytest.approx(2 * per_job), row
+    # jobs, job time, CPU time, estimate: the CPU the toy's jobs spent, never more than their time
+    assert row[1] == "2" and float(row[6]) == pytest.approx(2 * per_job), row
+    assert 0 < float(row[4]) <= float(row[2]) + 0.1, row
     # the report names the toy's rows with the title its registration gave
     report = (out / "report" / "report.md").read_text(encoding="utf-8")
     assert f"utt-seconds ({toy_task.TITLE})" in report.split("## Other scores", 1)[1], report
