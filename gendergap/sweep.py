@@ -15,6 +15,7 @@ resumes.
 """
 from __future__ import annotations
 
+import math
 import shutil
 import signal
 import subprocess
@@ -344,12 +345,23 @@ def summary(jobs: list, out: str | Path) -> list[dict]:
         sub = read_state(folder / "submitted.json") or {}
         failed = read_state(folder / "failed.json") or {}
         state = job_state(j, out, queue)
+        # the times as numbers or None: a done.json is read as data, and a text or NaN in it must
+        # not break the time table (a job without usable times is listed without them)
+        times = {k: _finite(done.get(k)) for k in ("seconds", "cpu_s", "started", "finished")}
+        timed = state == "done" and None not in (times["seconds"], times["started"], times["finished"])
         rows.append({"job": j.name, "kind": j.kind, "state": state,
-                     "seconds": done.get("seconds") if state == "done" else None,
-                     "cpu_s": done.get("cpu_s") if state == "done" else None,
-                     "started": done.get("started"), "finished": done.get("finished"),
+                     "seconds": times["seconds"] if timed else None,
+                     "cpu_s": times["cpu_s"] if timed else None,
+                     "started": times["started"], "finished": times["finished"],
                      "log": sub.get("stdout", ""), "error": failed.get("error") if state == "failed" else None})
     return rows
+
+
+def _finite(value) -> float | None:
+    """A JSON number that is finite (not a bool, text, NaN or infinity), else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
 
 
 def check_steps(jobs: list, out: str | Path, progress: bool = True) -> list:

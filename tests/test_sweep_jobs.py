@@ -2,7 +2,10 @@
 keep their shape (the 100 x 6 plan: right number of jobs, unique names and keys)."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
+import json
 import subprocess
 import sys
 import time
@@ -14,6 +17,7 @@ from gendergap import sweep
 from gendergap.config import load_config
 from gendergap.jobs import SweepJob, run_job
 from gendergap.plan import plan_jobs
+from gendergap.study import print_stages
 from gendergap.steps.base import Step
 from gendergap.steps.models import CheckpointsStep
 
@@ -64,3 +68,24 @@ def test_100_checkpoints_x_6_tasks_plan(tmp_path):
     assert sum(len(g) for g in groups) == len(jobs) and len(groups) == 13   # conditions: two waves
     position = {j.name: i for i, j in enumerate(jobs)}
     assert all(position[d] < position[j.name] for j in jobs for d in j.deps)
+
+
+def test_a_done_json_with_bad_times_is_listed_without_them(tmp_path):
+    """done.json is read as data (the boundary refuses NaN): times that are text or a bool leave the job done but untimed,
+    and the study's time table is still printed (it counted the job's CPU as unknown, not 0)."""
+    good = CheckpointsStep(name="good", registry=str(tmp_path / "reg.json"), entries=[], key="k1")
+    bad = CheckpointsStep(name="bad", registry=str(tmp_path / "reg.json"), entries=[], key="k2")
+    for step, times in ((good, {"seconds": 2.0, "cpu_s": 1.5, "started": 10.0, "finished": 12.0}),
+                        (bad, {"seconds": "12 s", "cpu_s": "lots", "started": True, "finished": 12.0})):
+        folder = sweep.state_dir(tmp_path.resolve(), step.name)
+        folder.mkdir(parents=True)
+        (folder / "done.json").write_text(json.dumps({"key": step.key, "name": step.name, "kind": step.kind,
+                                                      **times}))
+    rows = {r["job"]: r for r in sweep.summary([good, bad], tmp_path)}
+    assert rows["good"]["state"] == rows["bad"]["state"] == "done"
+    assert (rows["good"]["seconds"], rows["good"]["cpu_s"]) == (2.0, 1.5)
+    assert rows["bad"]["seconds"] is None and rows["bad"]["cpu_s"] is None and rows["bad"]["started"] is None
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        print_stages(list(rows.values()), 5.0)
+    assert buf.getvalue().splitlines()[2].split()[:6] == ["checkpoints", "1", "2.0", "s", "1.5", "s"]
