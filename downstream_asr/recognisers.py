@@ -249,7 +249,7 @@ class HFModel(Transcriber):
                         if (folder / n).is_file()), folder)
             rate = finite(getattr(fe, "sampling_rate", 16000), "sampling_rate", lo=1000, hi=384000, path=cfg)
             model = load_checked(auto, folder, trust=trust)   # finite, and fitting its config
-        except (OSError, ValueError, KeyError, TypeError) as e:
+        except (OSError, ValueError, KeyError, TypeError, RuntimeError, ImportError) as e:
             raise UserError(f"transformers cannot load this folder ({type(e).__name__}: "
                             f"{str(e).splitlines()[0][:160]})", path=folder,
                             fix="save the model with save_pretrained and its processor beside it") from None

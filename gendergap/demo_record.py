@@ -94,7 +94,7 @@ def make_record(config: Path, out: Path, rows: list[dict], parallel: int) -> dic
         s["last"] = max(s["last"], r["finished"])
     wall = max(r["finished"] for r in done) - min(r["started"] for r in done)
     # CPU-seconds only when every job counted them (a job finished by an older version did not)
-    cpu = None if any(r.get("cpu_s") is None for r in done) else round(sum(r["cpu_s"] for r in done))
+    cpu = None if any(v["cpu_s"] is None for v in stages.values()) else round(sum(v["cpu_s"] for v in stages.values()))
     return {"config": {"path": os.path.relpath(config, Path.cwd()) if config.is_absolute() else str(config),
                        "sha256": file_sha256(config)},
             "machine": {"cpu": device_name("cpu"), "cores": os.cpu_count(), "jobs_at_once": parallel},

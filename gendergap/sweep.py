@@ -15,7 +15,6 @@ resumes.
 """
 from __future__ import annotations
 
-import math
 import shutil
 import signal
 import subprocess
@@ -23,7 +22,7 @@ import time
 from pathlib import Path
 
 from corpora.base.atomic import write_json
-from corpora.base.boundary import locked
+from corpora.base.boundary import finite, locked
 from corpora.base.errors import UserError
 from corpora.checks import one_pass
 from gendergap import warm
@@ -347,7 +346,7 @@ def summary(jobs: list, out: str | Path) -> list[dict]:
         state = job_state(j, out, queue)
         # the times as numbers or None: a done.json is read as data, and a text or NaN in it must
         # not break the time table (a job without usable times is listed without them)
-        times = {k: _finite(done.get(k)) for k in ("seconds", "cpu_s", "started", "finished")}
+        times = {k: _time_or_none(done.get(k)) for k in ("seconds", "cpu_s", "started", "finished")}
         timed = state == "done" and None not in (times["seconds"], times["started"], times["finished"])
         rows.append({"job": j.name, "kind": j.kind, "state": state,
                      "seconds": times["seconds"] if timed else None,
@@ -357,11 +356,14 @@ def summary(jobs: list, out: str | Path) -> list[dict]:
     return rows
 
 
-def _finite(value) -> float | None:
-    """A JSON number that is finite (not a bool, text, NaN or infinity), else None."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+def _time_or_none(value) -> float | None:
+    """A time from a done.json: the boundary's finite number >= 0, else None (JSON true is no time)."""
+    if isinstance(value, bool):
         return None
-    return float(value)
+    try:
+        return finite(value, "time", lo=0)
+    except UserError:
+        return None
 
 
 def check_steps(jobs: list, out: str | Path, progress: bool = True) -> list:

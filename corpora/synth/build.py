@@ -24,6 +24,7 @@ import multiprocessing
 import random
 import time
 from dataclasses import asdict, dataclass
+from multiprocessing import forkserver
 from pathlib import Path
 
 import numpy as np
@@ -185,7 +186,6 @@ def _stop_forkserver() -> None:
     """Stop the forkserver and wait for it. It reaped the workers, so their CPU time is its own;
     left running, it outlives this process unwaited, and the synthesis's CPU time counts for no
     one (not in a job's cpu_s, not in `/usr/bin/time`). The next forkserver pool starts a new one."""
-    from multiprocessing import forkserver
     server = getattr(forkserver, "_forkserver", None)
     stop = getattr(server, "_stop", None)   # CPython's own (its tests stop the server with it)
     if stop is not None:
