@@ -3,6 +3,7 @@ now against the way it was done before, in the same run (ratios, not absolute se
 
     .venv/bin/python benchmarks/bench_study_stages.py [--stages asr-e2e,st] [--epochs 3] [--updates 150]
         [--st-run STUDY/st/FBANK.fr-en/seed0]
+        # stages: asr-e2e, st, st-fbank, start, st-warm (default: all)
 
 - **asr-e2e** (fine-tuning with the CNN front-end frozen): SpeechBrain's wav2vec 2.0 lobe as the
   recipe builds it (downstream_asr.ctc_inference.Wav2Vec2Encoder) on the shipped B-tiny, training
@@ -26,6 +27,13 @@ now against the way it was done before, in the same run (ratios, not absolute se
   trains 8 fine-tuning steps of the shipped B-tiny. Before: a fresh ``python -u -m`` per job. Now:
   forked from the sweep's warm server (gendergap/warm.py). Prints the start-up (process start and
   imports) and the training time of each, so a warm child is also shown to compute no slower.
+
+- **st-warm** (an ST job's two fairseq processes): ``fairseq-train`` for ``--updates`` updates on
+  random features, then ``fairseq-generate`` on 100 utterances. Before: each a fresh interpreter
+  importing torch and fairseq. Now: forked from a warm server that imported them once, as a sweep's
+  ST job starts them (ssl_pretrain.run.start_fairseq(warm=True)). The averaged models and the
+  hypotheses are compared, and the CPU-seconds of the fairseq processes printed (a warm one's
+  reach its job through the job's ledger).
 
 Each stage runs old and new in turn, best of ``--repeats``; the machine should be idle.
 """
@@ -238,7 +246,48 @@ def bench_start(args) -> None:
            f"ratio {min(trains['before']) / min(trains['now']):.2f}x")
 
 
-STAGES = {"asr-e2e": bench_e2e, "st": bench_st, "st-fbank": bench_st_fbank, "start": bench_start}
+def bench_st_warm(args) -> None:
+    from downstream_st.decode import decode_st
+    from downstream_st.presets import apply_overrides, load_preset
+    from downstream_st.train import read_model_meta, train_st
+    from gendergap.warm import LEDGER_ENV, Server, ledger_seconds
+    from ssl_pretrain.run import FAST_PYTHON_ENV
+    with tempfile.TemporaryDirectory() as tmp:
+        train, valid = st_data(Path(tmp))
+        preset = apply_overrides(load_preset("tiny"), [f"max-update={args.updates}"])
+        times, cpu, hyps, models, losses = {"before": [], "now": []}, {"before": [], "now": []}, {}, {}, {}
+        with Server(Path(tmp) / "server.log", preload=("fairseq",)) as server:
+            while "ready" not in (Path(tmp) / "server.log").read_text():   # it has imported everything
+                time.sleep(0.2)
+            for r in range(args.repeats):
+                for way in ("before", "now"):
+                    out, ledger = Path(tmp) / f"{way}{r}", Path(tmp) / f"ledger-{way}{r}"
+                    os.environ[LEDGER_ENV] = str(ledger)
+                    if way == "now":   # as in a job the server started
+                        os.environ[FAST_PYTHON_ENV] = f"{sys.executable} -m gendergap.warm run {server.path} --"
+                    started, kids = time.perf_counter(), os.times()
+                    train_st(train, valid, out, preset=preset, src_lang="fr", tgt_lang="en", feature_dim=128)
+                    res = decode_st(out, read_model_meta(out), valid, out / "valid.hyp", split="valid")
+                    times[way].append(time.perf_counter() - started)
+                    done = os.times()
+                    cpu[way].append(done.children_user + done.children_system - kids.children_user
+                                    - kids.children_system + ledger_seconds(ledger))
+                    os.environ.pop(FAST_PYTHON_ENV, None)
+                    hyps[way] = Path(res["hyps"]).read_text()
+                    losses[way] = last_train_loss(out / "train.log")   # its log lines read as before
+                    models[way] = torch.load(out / "checkpoint_avg.pt", map_location="cpu", weights_only=False)["model"]
+        a, b = models["before"], models["now"]
+        diff = max((a[k].float() - b[k].float()).abs().max().item() for k in a)
+        report("st-warm", f"an ST job's fairseq-train ({args.updates} updates) and fairseq-generate (100 "
+               "utterances), each its own process", times, 2, "fairseq process",
+               f"largest difference of the averaged models {diff:.1e}, last logged loss {losses['before']} and "
+               f"{losses['now']}, hypotheses "
+               f"{'identical' if hyps['before'] == hyps['now'] else 'DIFFERENT'}; CPU-seconds of the fairseq "
+               f"processes: before {min(cpu['before']):.1f}, now {min(cpu['now']):.1f}")
+
+
+STAGES = {"asr-e2e": bench_e2e, "st": bench_st, "st-fbank": bench_st_fbank, "start": bench_start,
+          "st-warm": bench_st_warm}
 
 
 def main() -> None:

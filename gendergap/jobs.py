@@ -26,6 +26,7 @@ from submitit.helpers import Checkpointable, DelayedSubmission
 from corpora.base import boundary
 from corpora.base.atomic import write_json
 from corpora.base.boundary import locked
+from gendergap import warm
 from gendergap.logs import setup_logging
 
 
@@ -63,6 +64,10 @@ def run_job(step, state_dir: str, interrupted=None) -> dict:
         if done and done.get("key") == step.key:
             return done
         (state / "failed.json").unlink(missing_ok=True)
+        ledger = state / "forked-cpu.txt"   # the CPU time of the engine processes it starts warm
+        ledger.unlink(missing_ok=True)
+        outer = os.environ.get(warm.LEDGER_ENV)
+        os.environ[warm.LEDGER_ENV] = str(ledger)
         started, cpu_started = time.time(), cpu_seconds()
         try:
             _run(step)
@@ -73,16 +78,23 @@ def run_job(step, state_dir: str, interrupted=None) -> dict:
                                                 "error": f"{type(e).__name__}: {e}", "when": time.time(),
                                                 "traceback": traceback.format_exc()[-4000:]})
             raise
+        finally:   # a job run in its caller's process (tests) leaves its environment as it was
+            if outer is None:
+                os.environ.pop(warm.LEDGER_ENV, None)
+            else:
+                os.environ[warm.LEDGER_ENV] = outer
         done = {"key": step.key, "name": step.name, "kind": step.kind, "started": started,
                 "finished": time.time(), "seconds": round(time.time() - started, 1),
-                "cpu_s": round(cpu_seconds() - cpu_started, 1), "host": socket.gethostname()}
+                "cpu_s": round(cpu_seconds() - cpu_started + warm.ledger_seconds(ledger), 1),
+                "host": socket.gethostname()}
         write_json(state / "done.json", done)
         return done
 
 
 def cpu_seconds() -> float:
     """User + system CPU time of this process (all its threads) and of the children it has waited
-    for: an ST job's fairseq processes count as its own, so a job's cpu_s is what it cost the machine."""
+    for: an ST job's fairseq processes count as its own (those started warm through its ledger, see
+    run_job), so a job's cpu_s is what it cost the machine."""
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 

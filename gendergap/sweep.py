@@ -189,7 +189,8 @@ def _run_local(jobs, states, out, parallel, progress) -> dict[str, str]:
     old = signal.signal(signal.SIGTERM, stop)
     # jobs start as children of one process that imported the engines once (gendergap/warm.py);
     # a job on a GPU starts the plain way (the server never touches CUDA)
-    server = warm.Server(logs / "warm-server.log") if warm.enabled() else None
+    engines = sorted({m for j in jobs if states[j.name] != "done" for m in getattr(j, "ENGINE_IMPORTS", ())})
+    server = warm.Server(logs / "warm-server.log", preload=tuple(engines)) if warm.enabled() else None
     try:
         with server or nullcontext():
             warm_ex = submitit.LocalExecutor(folder=logs, python=server.python_command) if server else plain

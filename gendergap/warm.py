@@ -18,13 +18,20 @@ torch (forking after torch's thread pools start is unsafe) and never touches CUD
 GPU are started the plain way. When the server is not up, the client runs the job the plain way
 (exec), so a job never depends on it. ``GENDERGAP_WARM=0`` turns it off.
 
-    python -m gendergap.warm serve SOCKET            # the sweep starts it
+A job may start its engine's processes from the server too: an ST job's fairseq-train and
+fairseq-generate (~6 CPU-seconds each to import torch and fairseq afresh). The sweep then has the
+server import the engine as well (a step's ENGINE_IMPORTS), the job finds the client command in
+ssl_pretrain.run.FAST_PYTHON_ENV, and each such process reports its CPU-seconds back through its
+client into the job's ledger (LEDGER_ENV): it is the server's child, not the job's.
+
+    python -m gendergap.warm serve SOCKET [MODULE...]   # the sweep starts it (MODULE: more to preload)
     python -m gendergap.warm run SOCKET -- -u -m MODULE ARGS...
 """
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -38,6 +45,9 @@ PRELOAD = ("torch", "numpy", "pandas", "submitit", "speechbrain",
            "speechbrain.integrations.huggingface.wav2vec2", "gendergap.steps", "gendergap.plan",
            "downstream_asr.finetune", "downstream_asr.frozen", "downstream_st.train", "downstream_st.decode",
            "analysis.store", "analysis.score_runs", "analysis.probing", "analysis.report", "ssl_pretrain.features")
+# a job's own file where the clients it starts add the CPU-seconds of what they ran warm: that
+# process is the server's child, not the job's, so the job's RUSAGE_CHILDREN does not see it
+LEDGER_ENV = "GENDERGAP_FORKED_CPU_LEDGER"
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGCONT)
 
 
@@ -49,7 +59,8 @@ class Server:
     """The sweep's warm server (a context manager): ``python_command`` is the executor's
     ``python`` for jobs that may start warm. Started before the first job; stopped at the end."""
 
-    def __init__(self, log: Path):
+    def __init__(self, log: Path, preload: tuple[str, ...] = ()):
+        self.preload = tuple(preload)   # modules imported besides PRELOAD (the jobs' engines)
         self.dir = tempfile.mkdtemp(prefix="gg-warm-")   # short: a UNIX socket path has ~100 bytes
         self.path = os.path.join(self.dir, "s")
         self.log = log
@@ -57,7 +68,7 @@ class Server:
     def __enter__(self) -> "Server":
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "gendergap.warm", "serve", self.path],
+            self.proc = subprocess.Popen([sys.executable, "-m", "gendergap.warm", "serve", self.path, *self.preload],
                                          stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.time() + 10   # the socket is bound before anything heavy is imported
         while not os.path.exists(self.path) and self.proc.poll() is None and time.time() < deadline:
@@ -81,11 +92,11 @@ class Server:
 
 # --- the server ----------------------------------------------------------------------------------
 
-def serve(path: str) -> None:
+def serve(path: str, extra: tuple[str, ...] = ()) -> None:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)          # clients queue here while the engines are imported
-    for name in PRELOAD:
+    for name in (*PRELOAD, *extra):
         try:
             __import__(name)
         except Exception as e:  # noqa: BLE001 -- a job imports what it needs itself anyway
@@ -119,7 +130,7 @@ def serve(path: str) -> None:
         pid = os.fork()
         if pid == 0:
             listener.close()
-            _child(conn, request, fds)   # never returns
+            _child(conn, request, fds, path)   # never returns
         conn.close()
         for fd in fds:
             os.close(fd)
@@ -165,7 +176,8 @@ def _receive(conn) -> tuple[dict, list[int]]:
     return request, list(fds)
 
 
-def _child(conn, request: dict, fds: list[int]) -> None:
+def _child(conn, request: dict, fds: list[int], path: str) -> None:
+    import resource
     import runpy
     import threading
     import traceback
@@ -188,6 +200,9 @@ def _child(conn, request: dict, fds: list[int]) -> None:
         served = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         os.environ.clear()
         os.environ.update(request["env"])
+        # the processes the job starts through ssl_pretrain.run.start_fairseq(warm=True) start here too
+        from ssl_pretrain.run import FAST_PYTHON_ENV
+        os.environ[FAST_PYTHON_ENV] = shlex.join([sys.executable, "-m", "gendergap.warm", "run", path, "--"])
         # the import path `python -m` would give the job: its folder first, then its PYTHONPATH
         own = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         sys.path[:] = [request["cwd"], *own, *(p for p in sys.path[1:] if p not in served and p not in own)]
@@ -210,7 +225,9 @@ def _child(conn, request: dict, fds: list[int]) -> None:
         try:
             sys.stdout.flush()
             sys.stderr.flush()
-            conn.sendall(json.dumps({"exit": code}).encode() + b"\n")
+            own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu_s = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+            conn.sendall(json.dumps({"exit": code, "cpu_s": cpu_s}).encode() + b"\n")
         finally:
             os._exit(code)
 
@@ -253,7 +270,34 @@ def run(path: str, argv: list[str]) -> int:
         os.execv(sys.executable, [sys.executable, *argv])
     job.to(int(json.loads(first)["pid"]))
     last = replies.readline()
-    return int(json.loads(last)["exit"]) if last else 1
+    if not last:
+        return 1
+    reply = json.loads(last)
+    _add_to_ledger(reply.get("cpu_s"))
+    return int(reply["exit"])
+
+
+def _add_to_ledger(cpu_s) -> None:
+    """The CPU-seconds of a finished warm child, for the job that started this client (LEDGER_ENV)."""
+    ledger = os.environ.get(LEDGER_ENV)
+    if ledger and isinstance(cpu_s, (int, float)):
+        with open(ledger, "a", encoding="utf-8") as f:   # one short line: an append is atomic
+            f.write(f"{float(cpu_s):.3f}\n")
+
+
+def ledger_seconds(path) -> float:
+    """The CPU-seconds a job's warm children added to its ledger (0 when it has none)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return 0.0
+    total = 0.0
+    for word in text.split():
+        try:
+            total += float(word)
+        except ValueError:   # a line cut short by a kill: that child's time is lost, not the job's
+            pass
+    return total
 
 
 class _Forwarder:
@@ -284,7 +328,7 @@ def _forward(pid: int, sig: int) -> None:
 
 def main(argv: list[str]) -> int:
     if len(argv) >= 2 and argv[0] == "serve":
-        serve(argv[1])
+        serve(argv[1], tuple(argv[2:]))
         return 0
     if len(argv) >= 3 and argv[0] == "run" and "--" in argv:
         return run(argv[1], argv[argv.index("--") + 1:])

@@ -14,6 +14,8 @@ applied to training and generation alike, so the model a test set is decoded wit
 it was trained as; and it lives here, in the project's own entry point, not in a ``--user-dir``
 package (presets refuse that flag: it would import code named by a config file).
 
+It resets the root logger to a fresh interpreter's, for a command started warm (see below).
+
 It flushes subnormal floats to zero (ssl_pretrain.device.flush_subnormals: fairseq's ST training
 on FBANK features ran 2.5x slower on them).
 
@@ -23,6 +25,7 @@ the parent's ``__main__`` module (this one) again before it loads anything.
 from __future__ import annotations
 
 import importlib
+import logging
 import sys
 
 import torch
@@ -33,6 +36,12 @@ from ssl_pretrain.safe_load import SAFE_GLOBALS
 
 ENTRIES = ("fairseq_cli.train", "fairseq_cli.generate", "fairseq_cli.hydra_train")
 
+# Started warm (ssl_pretrain.run.start_fairseq(warm=True)), this process is a fork of a server
+# whose imports configured the root logger (SpeechBrain adds a handler): start from a fresh
+# interpreter's, so that fairseq's command configures it as when it runs alone.
+for _handler in list(logging.root.handlers):
+    logging.root.removeHandler(_handler)
+logging.root.setLevel(logging.WARNING)
 torch.serialization.add_safe_globals(SAFE_GLOBALS)
 flush_subnormals()
 # The fairseq command's own module is imported before the patch imports fairseq's models, as it is

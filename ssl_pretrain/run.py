@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shlex
 import signal
 import shutil
 import subprocess
@@ -33,6 +34,10 @@ log = logging.getLogger(__name__)
 
 
 NO_WEIGHTS_ONLY = "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"
+# A command that starts ``python -m MODULE ...`` faster than a fresh interpreter, from a process
+# that imported torch and fairseq already (a sweep's warm server sets it for the jobs it starts:
+# gendergap/warm.py). start_fairseq(warm=True) uses it when it is set.
+FAST_PYTHON_ENV = "GENDERGAP_FAST_PYTHON"
 
 
 def fairseq_env(extra: dict | None = None, threads: int | None = None) -> dict:
@@ -219,7 +224,8 @@ def repair_cut_short_last(save_dir) -> str | None:
     return source.name
 
 
-def start_fairseq(cmd: list[str], log_path, env: dict | None = None, trust: bool = False) -> subprocess.Popen:
+def start_fairseq(cmd: list[str], log_path, env: dict | None = None, trust: bool = False,
+                  warm: bool = False) -> subprocess.Popen:
     """Start fairseq in its own process group, appending its output to ``log_path``.
 
     Every checkpoint the command will load (fairseq_inputs) is first read with the project's safe
@@ -229,6 +235,11 @@ def start_fairseq(cmd: list[str], log_path, env: dict | None = None, trust: bool
     files) skips the check and sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 for this process, so that
     fairseq unpickles fully; gendergap sets that variable nowhere else, and removes one inherited
     from the caller's environment otherwise.
+
+    ``warm``: start it through FAST_PYTHON_ENV's command when the environment has one (the ST
+    runs of a sweep job: each would spend ~6 s of CPU importing torch and fairseq). The process
+    is then the warm server's child, the same command in the same folder, environment and
+    streams; the command stops it as it would stop fairseq (it forwards signals).
     """
     from ssl_pretrain.safe_load import check_before_fairseq
     log_path = Path(log_path)
@@ -244,8 +255,11 @@ def start_fairseq(cmd: list[str], log_path, env: dict | None = None, trust: bool
     if len(cmd) > 2 and cmd[1] == "-m" and cmd[2].startswith("fairseq_cli."):
         cmd = [cmd[0], "-m", "ssl_pretrain.fairseq_entry", *cmd[2:]]
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    fast = env.get(FAST_PYTHON_ENV) if warm and cmd[0] == sys.executable and cmd[1] == "-m" else None
     with open(log_path, "a", encoding="utf-8") as f:
-        f.write(f"==== gendergap {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(cmd)}\n")
+        f.write(f"==== gendergap {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(cmd)}{' (warm)' if fast else ''}\n")
+    if fast:
+        cmd = [*shlex.split(fast), *cmd[1:]]
     logf = open(log_path, "ab")
     # own session: stopping it (watchdog trip, Ctrl-C) stops fairseq's data workers too
     proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env,

@@ -284,6 +284,7 @@ LAZY_IMPORTS = {
         "analysis.scoring": "pandas, sacrebleu, numpy, jiwer", "corpora.table": "pandas",
         "downstream_asr.transcribe": "torch", "downstream_st.data": "pandas, numpy, soundfile"},
     "gendergap/steps/asr.py": {"downstream_asr.rundir": "pandas, hyperpyyaml"},
+    "gendergap/warm.py": {"ssl_pretrain.run": "numpy, soundfile (the client, which imports warm.py, starts every job)"},
     "gendergap/steps/base.py": {"ssl_pretrain.device": "torch"},
     "gendergap/steps/conditions.py": {"analysis.conditions": "pandas, sacrebleu, numpy, jiwer",
         "analysis.report": "torch, pandas, matplotlib, sklearn, numpy"},

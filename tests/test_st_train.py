@@ -162,3 +162,58 @@ def test_fairseq_processes_flush_subnormal_floats(entry, flushed):
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
     value = float(out.strip().splitlines()[-1])
     assert (value == 0.0) if flushed else value == pytest.approx(6e-39, rel=1e-3)
+
+
+@pytest.mark.slow
+def test_an_st_run_started_warm_is_the_plain_run(tmp_path, monkeypatch):
+    """A sweep's ST job starts fairseq-train and fairseq-generate from the warm server (forked from
+    a process that imported fairseq once; ssl_pretrain.run.start_fairseq(warm=True)). Forked from a
+    server whose SpeechBrain import configured the root logger, fairseq must still configure its own
+    (its log lines are read back), train the same model and decode the same text; its CPU time
+    reaches the job through the job's ledger."""
+    import numpy as np
+    import pandas as pd
+
+    from downstream_st.decode import decode_st
+    from downstream_st.presets import apply_overrides, load_preset
+    from downstream_st.train import read_model_meta, train_st
+    from gendergap.warm import LEDGER_ENV, Server, ledger_seconds
+    from ssl_pretrain.run import FAST_PYTHON_ENV
+    from st_helpers import WORDS_EN
+
+    rng = np.random.default_rng(0)
+
+    def split(name, n):
+        rows = []
+        for i in range(n):
+            k = int(rng.integers(2, 5))
+            path = tmp_path / f"{name}-{i}.npy"
+            np.save(path, rng.standard_normal((10 * k, 16)).astype(np.float32))
+            rows.append({"id": f"{name}-{i}", "speaker": f"s{i % 4}", "feature_path": str(path), "n_frames": 10 * k,
+                         "tgt_text_en": " ".join(rng.choice(WORDS_EN, size=k))})
+        return pd.DataFrame(rows)
+    train, valid = split("train", 40), split("valid", 8)
+    preset = apply_overrides(load_preset("tiny"), ["max-update=6", "data.vocab_size=30", "save-interval-updates=3"])
+    runs = {}
+    with Server(tmp_path / "server.log", preload=("fairseq",)) as server:
+        for way in ("plain", "warm"):
+            if way == "warm":
+                monkeypatch.setenv(FAST_PYTHON_ENV, f"{sys.executable} -m gendergap.warm run {server.path} --")
+            monkeypatch.setenv(LEDGER_ENV, str(tmp_path / f"ledger-{way}"))
+            out = tmp_path / way
+            train_st(train, valid, out, preset=preset, src_lang="fr", tgt_lang="en", feature_dim=16)
+            hyps = decode_st(out, read_model_meta(out), valid, out / "valid.hyp", split="valid")["hyps"]
+            runs[way] = (torch.load(out / "checkpoint_avg.pt", weights_only=False)["model"],
+                         open(hyps).read(), (out / "train.log").read_text())
+    (plain, plain_hyps, plain_log), (warm, warm_hyps, warm_log) = runs["plain"], runs["warm"]
+    assert plain.keys() == warm.keys() and all(torch.equal(plain[k], warm[k]) for k in plain)
+    assert warm_hyps == plain_hyps and len(warm_hyps.splitlines()) == 8
+    assert "(warm)" in warm_log and "(warm)" not in plain_log
+    def summaries(log):   # fairseq's own format, the job reads its progress from: per-epoch losses
+        fields = [dict(f.split(" ", 1) for f in ln.split(" | ")[3:]) for ln in log.splitlines() if "| INFO | train |" in ln]
+        return [(f["epoch"], f["loss"], f["ctc_loss"], f["num_updates"]) for f in fields]
+    assert "| INFO | fairseq_cli.train |" in warm_log
+    assert len(summaries(warm_log)) >= 2 and summaries(warm_log) == summaries(plain_log)
+    assert not (tmp_path / "ledger-plain").exists()       # plain fairseq is the job's own child
+    assert ledger_seconds(tmp_path / "ledger-warm") > 0.5   # train and generate, one line each
+    assert len((tmp_path / "ledger-warm").read_text().split()) == 2

@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import os
 import subprocess
 import sys
 import time
@@ -42,10 +43,18 @@ class _SpinAndSleep(Step):
     KIND = "spin"
     spin_s: float = 0.6
     sleep_s: float = 0.8
+    warm_server: str | None = None   # spin in a child of this warm server (gendergap/warm.py) instead,
+    folder: str | None = None        # with its module written here
 
     def run(self) -> None:
-        subprocess.run([sys.executable, "-c", f"import time\nt = time.process_time()\n"
-                        f"while time.process_time() - t < {self.spin_s}: pass"], check=True)
+        spin = f"import time\nt = time.process_time()\nwhile time.process_time() - t < {self.spin_s}: pass"
+        if self.warm_server:
+            folder = Path(self.folder)
+            (folder / "spin_mod.py").write_text(spin)
+            subprocess.run([sys.executable, "-m", "gendergap.warm", "run", self.warm_server, "--", "-m", "spin_mod"],
+                           check=True, cwd=folder, env={**os.environ, "PYTHONPATH": str(folder)})
+        else:
+            subprocess.run([sys.executable, "-c", spin], check=True)
         time.sleep(self.sleep_s)
 
 
@@ -55,6 +64,19 @@ def test_a_finished_job_records_its_cpu_seconds_children_included(tmp_path):
     done = run_job(_SpinAndSleep(name="spin", key="k"), str(tmp_path))
     assert done["seconds"] >= 1.4
     assert 0.6 <= done["cpu_s"] < done["seconds"] - 0.5, done
+
+
+def test_a_jobs_cpu_seconds_include_what_it_started_warm(tmp_path):
+    """An ST job starts fairseq from the sweep's warm server: the server's child, not the job's, so
+    the job's RUSAGE_CHILDREN misses it. Its CPU time comes back through the job's ledger."""
+    from gendergap.warm import LEDGER_ENV, Server
+    with Server(tmp_path / "server.log") as server:
+        done = run_job(_SpinAndSleep(name="spin", key="k", spin_s=1.0, sleep_s=0.1, warm_server=server.path,
+                                     folder=str(tmp_path)),
+                       str(tmp_path / "state"))
+    assert 1.0 <= done["cpu_s"] < done["seconds"], done
+    assert len((tmp_path / "state" / "forked-cpu.txt").read_text().split()) == 1
+    assert LEDGER_ENV not in os.environ    # run in this process: its environment is left as it was
 
 
 def test_100_checkpoints_x_6_tasks_plan(tmp_path):

@@ -142,3 +142,49 @@ def test_a_warm_jobs_cpu_time_counts_as_the_sweeps(folder, tmp_path):
     used = cpu() - before
     own = float((tmp_path / "log").read_text().split("own CPU ")[1].split()[0])   # its imports
     assert used - own >= 1.4, (used, own)
+
+
+STARTER = '''
+import os, shlex, subprocess, sys
+from ssl_pretrain.run import FAST_PYTHON_ENV
+fast = os.environ.get(FAST_PYTHON_ENV)
+print("job pid", os.getpid(), "fast", bool(fast), flush=True)
+sys.exit(subprocess.run([*shlex.split(fast), "-u", "-m", "engine_mod"]).returncode)
+'''
+ENGINE = '''
+import os, sys, time
+print("engine ppid", os.getppid(), "preloaded", "xml.dom.minidom" in sys.modules, flush=True)
+t = time.process_time()
+while time.process_time() - t < 1.0:
+    pass
+'''
+
+
+def test_a_warm_job_starts_its_engine_processes_warm_and_counts_their_cpu(folder, tmp_path):
+    """A job the server started may start its engines' processes there too (ssl_pretrain.run.
+    start_fairseq(warm=True) for ST's fairseq): FAST_PYTHON_ENV is set in its environment, the
+    engine comes up with the server's extra imports, as the server's child (not the job's) -- so its
+    CPU-seconds reach the job through the job's ledger (LEDGER_ENV), as gendergap.jobs counts them."""
+    from gendergap.warm import LEDGER_ENV, ledger_seconds
+    (folder / "starter_mod.py").write_text(STARTER)
+    (folder / "engine_mod.py").write_text(ENGINE)
+    ledger = tmp_path / "ledger.txt"
+    with Server(tmp_path / "log", preload=("xml.dom.minidom",)) as s:
+        env = {**os.environ, "PYTHONPATH": str(folder), LEDGER_ENV: str(ledger)}
+        out = subprocess.run([sys.executable, "-m", "gendergap.warm", "run", s.path, "--", "-u", "-m", "starter_mod"],
+                             env=env, cwd=folder, capture_output=True, text=True, timeout=120)
+        server_pid = s.proc.pid
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "fast True" in out.stdout
+    job_pid = int(out.stdout.split("job pid")[1].split()[0])
+    engine_ppid = int(out.stdout.split("engine ppid")[1].split()[0])
+    assert engine_ppid == server_pid != job_pid
+    assert "preloaded True" in out.stdout
+    # the engine's ~1 s and the job's own (both clients add a line; each line is one warm child)
+    lines = ledger.read_text().split()
+    assert len(lines) == 2, lines
+    assert ledger_seconds(ledger) >= 0.95
+    assert ledger_seconds(tmp_path / "absent.txt") == 0.0
+    ledger.write_text("1.5\n0.2")     # a line cut short by a kill is lost, not the rest
+    assert ledger_seconds(ledger) == pytest.approx(1.7)
+

@@ -41,6 +41,9 @@ class Step:
     # fields renamed after steps of this kind were run: {new name: the name keys were made with},
     # so a clearer name does not redo a study
     KEY_NAMES: ClassVar[dict] = {}
+    # engines its job starts in processes of their own (fairseq for ST): a sweep with such a job
+    # has its warm server import them once, so those processes start warm too (gendergap/warm.py)
+    ENGINE_IMPORTS: ClassVar[tuple] = ()
     name: str
     deps: list[str] = field(default_factory=list)
     resources: dict = field(default_factory=lambda: dict(LIGHT))

@@ -49,6 +49,7 @@ class StStep(ModelStep):
     KINDS = ("st", "gender-st")
     ADDED_FIELDS = ("eval_corpus",)
     KEY_NAMES = {"bootstrap_seed": "seed"}
+    ENGINE_IMPORTS = ("fairseq",)
 
     @property
     def kind(self) -> str:
