@@ -157,6 +157,17 @@ def test_study_stage_reaches_the_report_with_tables_1_to_5(walked):
         hyp = (work / "study" / f"{pair}-st" / f"F-1K-Large.{pair}" / "test.hyp").read_text().splitlines()
         ids = [line.split("\t")[0] for line in hyp]
         assert len(ids) == sum(TALKS[t][2] for t in test_talks) and all(i.startswith("mtedx-fr/") for i in ids)
+        # its fairseq processes started from the sweep's warm server (gendergap/warm.py)
+        log = (work / "study" / f"{pair}-st" / f"F-1K-Large.{pair}" / "train.log").read_text()
+        assert log.startswith("==== gendergap ") and "(warm)" in log.splitlines()[0]
+    # their CPU time, which an ST job's own rusage does not see (the server's children), reached its
+    # done.json through the job's ledger: fairseq-train and fairseq-generate, one line each
+    st_jobs = [d for d in (work / "study" / "sweep" / "jobs").iterdir()
+               if json.loads((d / "done.json").read_text())["kind"] == "st"]
+    assert len(st_jobs) == 6
+    for d in st_jobs:
+        forked = [float(x) for x in (d / "forked-cpu.txt").read_text().split()]
+        assert len(forked) == 2 and json.loads((d / "done.json").read_text())["cpu_s"] >= sum(forked) > 1.0
     # a second run is a no-op
     again = run_stage("study", cfg, work)
     assert again.returncode == 0 and re.search(r"23 jobs: 23 done already, 0 to run", again.stdout + again.stderr)
