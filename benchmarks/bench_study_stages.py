@@ -264,7 +264,7 @@ def bench_st_warm(args) -> None:
                     out, ledger = Path(tmp) / f"{way}{r}", Path(tmp) / f"ledger-{way}{r}"
                     os.environ[LEDGER_ENV] = str(ledger)
                     if way == "now":   # as in a job the server started
-                        os.environ[FAST_PYTHON_ENV] = f"{sys.executable} -m gendergap.warm run {server.path} --"
+                        os.environ[FAST_PYTHON_ENV] = server.python_command
                     started, kids = time.perf_counter(), os.times()
                     train_st(train, valid, out, preset=preset, src_lang="fr", tgt_lang="en", feature_dim=128)
                     res = decode_st(out, read_model_meta(out), valid, out / "valid.hyp", split="valid")

@@ -67,7 +67,7 @@ def run_fairseq(cmd: list[str], log_path: Path, poll_s: float = 0.5, threads: in
     The checkpoints it will load are checked first (ssl_pretrain.run.start_fairseq; ``trust``:
     --trust-checkpoint)."""
     offset = start = log_path.stat().st_size if log_path.exists() else 0
-    proc = start_fairseq(cmd, log_path, env=fairseq_env(process_env(threads, gpu)), trust=trust, warm=gpu is None)
+    proc = start_fairseq(cmd, log_path, env=fairseq_env(process_env(threads, gpu)), trust=trust, warm=True)
     try:
         while proc.poll() is None:
             time.sleep(poll_s)

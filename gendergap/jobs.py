@@ -15,7 +15,6 @@ finished is skipped by its done.json.
 from __future__ import annotations
 
 import os
-import resource
 import socket
 import time
 import traceback
@@ -68,7 +67,8 @@ def run_job(step, state_dir: str, interrupted=None) -> dict:
         ledger.unlink(missing_ok=True)
         outer = os.environ.get(warm.LEDGER_ENV)
         os.environ[warm.LEDGER_ENV] = str(ledger)
-        started, cpu_started = time.time(), cpu_seconds()
+        # this process and the ones it waited for (an ST job's fairseq), plus those it started warm
+        started, cpu_started = time.time(), warm.cpu_seconds()
         try:
             _run(step)
         except BaseException as e:  # noqa: BLE001 -- recorded, then re-raised for the executor
@@ -85,18 +85,10 @@ def run_job(step, state_dir: str, interrupted=None) -> dict:
                 os.environ[warm.LEDGER_ENV] = outer
         done = {"key": step.key, "name": step.name, "kind": step.kind, "started": started,
                 "finished": time.time(), "seconds": round(time.time() - started, 1),
-                "cpu_s": round(cpu_seconds() - cpu_started + warm.ledger_seconds(ledger), 1),
+                "cpu_s": round(warm.cpu_seconds() - cpu_started + warm.ledger_seconds(ledger), 1),
                 "host": socket.gethostname()}
         write_json(state / "done.json", done)
         return done
-
-
-def cpu_seconds() -> float:
-    """User + system CPU time of this process (all its threads) and of the children it has waited
-    for: an ST job's fairseq processes count as its own (those started warm through its ledger, see
-    run_job), so a job's cpu_s is what it cost the machine."""
-    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _run(step) -> None:

@@ -189,7 +189,7 @@ def _run_local(jobs, states, out, parallel, progress) -> dict[str, str]:
     old = signal.signal(signal.SIGTERM, stop)
     # jobs start as children of one process that imported the engines once (gendergap/warm.py);
     # a job on a GPU starts the plain way (the server never touches CUDA)
-    engines = sorted({m for j in jobs if states[j.name] != "done" for m in getattr(j, "ENGINE_IMPORTS", ())})
+    engines = sorted({m for j in jobs if states[j.name] != "done" for m in j.ENGINE_IMPORTS})
     server = warm.Server(logs / "warm-server.log", preload=tuple(engines)) if warm.enabled() else None
     try:
         with server or nullcontext():

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shlex
 import signal
 import socket
@@ -77,7 +78,7 @@ class Server:
 
     @property
     def python_command(self) -> str:
-        return f"{sys.executable} -m gendergap.warm run {self.path} --"
+        return client_command(self.path)
 
     def __exit__(self, *exc) -> None:
         if self.proc.poll() is None:
@@ -88,6 +89,17 @@ class Server:
                 self.proc.kill()
         Path(self.path).unlink(missing_ok=True)
         os.rmdir(self.dir)
+
+
+def client_command(path: str) -> str:
+    """The command that runs ``python -m MODULE ARGS`` as a child of the server at ``path``."""
+    return shlex.join([sys.executable, "-m", "gendergap.warm", "run", path, "--"])
+
+
+def cpu_seconds() -> float:
+    """User + system CPU time of this process (all its threads) and of the children it has waited for."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 # --- the server ----------------------------------------------------------------------------------
@@ -177,7 +189,6 @@ def _receive(conn) -> tuple[dict, list[int]]:
 
 
 def _child(conn, request: dict, fds: list[int], path: str) -> None:
-    import resource
     import runpy
     import threading
     import traceback
@@ -202,7 +213,7 @@ def _child(conn, request: dict, fds: list[int], path: str) -> None:
         os.environ.update(request["env"])
         # the processes the job starts through ssl_pretrain.run.start_fairseq(warm=True) start here too
         from ssl_pretrain.run import FAST_PYTHON_ENV
-        os.environ[FAST_PYTHON_ENV] = shlex.join([sys.executable, "-m", "gendergap.warm", "run", path, "--"])
+        os.environ[FAST_PYTHON_ENV] = client_command(path)
         # the import path `python -m` would give the job: its folder first, then its PYTHONPATH
         own = [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         sys.path[:] = [request["cwd"], *own, *(p for p in sys.path[1:] if p not in served and p not in own)]
@@ -225,9 +236,7 @@ def _child(conn, request: dict, fds: list[int], path: str) -> None:
         try:
             sys.stdout.flush()
             sys.stderr.flush()
-            own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-            cpu_s = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-            conn.sendall(json.dumps({"exit": code, "cpu_s": cpu_s}).encode() + b"\n")
+            conn.sendall(json.dumps({"exit": code, "cpu_s": cpu_seconds()}).encode() + b"\n")
         finally:
             os._exit(code)
 

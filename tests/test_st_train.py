@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import sentencepiece as spm
@@ -16,6 +17,8 @@ from analysis.store import ResultsStore
 from corpora.table import read_table
 from gendergap.cli import main
 from st_helpers import tiny_wav2vec, toy_rows, write_toy_table, write_wavs_for
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))   # bench_study_stages.st_data
 
 
 @pytest.mark.slow
@@ -171,34 +174,20 @@ def test_an_st_run_started_warm_is_the_plain_run(tmp_path, monkeypatch):
     server whose SpeechBrain import configured the root logger, fairseq must still configure its own
     (its log lines are read back), train the same model and decode the same text; its CPU time
     reaches the job through the job's ledger."""
-    import numpy as np
-    import pandas as pd
-
+    from bench_study_stages import st_data
     from downstream_st.decode import decode_st
     from downstream_st.presets import apply_overrides, load_preset
     from downstream_st.train import read_model_meta, train_st
     from gendergap.warm import LEDGER_ENV, Server, ledger_seconds
     from ssl_pretrain.run import FAST_PYTHON_ENV
-    from st_helpers import WORDS_EN
 
-    rng = np.random.default_rng(0)
-
-    def split(name, n):
-        rows = []
-        for i in range(n):
-            k = int(rng.integers(2, 5))
-            path = tmp_path / f"{name}-{i}.npy"
-            np.save(path, rng.standard_normal((10 * k, 16)).astype(np.float32))
-            rows.append({"id": f"{name}-{i}", "speaker": f"s{i % 4}", "feature_path": str(path), "n_frames": 10 * k,
-                         "tgt_text_en": " ".join(rng.choice(WORDS_EN, size=k))})
-        return pd.DataFrame(rows)
-    train, valid = split("train", 40), split("valid", 8)
+    train, valid = st_data(tmp_path, n_train=40, n_valid=8, dim=16)
     preset = apply_overrides(load_preset("tiny"), ["max-update=6", "data.vocab_size=30", "save-interval-updates=3"])
     runs = {}
     with Server(tmp_path / "server.log", preload=("fairseq",)) as server:
         for way in ("plain", "warm"):
             if way == "warm":
-                monkeypatch.setenv(FAST_PYTHON_ENV, f"{sys.executable} -m gendergap.warm run {server.path} --")
+                monkeypatch.setenv(FAST_PYTHON_ENV, server.python_command)
             monkeypatch.setenv(LEDGER_ENV, str(tmp_path / f"ledger-{way}"))
             out = tmp_path / way
             train_st(train, valid, out, preset=preset, src_lang="fr", tgt_lang="en", feature_dim=16)
