@@ -30,11 +30,12 @@ from dataclasses import dataclass
 
 from corpora.synth.espeak import Prosody
 
-# role -> gender -> variants. Near-identical variants (belinda/linda, steph/steph2/steph3)
-# are kept in the same role so no test voice is a near-copy of a training voice, and the
-# test voices' F0 stays close to the training voices' range for each gender (French, mini,
-# median F0: train F 171-242 Hz, test F 180-234; train M 91-106, test M 104-108), so a gender
-# gap on test is not just one gender's test voices lying further from training.
+# role -> gender -> variants. Near-identical variants (belinda/linda, steph/steph2/steph3: the
+# same formant frequencies) stay out of the test role, so no test voice is a near-copy of a
+# training or pretraining voice, and the test voices' F0 stays close to the training voices'
+# range for each gender (French, mini, median F0: train F 171-242 Hz, test F 180-234; train M
+# 91-106, test M 104-108), so a gender gap on test is not just one gender's test voices lying
+# further from training.
 VARIANTS = {
     "pretrain": {"F": ("steph", "steph2", "steph3", "grandma", "linda", "anika"),
                  "M": ("m2", "m4", "m6", "m8", "Lee", "boris", "iven", "robert")},
@@ -42,6 +43,11 @@ VARIANTS = {
     "valid": {"F": ("aunty",), "M": ("m5",)},
     "test": {"F": ("f4", "Annie"), "M": ("Denis", "Hugo")},
 }
+# espeak-ng's reproducible female variants are all used above (but anikaRobot, a robotic
+# anika), so the female pretraining pool is the narrower one: its 8 speakers come from 4 formant
+# settings (5 of them from the steph family), the male pool's 8 from 8 variants. An F-only vs
+# M-only difference in the demo is therefore also a difference in voice variety (docs/demo.md,
+# "What else the conditions differ in").
 ROLES = ("pretrain", "train", "valid", "test")
 EVAL_ROLES = ("valid", "test")
 EVAL_PITCH_STEP = 16   # espeak-ng pitch units between two voices of one variant in an evaluation role
