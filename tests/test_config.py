@@ -415,6 +415,8 @@ def test_the_slurm_executor_settings_reach_each_array_sbatch_script(tmp_path):
     needed, but submitit's SLURM executor refuses to start without ``srun`` on PATH;
     tests/test_slurm_sweep.py runs a set-up line on the one-node cluster)."""
     if shutil.which("srun") is None:
+        # A real condition, not a flake: where scripts/slurm/install.sh cannot install SLURM (no root
+        # or apt), the one-node cluster tests skip with their reason too; under `make test` it runs.
         pytest.skip("submitit's SLURM executor needs srun on PATH (`make test` installs slurm-wlm)")
     cfg = load_config(write(tmp_path, GOOD + "executor: {name: slurm, partition: gpu, account: acc, qos: qos_gpu-t3, "
                                              "constraint: v100-32g, setup: ['module load cuda/12.1', 'export X=1']}\n"))

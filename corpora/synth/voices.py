@@ -43,7 +43,7 @@ VARIANTS = {
     "valid": {"F": ("aunty",), "M": ("m5",)},
     "test": {"F": ("f4", "Annie"), "M": ("Denis", "Hugo")},
 }
-# espeak-ng's reproducible female variants are all used above (but anikaRobot, a robotic
+# espeak-ng's reproducible female variants are all used above (except anikaRobot, a robotic
 # anika), so the female pretraining pool is the narrower one: its 8 speakers come from 4 formant
 # settings (5 of them from the steph family), the male pool's 8 from 8 variants. An F-only vs
 # M-only difference in the demo is therefore also a difference in voice variety (docs/demo.md,
