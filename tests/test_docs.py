@@ -52,14 +52,16 @@ def test_the_readme_is_a_short_manual_whose_paths_exist():
 
 def test_the_readme_demo_results_are_the_recorded_run_of_the_current_config():
     """The README's expected results come from docs/demo-results.json (`gendergap study --record`):
-    the block is that record's rendering, and the record was made with the config `make study`
-    runs now -- change configs/mini.yaml and this fails until the demo is run and recorded again."""
+    the block is that record's rendering, and the record was made with the config, corpus generator
+    and shipped checkpoints `make study` uses now -- change one and this fails until the demo is run
+    and recorded again."""
     from corpora.base.provenance import file_sha256
-    from gendergap.demo_record import load_record, readme_block, render
+    from gendergap.demo_record import demo_inputs, load_record, readme_block, render
     rec = load_record(REPO / "docs" / "demo-results.json")
+    again = "run `gendergap study --record docs/demo-results.json` (it rewrites the README's block too)"
     assert rec["config"]["sha256"] == file_sha256(REPO / "configs" / "mini.yaml"), (
-        "configs/mini.yaml changed since the demo was recorded: run `gendergap study --record "
-        "docs/demo-results.json` (it rewrites the README's block too)")
+        f"configs/mini.yaml changed since the demo was recorded: {again}")
+    assert rec.get("inputs") == demo_inputs(), f"the corpus generator or a shipped checkpoint changed: {again}"
     assert readme_block((REPO / "README.md").read_text(encoding="utf-8")) == render(rec)
     assert {"asr-frozen", "st fr-en"} <= set(rec["scores"]) and rec["wall_s"] > 0 and rec["answers"]
 

@@ -114,6 +114,29 @@ def test_evaluation_voices_of_one_variant_are_distinct_voices(tmp_path):
                 assert abs(f0[a.id] - f0[b.id]) >= 10, (a.id, b.id, f0)
 
 
+def test_project_variants_speak_as_distinct_reproducible_female_voices(tmp_path):
+    """The mini pretraining pool's female voices: 8 distinct variants, 4 of them the project's own
+    (corpora/synth/espeak_variants), which load from the overlay data folder, speak bit-identically in
+    two runs of fresh processes and at a female F0; the package's own data folder gains nothing."""
+    import espeakng_loader
+
+    from corpora.synth.build import SIZES, _run_speakers
+    from corpora.synth.espeak import PROJECT_VARIANTS_DIR
+    own = sorted(p.name for p in PROJECT_VARIANTS_DIR.iterdir())
+    pool = make_speakers("fr", "pretrain", *SIZES["mini"].fr["pretrain"][:2], seed=0)
+    female = [s for s in pool if s.gender == "F"]
+    assert len({s.variant for s in female}) == len(female) == len({s.variant for s in pool if s.gender == "M"})
+    assert sorted(s.variant for s in female if s.variant in own) == own and len(own) == 4
+    texts = ["Le petit chat dort sur la chaise de la cuisine.", "Elle a vendu sa maison au bord de la mer."]
+    ours = [s for s in female if s.variant in own]
+    runs = [_run_speakers(tmp_path / f"run{k}", [(str(tmp_path / f"run{k}"), s, 0,
+                                                   [(f"{s.id}-{j}", t) for j, t in enumerate(texts)]) for s in ours],
+                          workers=2) for k in (0, 1)]
+    assert {u: f["sha256"] for u, f in runs[0].items()} == {u: f["sha256"] for u, f in runs[1].items()}
+    assert len({f["sha256"] for f in runs[0].values()}) == len(ours) * len(texts)   # distinct voices
+    assert all(f["f0"] > 170 for f in runs[0].values()), runs[0]
+    assert not set(own) & {p.name for p in (Path(espeakng_loader.get_data_path()) / "voices" / "!v").iterdir()}
+
 def test_bit_identical_across_runs_and_rerun_is_skipped(tiny, tmp_path, capsys):
     other = synthesize(tmp_path / "corpus", size="tiny", seed=0)
     sums_a = (tiny.parent / "checksums.sha256").read_text()

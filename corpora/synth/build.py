@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 import multiprocessing
 import random
+import shutil
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from multiprocessing import forkserver
@@ -35,10 +37,11 @@ from corpora.base.boundary import read_state_json
 from corpora.base.errors import UserError
 from corpora.base.provenance import engine_versions, file_sha256
 from corpora.synth import gender_set, sentences
+from corpora.synth.espeak import overlay_data_dir
 from corpora.synth.voices import Speaker, make_speakers
 from corpora.synth.worker import SAMPLE_RATE, speak_speaker
 
-GENERATOR_VERSION = 2  # bump when a change alters the generated files
+GENERATOR_VERSION = 3  # bump when a change alters the generated files
 
 
 @dataclass(frozen=True)
@@ -162,8 +165,11 @@ def _checksums_match(out_dir: Path, config: dict) -> bool:
 
 
 def _run_speakers(out_dir: Path, jobs: list, workers: int) -> dict[str, dict]:
-    """Speak every speaker's list in its own fresh process; returns utt id -> audio facts."""
+    """Speak every speaker's list in its own fresh process; returns utt id -> audio facts.
+    ``jobs``: (out_dir, speaker, seed, [(utt id, text)]) each."""
     facts: dict[str, dict] = {}
+    # espeak-ng's data with the project's own variants added, for this run only (symlinks).
+    data_dir = overlay_data_dir(Path(tempfile.mkdtemp(prefix="gendergap-espeak-")) / "espeak-ng-data")
     # A fresh process per speaker (maxtasksperchild=1), never a fork of this process, which may
     # hold torch threads. forkserver forks each worker from a clean server that has imported
     # the worker module once, so workers do not each pay the imports; spawn where it is missing.
@@ -173,11 +179,14 @@ def _run_speakers(out_dir: Path, jobs: list, workers: int) -> dict[str, dict]:
     else:
         ctx = multiprocessing.get_context("spawn")
     jobs = sorted(jobs, key=lambda j: -len(j[3]))  # longest first: the two workers end together
-    with ctx.Pool(processes=min(workers, len(jobs)), maxtasksperchild=1) as pool:
-        for _spk, rows in tqdm(pool.imap_unordered(speak_speaker, jobs), total=len(jobs),
-                               desc="synth speakers", unit="spk"):
-            for r in rows:
-                facts[r["id"]] = r
+    try:
+        with ctx.Pool(processes=min(workers, len(jobs)), maxtasksperchild=1) as pool:
+            for _spk, rows in tqdm(pool.imap_unordered(speak_speaker, [(*j, str(data_dir)) for j in jobs]),
+                                   total=len(jobs), desc="synth speakers", unit="spk"):
+                for r in rows:
+                    facts[r["id"]] = r
+    finally:
+        shutil.rmtree(data_dir.parent, ignore_errors=True)
     _stop_forkserver()
     return facts
 

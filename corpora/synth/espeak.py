@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -24,6 +25,10 @@ _CHARS_UTF8 = 1
 _EE_OK = 0
 # espeak_PARAMETER ids (speak_lib.h)
 _RATE, _VOLUME, _PITCH, _RANGE = 1, 2, 3, 4
+
+# gendergap's own voice variants (text files in espeak-ng's variant format), spoken through a data
+# folder that overlays them on the package's: espeak-ng finds variants only in <data>/voices/!v.
+PROJECT_VARIANTS_DIR = Path(__file__).with_name("espeak_variants")
 
 _CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.c_void_p)
 
@@ -38,16 +43,37 @@ class Prosody:
     volume: int = 100
 
 
+def overlay_data_dir(dst) -> Path:
+    """A copy of espeak-ng's data folder made of symlinks under ``dst``, with the project's variants
+    (``PROJECT_VARIANTS_DIR``) added to ``voices/!v``: the package's folder is never written to.
+    Returns ``dst`` (created; call once per fresh ``dst``)."""
+    import espeakng_loader  # GPL-3: imported here only
+
+    src, dst = Path(espeakng_loader.get_data_path()), Path(dst)
+    variants = dst / "voices" / "!v"
+    variants.mkdir(parents=True)
+    for entry in src.iterdir():
+        if entry.name != "voices":
+            (dst / entry.name).symlink_to(entry)
+    for entry in (src / "voices").iterdir():
+        if entry.name != "!v":
+            (dst / "voices" / entry.name).symlink_to(entry)
+    for entry in [*(src / "voices" / "!v").iterdir(), *PROJECT_VARIANTS_DIR.iterdir()]:
+        (variants / entry.name).symlink_to(entry)
+    return dst
+
+
 class Espeak:
     """One initialised espeak-ng engine. Create at most one per process.
 
     ``Espeak(seed).speak("Bonjour.", "fr+m3", Prosody(rate=160))`` returns int16 samples at
-    ``self.sample_rate`` (22,050 Hz for the bundled data).
+    ``self.sample_rate`` (22,050 Hz for the bundled data). ``data_dir``: espeak-ng's data folder,
+    the package's by default; ``overlay_data_dir`` makes one that also holds the project's variants.
     """
 
     _instance_made = False
 
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, data_dir=None):
         if Espeak._instance_made:
             # espeak-ng is a process-wide singleton; a second init would silently share state.
             raise RuntimeError("espeak-ng is already initialised in this process; use one Espeak per process")
@@ -72,7 +98,7 @@ class Espeak:
         # The seed first: variants with breath noise draw from espeak's generator.
         lib.espeak_ng_SetRandSeed(int(seed))
         rate = lib.espeak_Initialize(_AUDIO_OUTPUT_SYNCHRONOUS, 0,
-                                     espeakng_loader.get_data_path().encode(), 0)
+                                     str(data_dir or espeakng_loader.get_data_path()).encode(), 0)
         if rate <= 0:
             raise RuntimeError(f"espeak_Initialize failed (returned {rate})")
         self.sample_rate = int(rate)

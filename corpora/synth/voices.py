@@ -37,17 +37,23 @@ from corpora.synth.espeak import Prosody
 # 91-106, test M 104-108), so a gender gap on test is not just one gender's test voices lying
 # further from training.
 VARIANTS = {
-    "pretrain": {"F": ("steph", "steph2", "steph3", "grandma", "linda", "anika"),
+    "pretrain": {"F": ("steph", "gg-f1", "grandma", "gg-f2", "linda", "gg-f3", "anika", "gg-f4"),
                  "M": ("m2", "m4", "m6", "m8", "Lee", "boris", "iven", "robert")},
     "train": {"F": ("f1", "belinda", "Andrea"), "M": ("m1", "m3", "m7", "Andy", "john")},
     "valid": {"F": ("aunty",), "M": ("m5",)},
     "test": {"F": ("f4", "Annie"), "M": ("Denis", "Hugo")},
 }
-# espeak-ng's reproducible female variants are all used above (except anikaRobot, a robotic
-# anika), so the female pretraining pool is the narrower one: its 8 speakers come from 4 formant
-# settings (5 of them from the steph family), the male pool's 8 from 8 variants. An F-only vs
-# M-only difference in the demo is therefore also a difference in voice variety (docs/demo.md,
-# "What else the conditions differ in").
+# The gg-f* variants: espeak-ng's reproducible female variants are all used above (except
+# anikaRobot, a robotic anika, and steph2/steph3, which share steph's formant frequencies), so the
+# female pretraining pool adds four variants written for this project (corpora/synth/espeak_variants:
+# female pitch, formant frequencies F1-F3 raised 8-34 %, no breath noise). With them both pretraining
+# pools hold 8 voices from 8 distinct variants; before, the female pool's 8 came from 4 formant
+# settings (5 from the steph family) and an F-only vs M-only difference was also one of voice variety
+# (docs/demo.md, "What else the conditions differ in"). Checked (2026-11-28): each synthesises
+# bit-identically in fresh processes, median F0 194-225 Hz on French sentences, a classifier trained
+# on mean MFCCs of espeak-ng's own 12 female and 16 male variants calls each female (0.72-0.95), and
+# each lies further from every other variant in that MFCC space (standardised distance >= 2.8)
+# than linda from belinda (2.1) or steph from steph2 (0.8).
 ROLES = ("pretrain", "train", "valid", "test")
 EVAL_ROLES = ("valid", "test")
 EVAL_PITCH_STEP = 16   # espeak-ng pitch units between two voices of one variant in an evaluation role

@@ -61,16 +61,17 @@ def median_f0(x: np.ndarray, sr: int = SAMPLE_RATE, fmin: float = 60.0, fmax: fl
     return float(np.median(sr / lag[voiced])) if voiced.any() else float("nan")
 
 
-def speak_speaker(job: tuple[str, Speaker, int, list[tuple[str, str]]]) -> tuple[str, list[dict]]:
-    """Synthesise ``utterances`` [(utt_id, text)] for one speaker under ``out_dir/audio/<id>/``.
+def speak_speaker(job: tuple[str, Speaker, int, list[tuple[str, str]], str]) -> tuple[str, list[dict]]:
+    """Synthesise ``utterances`` [(utt_id, text)] for one speaker under ``out_dir/audio/<id>/``, with
+    espeak-ng's data folder ``data_dir`` (``espeak.overlay_data_dir``: it holds the project's variants).
 
     Must run in a process that has not used espeak-ng yet (the builder's pool gives each
     speaker a fresh one). Returns (speaker id, one dict per utterance: id, num_samples,
     pitch, rate, range, sha256 of the written file; ``f0``: the median F0 of each of its first
     F0_UTTERANCES utterances, None after them).
     """
-    out_dir, speaker, seed, utterances = job
-    engine = Espeak(speaker_seed(seed, speaker.id))
+    out_dir, speaker, seed, utterances, data_dir = job
+    engine = Espeak(speaker_seed(seed, speaker.id), data_dir)
     rng = random.Random(speaker_seed(seed, speaker.id + "/prosody"))
     folder = Path(out_dir) / "audio" / speaker.id
     folder.mkdir(parents=True, exist_ok=True)
