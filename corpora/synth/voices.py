@@ -49,11 +49,11 @@ VARIANTS = {
 # female pitch, formant frequencies F1-F3 raised 8-34 %, no breath noise). With them both pretraining
 # pools hold 8 voices from 8 distinct variants; before, the female pool's 8 came from 4 formant
 # settings (5 from the steph family) and an F-only vs M-only difference was also one of voice variety
-# (docs/demo.md, "What else the conditions differ in"). Checked (2026-11-28): each synthesises
-# bit-identically in fresh processes, median F0 194-225 Hz on French sentences, a classifier trained
-# on mean MFCCs of espeak-ng's own 12 female and 16 male variants calls each female (0.72-0.95), and
-# each lies further from every other variant in that MFCC space (standardised distance >= 2.8)
-# than linda from belinda (2.1) or steph from steph2 (0.8).
+# (docs/demo.md, "What else the conditions differ in"). scripts/check_voice_variants.py checks them
+# (2026-11-28): each synthesises bit-identically in fresh processes, median F0 196-222 Hz on French
+# sentences, a classifier trained on mean MFCCs of espeak-ng's own 12 female and 16 male variants
+# calls each female (0.68-0.94), and each lies further from every other variant in that MFCC space
+# (standardised distance >= 2.7) than linda from belinda (2.0) or steph from steph2 (0.9).
 ROLES = ("pretrain", "train", "valid", "test")
 EVAL_ROLES = ("valid", "test")
 EVAL_PITCH_STEP = 16   # espeak-ng pitch units between two voices of one variant in an evaluation role
