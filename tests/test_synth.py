@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -114,7 +115,7 @@ def test_evaluation_voices_of_one_variant_are_distinct_voices(tmp_path):
                 assert abs(f0[a.id] - f0[b.id]) >= 10, (a.id, b.id, f0)
 
 
-def test_project_variants_speak_as_distinct_reproducible_female_voices(tmp_path):
+def test_project_variants_speak_as_distinct_reproducible_female_voices(tmp_path, monkeypatch):
     """The mini pretraining pool's female voices: 8 distinct variants, 4 of them the project's own
     (corpora/synth/espeak_variants), which load from the overlay data folder, speak bit-identically in
     two runs of fresh processes and at a female F0; the package's own data folder gains nothing."""
@@ -129,6 +130,8 @@ def test_project_variants_speak_as_distinct_reproducible_female_voices(tmp_path)
     assert sorted(s.variant for s in female if s.variant in own) == own and len(own) == 4
     texts = ["Le petit chat dort sur la chaise de la cuisine.", "Elle a vendu sa maison au bord de la mer."]
     ours = [s for s in female if s.variant in own]
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))   # where the overlay data folder goes
     runs = [_run_speakers(tmp_path / f"run{k}", [(str(tmp_path / f"run{k}"), s, 0,
                                                    [(f"{s.id}-{j}", t) for j, t in enumerate(texts)]) for s in ours],
                           workers=2) for k in (0, 1)]
@@ -136,6 +139,7 @@ def test_project_variants_speak_as_distinct_reproducible_female_voices(tmp_path)
     assert len({f["sha256"] for f in runs[0].values()}) == len(ours) * len(texts)   # distinct voices
     assert all(f["f0"] > 170 for f in runs[0].values()), runs[0]
     assert not set(own) & {p.name for p in (Path(espeakng_loader.get_data_path()) / "voices" / "!v").iterdir()}
+    assert not list((tmp_path / "tmp").glob("gendergap-espeak-*"))   # the overlay is removed after each run
 
 def test_bit_identical_across_runs_and_rerun_is_skipped(tiny, tmp_path, capsys):
     other = synthesize(tmp_path / "corpus", size="tiny", seed=0)

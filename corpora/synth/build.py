@@ -168,8 +168,6 @@ def _run_speakers(out_dir: Path, jobs: list, workers: int) -> dict[str, dict]:
     """Speak every speaker's list in its own fresh process; returns utt id -> audio facts.
     ``jobs``: (out_dir, speaker, seed, [(utt id, text)]) each."""
     facts: dict[str, dict] = {}
-    # espeak-ng's data with the project's own variants added, for this run only (symlinks).
-    data_dir = overlay_data_dir(Path(tempfile.mkdtemp(prefix="gendergap-espeak-")) / "espeak-ng-data")
     # A fresh process per speaker (maxtasksperchild=1), never a fork of this process, which may
     # hold torch threads. forkserver forks each worker from a clean server that has imported
     # the worker module once, so workers do not each pay the imports; spawn where it is missing.
@@ -179,14 +177,17 @@ def _run_speakers(out_dir: Path, jobs: list, workers: int) -> dict[str, dict]:
     else:
         ctx = multiprocessing.get_context("spawn")
     jobs = sorted(jobs, key=lambda j: -len(j[3]))  # longest first: the two workers end together
+    # espeak-ng's data with the project's own variants added, for this run only (symlinks).
+    overlay = Path(tempfile.mkdtemp(prefix="gendergap-espeak-"))
     try:
+        data_dir = overlay_data_dir(overlay / "espeak-ng-data")
         with ctx.Pool(processes=min(workers, len(jobs)), maxtasksperchild=1) as pool:
             for _spk, rows in tqdm(pool.imap_unordered(speak_speaker, [(*j, str(data_dir)) for j in jobs]),
                                    total=len(jobs), desc="synth speakers", unit="spk"):
                 for r in rows:
                     facts[r["id"]] = r
     finally:
-        shutil.rmtree(data_dir.parent, ignore_errors=True)
+        shutil.rmtree(overlay, ignore_errors=True)
     _stop_forkserver()
     return facts
 
