@@ -66,14 +66,14 @@ def overlay_data_dir(dst) -> Path:
 class Espeak:
     """One initialised espeak-ng engine. Create at most one per process.
 
-    ``Espeak(seed).speak("Bonjour.", "fr+m3", Prosody(rate=160))`` returns int16 samples at
-    ``self.sample_rate`` (22,050 Hz for the bundled data). ``data_dir``: espeak-ng's data folder,
-    the package's by default; ``overlay_data_dir`` makes one that also holds the project's variants.
+    ``Espeak(seed, overlay_data_dir(tmp)).speak("Bonjour.", "fr+m3", Prosody(rate=160))`` returns
+    int16 samples at ``self.sample_rate`` (22,050 Hz for the bundled data). ``data_dir``: espeak-ng's
+    data folder; ``overlay_data_dir`` makes one that holds the package's variants and the project's.
     """
 
     _instance_made = False
 
-    def __init__(self, seed: int, data_dir=None):
+    def __init__(self, seed: int, data_dir):
         if Espeak._instance_made:
             # espeak-ng is a process-wide singleton; a second init would silently share state.
             raise RuntimeError("espeak-ng is already initialised in this process; use one Espeak per process")
@@ -98,7 +98,7 @@ class Espeak:
         # The seed first: variants with breath noise draw from espeak's generator.
         lib.espeak_ng_SetRandSeed(int(seed))
         rate = lib.espeak_Initialize(_AUDIO_OUTPUT_SYNCHRONOUS, 0,
-                                     str(data_dir or espeakng_loader.get_data_path()).encode(), 0)
+                                     str(data_dir).encode(), 0)
         if rate <= 0:
             raise RuntimeError(f"espeak_Initialize failed (returned {rate})")
         self.sample_rate = int(rate)
