@@ -27,12 +27,32 @@ class Wav2Vec2Encoder(Wav2Vec2):
     ``layers="last"`` (the reference study's recipe) returns the last layer. ``layers="all"`` returns
     a learned weighted sum of every layer, each layer-normalised first (s3prl's featurizer; the
     computation and parameter name of SpeechBrain's WeightedSSLModel with ``layernorm: True``, so an
-    export of it loads there): the head reads the lower layers a small encoder keeps phonetic detail in."""
+    export of it loads there): the head reads the lower layers a small encoder keeps phonetic detail in.
 
-    def __init__(self, *args, layers: str = "last", front_end_cache_mb: float = 0, **kwargs):
-        super().__init__(*args, **kwargs)
+    ``mask_time_prob`` / ``mask_feature_prob`` (and their span lengths, in frames and channels):
+    wav2vec 2.0's own fine-tuning masks (fairseq's ``mask_prob`` / ``mask_channel_prob``), drawn in
+    training only, over real frames only (ssl_pretrain.invariant.encode). 0 and 0: no masking,
+    SpeechBrain's default (``apply_spec_augment=False``)."""
+
+    def __init__(self, *args, layers: str = "last", front_end_cache_mb: float = 0,
+                 mask_time_prob: float = 0.0, mask_time_length: int = 10,
+                 mask_feature_prob: float = 0.0, mask_feature_length: int = 10, **kwargs):
+        super().__init__(*args, apply_spec_augment=mask_time_prob > 0 or mask_feature_prob > 0, **kwargs)
         if layers not in ("last", "all"):
             raise ValueError(f"layers={layers!r}: last or all")
+        for name, prob in (("mask_time_prob", mask_time_prob), ("mask_feature_prob", mask_feature_prob)):
+            if not 0.0 <= prob < 1.0:
+                raise ValueError(f"{name}={prob}: a fraction in [0, 1)")
+        for name, length in (("mask_time_length", mask_time_length), ("mask_feature_length", mask_feature_length)):
+            if int(length) < 1:
+                raise ValueError(f"{name}={length}: a span of at least 1")
+        if mask_time_prob > 0 and getattr(self.model, "masked_spec_embed", None) is None:
+            # transformers builds the embedding only for a config with a mask probability > 0
+            raise ValueError("mask_time_prob > 0, but this model has no mask embedding (masked_spec_embed: its "
+                             "config.json's mask probabilities are 0); use mask_feature_prob, which needs none")
+        cfg = self.model.config
+        cfg.mask_time_prob, cfg.mask_time_length = float(mask_time_prob), int(mask_time_length)
+        cfg.mask_feature_prob, cfg.mask_feature_length = float(mask_feature_prob), int(mask_feature_length)
         self.layers = layers
         frozen_front_end = self.freeze or self.freeze_feature_extractor
         if frozen_front_end and hasattr(self.model.feature_extractor, "_freeze_parameters"):

@@ -53,7 +53,9 @@ def hf_config(mcfg: dict):
         activation_dropout=float(mcfg.get("activation_dropout", 0.0)),
         feat_proj_dropout=float(mcfg.get("dropout_input", 0.0)), layerdrop=float(mcfg.get("encoder_layerdrop", 0.0)),
         layer_norm_eps=1e-5,  # fairseq's LayerNorm / GroupNorm eps
-        apply_spec_augment=True, mask_time_prob=0.05,  # fine-tuning defaults; inert in eval()
+        # > 0 so that transformers builds masked_spec_embed (fairseq's mask_emb); the fine-tuning
+        # recipe sets the masks it uses (downstream_asr/hparams/finetune_ctc.yaml); inert in eval()
+        apply_spec_augment=True, mask_time_prob=0.05,
     )
 
 

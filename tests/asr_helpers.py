@@ -24,8 +24,9 @@ def one_thread():
     torch.set_num_threads(n)
 
 
-def tiny_wav2vec2(folder: Path, seed: int = 0, dropout: float = 0.1) -> Path:
-    """A random-init transformers Wav2Vec2Model (2 layers x 32) saved with save_pretrained."""
+def tiny_wav2vec2(folder: Path, seed: int = 0, dropout: float = 0.1, mask_time_prob: float = 0.0) -> Path:
+    """A random-init transformers Wav2Vec2Model (2 layers x 32) saved with save_pretrained;
+    ``mask_time_prob`` > 0 gives it a mask embedding (``masked_spec_embed``), as pretrained ones have."""
     import torch
     from transformers import Wav2Vec2Config, Wav2Vec2FeatureExtractor, Wav2Vec2Model
     torch.manual_seed(seed)
@@ -34,7 +35,7 @@ def tiny_wav2vec2(folder: Path, seed: int = 0, dropout: float = 0.1) -> Path:
                          num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4, feat_extract_norm="group",
                          do_stable_layer_norm=False, hidden_dropout=dropout, attention_dropout=dropout,
                          activation_dropout=dropout, feat_proj_dropout=dropout, layerdrop=0.0,
-                         mask_time_prob=0.0, vocab_size=8)
+                         mask_time_prob=mask_time_prob, vocab_size=8)
     Wav2Vec2Model(cfg).save_pretrained(folder)
     Wav2Vec2FeatureExtractor(feature_size=1, sampling_rate=16000, padding_value=0.0, do_normalize=True,
                              return_attention_mask=False).save_pretrained(folder)

@@ -1,12 +1,18 @@
 """Shared test set-up: engines run offline, on the CPU, deterministically."""
+import atexit
 import os
+import shutil
 import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
-# a command run without --feature-store must not write into the checkout's runs/features
-os.environ.setdefault("GENDERGAP_FEATURE_STORE", os.path.join(tempfile.mkdtemp(prefix="gendergap-store-"), "features"))
+# a command run without --feature-store must not write into the checkout's runs/features; the
+# process that made the folder removes it at exit (xdist's workers inherit the variable)
+if "GENDERGAP_FEATURE_STORE" not in os.environ:
+    _store_root = tempfile.mkdtemp(prefix="gendergap-store-")
+    atexit.register(shutil.rmtree, _store_root, ignore_errors=True)
+    os.environ["GENDERGAP_FEATURE_STORE"] = os.path.join(_store_root, "features")
 
 from slurm_helpers import slurm_cluster  # noqa: E402,F401  -- the one-node SLURM cluster fixture
 

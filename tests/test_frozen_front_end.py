@@ -116,3 +116,63 @@ def test_encode_with_a_cache_is_the_plain_forward(folder, tmp_path, one_thread):
     for _ in range(2):
         cached, f2 = encode(enc.model, wavs, lengths, normalize=True, cache=cache)
         assert torch.equal(f1, f2) and torch.equal(plain, cached)
+
+
+def masked_frames(enc, wavs, lengths) -> torch.Tensor:
+    """Which frames of the transformer's input masking changed, [B, T'], and each utterance's frames."""
+    seen = {}
+    original = enc.model._mask_hidden_states
+
+    def spy(hidden, **kw):
+        before = hidden.clone()
+        out = original(hidden, **kw)
+        seen["masked"] = (out != before).any(-1)
+        return out
+    enc.model._mask_hidden_states = spy
+    try:
+        _, frames = encode(enc.model, wavs, lengths, normalize=True)
+    finally:
+        del enc.model._mask_hidden_states
+    return seen["masked"], frames
+
+
+def test_fine_tuning_masks_cover_real_frames_in_training_only(tmp_path, one_thread):
+    """wav2vec 2.0's own fine-tuning masks (mask_time_prob): off by default, as SpeechBrain's
+    wrapper has them; on, about the asked fraction of each utterance's own frames is masked in
+    training, never a padded frame, and evaluation is the unmasked forward."""
+    folder = tiny_wav2vec2(tmp_path / "hf", dropout=0.0, mask_time_prob=0.05)   # has a mask embedding
+    wavs, rel = batches(1, seed=3)[0]
+    lengths = torch.round(rel * wavs.shape[1]).long()
+    off = encoder(folder, tmp_path / "off")
+    off.train()
+    assert not off.model.config.apply_spec_augment
+    assert not masked_frames(off, wavs, lengths)[0].any()
+
+    on = encoder(folder, tmp_path / "on", mask_time_prob=0.5, mask_time_length=2)
+    on.train()
+    torch.manual_seed(0)
+    masked, frames = masked_frames(on, wavs, lengths)
+    for i, n in enumerate(frames.tolist()):
+        assert not masked[i, n:].any()                 # padding is never masked
+        assert 0.2 <= masked[i, :n].float().mean().item() <= 0.8
+    on.eval()
+    assert not masked_frames(on, wavs, lengths)[0].any()
+    off.eval()
+    with torch.no_grad():
+        assert torch.equal(on(wavs, rel), off(wavs, rel))   # same weights: evaluation ignores the masks
+
+
+def test_time_masks_need_a_mask_embedding(folder, tmp_path):
+    # a model saved without one (its config's mask probabilities 0): say so, not an AttributeError
+    # at the first training step; channel masks zero channels and need none
+    with pytest.raises(ValueError, match="no mask embedding"):
+        encoder(folder, tmp_path / "a", mask_time_prob=0.5)
+    assert encoder(folder, tmp_path / "b", mask_feature_prob=0.2).model.config.apply_spec_augment
+
+
+@pytest.mark.parametrize("kw, message", [({"mask_time_prob": 1.0}, "mask_time_prob=1.0"),
+                                         ({"mask_feature_prob": -0.1}, "mask_feature_prob=-0.1"),
+                                         ({"mask_time_length": 0}, "mask_time_length=0")])
+def test_fine_tuning_masks_refuse_impossible_values(folder, tmp_path, kw, message):
+    with pytest.raises(ValueError, match=message):
+        encoder(folder, tmp_path, **kw)

@@ -132,6 +132,11 @@ def test_project_variants_speak_as_distinct_reproducible_female_voices(tmp_path,
     ours = [s for s in female if s.variant in own]
     (tmp_path / "tmp").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))   # where the overlay data folder goes
+    # a killed run's overlay (its process is gone) is removed by the next run; a live one's is kept
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale, live = (tmp_path / "tmp" / f"gendergap-espeak-{pid}-x" for pid in (gone.pid, os.getpid()))
+    stale.mkdir(), live.mkdir()
     runs = [_run_speakers(tmp_path / f"run{k}", [(str(tmp_path / f"run{k}"), s, 0,
                                                    [(f"{s.id}-{j}", t) for j, t in enumerate(texts)]) for s in ours],
                           workers=2) for k in (0, 1)]
@@ -139,7 +144,8 @@ def test_project_variants_speak_as_distinct_reproducible_female_voices(tmp_path,
     assert len({f["sha256"] for f in runs[0].values()}) == len(ours) * len(texts)   # distinct voices
     assert all(f["f0"] > 170 for f in runs[0].values()), runs[0]
     assert not set(own) & {p.name for p in (Path(espeakng_loader.get_data_path()) / "voices" / "!v").iterdir()}
-    assert not list((tmp_path / "tmp").glob("gendergap-espeak-*"))   # the overlay is removed after each run
+    # the overlay is removed after each run; the stale one too, the live process's is not
+    assert [p.name for p in (tmp_path / "tmp").glob("gendergap-espeak-*")] == [live.name]
 
 def test_bit_identical_across_runs_and_rerun_is_skipped(tiny, tmp_path, capsys):
     other = synthesize(tmp_path / "corpus", size="tiny", seed=0)

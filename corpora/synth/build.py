@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import random
 import shutil
 import tempfile
@@ -177,8 +178,10 @@ def _run_speakers(out_dir: Path, jobs: list, workers: int) -> dict[str, dict]:
     else:
         ctx = multiprocessing.get_context("spawn")
     jobs = sorted(jobs, key=lambda j: -len(j[3]))  # longest first: the two workers end together
-    # espeak-ng's data with the project's own variants added, for this run only (symlinks).
-    overlay = Path(tempfile.mkdtemp(prefix="gendergap-espeak-"))
+    # espeak-ng's data with the project's own variants added, for this run only (symlinks). In the
+    # temp dir, not out_dir: espeak-ng keeps its data path in a fixed-size buffer.
+    _remove_stale_overlays()
+    overlay = Path(tempfile.mkdtemp(prefix=f"{OVERLAY_PREFIX}{os.getpid()}-"))
     try:
         data_dir = overlay_data_dir(overlay / "espeak-ng-data")
         with ctx.Pool(processes=min(workers, len(jobs)), maxtasksperchild=1) as pool:
@@ -190,6 +193,24 @@ def _run_speakers(out_dir: Path, jobs: list, workers: int) -> dict[str, dict]:
         shutil.rmtree(overlay, ignore_errors=True)
     _stop_forkserver()
     return facts
+
+
+OVERLAY_PREFIX = "gendergap-espeak-"
+
+
+def _remove_stale_overlays() -> None:
+    """Remove the overlays of runs that were killed (their finally never ran): each is named after
+    its process id, and one whose process is gone is nobody's."""
+    for path in Path(tempfile.gettempdir()).glob(f"{OVERLAY_PREFIX}*-*"):
+        pid = path.name[len(OVERLAY_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+        except PermissionError:   # alive, another user's
+            pass
 
 
 def _stop_forkserver() -> None:
