@@ -5,7 +5,7 @@ a process of its own). This script opens it: it takes a finished ST run director
 records the exact fairseq-train command), runs that command again under cProfile through the
 project's fairseq entry (ssl_pretrain.fairseq_entry, as the job does: safe loading, batch-invariant
 subsampler, subnormals flushed) with one torch thread, into a scratch folder (the run directory is
-read, never written), optionally with fewer updates (``--updates``), and prints where the time went:
+read, never written; its st.json is data: the command is built again from its preset's flags), optionally with fewer updates (``--updates``), and prints where the time went:
 
   imports, the update steps, and inside them the forward (criterion and model), the backward,
   the optimizer, gradient clipping, re-seeding, zero_grad; the validations; the rest.
@@ -16,7 +16,6 @@ Run (idle machine), e.g. on a study's first ST job:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pstats
 import subprocess
@@ -52,15 +51,19 @@ def cumulative(stats: pstats.Stats, key: str) -> float:
 
 
 def command(run_dir: Path, scratch: Path, updates: int) -> list[str]:
-    cmd = list(json.loads((run_dir / "st.json").read_text())["command"])
-    save = cmd.index("--save-dir")
-    cmd[save + 1] = str(scratch / "checkpoints")
+    """The run's fairseq-train command, built again the way `st train` builds it (its preset's flags,
+    through the allowlist; st.json read and checked by read_model_meta), saving into ``scratch``,
+    under cProfile through the project's fairseq entry."""
+    from downstream_st.presets import validation_start
+    from downstream_st.train import build_train_command, read_model_meta
+
+    preset = read_model_meta(run_dir)["preset"]
     if updates:
-        i = cmd.index("--max-update")
-        cmd[i + 1] = str(updates)
-        if "--validate-after-updates" in cmd:   # validate_from_average: the last averaged stretch
-            j = cmd.index("--validate-after-updates")
-            cmd[j + 1] = str(max(0, updates - 75))
+        preset["train"]["max-update"] = updates
+    flags = dict(preset["train"])
+    if validation_start(preset) is not None:
+        flags["validate-after-updates"] = validation_start(preset)
+    cmd = build_train_command(run_dir / "data", scratch / "checkpoints", flags, source=run_dir / "st.json")
     module = cmd.index("-m")
     return [sys.executable, "-m", "cProfile", "-o", str(scratch / "train.prof"),
             "-m", "ssl_pretrain.fairseq_entry", *cmd[module + 1:]]
@@ -72,14 +75,18 @@ def main() -> None:
     p.add_argument("--updates", type=int, default=0, help="train N updates instead of the run's (0: the run's)")
     p.add_argument("--dump", type=Path, help="keep the .prof file here")
     args = p.parse_args()
-    if not (args.run / "st.json").is_file():
-        sys.exit(f"{args.run}: no st.json (give an ST run directory, e.g. STUDY/st/B-tiny.fr-en/seed0)")
     root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")]))}
+    from corpora.base.errors import UserError
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
-        cmd = command(args.run, scratch, args.updates)
+        try:
+            cmd = command(args.run, scratch, args.updates)
+        except UserError as e:
+            print(f"error: {e}", file=sys.stderr)
+            sys.exit(2)
         with open(scratch / "train.log", "w") as log:   # the run's data dir holds config.yaml
             subprocess.run(cmd, cwd=args.run, env=env, stdout=log, stderr=subprocess.STDOUT, check=True)
         stats = pstats.Stats(str(scratch / "train.prof"))

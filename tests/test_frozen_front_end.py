@@ -118,7 +118,7 @@ def test_encode_with_a_cache_is_the_plain_forward(folder, tmp_path, one_thread):
         assert torch.equal(f1, f2) and torch.equal(plain, cached)
 
 
-def masked_frames(enc, wavs, lengths) -> torch.Tensor:
+def masked_frames(enc, wavs, lengths) -> tuple[torch.Tensor, torch.Tensor]:
     """Which frames of the transformer's input masking changed, [B, T'], and each utterance's frames."""
     seen = {}
     original = enc.model._mask_hidden_states

@@ -121,7 +121,7 @@ def test_project_variants_speak_as_distinct_reproducible_female_voices(tmp_path,
     two runs of fresh processes and at a female F0; the package's own data folder gains nothing."""
     import espeakng_loader
 
-    from corpora.synth.build import SIZES, _run_speakers
+    from corpora.synth.build import OVERLAY_PREFIX, SIZES, _run_speakers
     from corpora.synth.espeak import PROJECT_VARIANTS_DIR
     own = sorted(p.name for p in PROJECT_VARIANTS_DIR.iterdir())
     pool = make_speakers("fr", "pretrain", *SIZES["mini"].fr["pretrain"][:2], seed=0)
@@ -135,7 +135,7 @@ def test_project_variants_speak_as_distinct_reproducible_female_voices(tmp_path,
     # a killed run's overlay (its process is gone) is removed by the next run; a live one's is kept
     gone = subprocess.Popen(["true"])
     gone.wait()
-    stale, live = (tmp_path / "tmp" / f"gendergap-espeak-{pid}-x" for pid in (gone.pid, os.getpid()))
+    stale, live = (tmp_path / "tmp" / f"{OVERLAY_PREFIX}{pid}-x" for pid in (gone.pid, os.getpid()))
     stale.mkdir(), live.mkdir()
     runs = [_run_speakers(tmp_path / f"run{k}", [(str(tmp_path / f"run{k}"), s, 0,
                                                    [(f"{s.id}-{j}", t) for j, t in enumerate(texts)]) for s in ours],
@@ -145,7 +145,7 @@ def test_project_variants_speak_as_distinct_reproducible_female_voices(tmp_path,
     assert all(f["f0"] > 170 for f in runs[0].values()), runs[0]
     assert not set(own) & {p.name for p in (Path(espeakng_loader.get_data_path()) / "voices" / "!v").iterdir()}
     # the overlay is removed after each run; the stale one too, the live process's is not
-    assert [p.name for p in (tmp_path / "tmp").glob("gendergap-espeak-*")] == [live.name]
+    assert [p.name for p in (tmp_path / "tmp").glob(f"{OVERLAY_PREFIX}*")] == [live.name]
 
 def test_bit_identical_across_runs_and_rerun_is_skipped(tiny, tmp_path, capsys):
     other = synthesize(tmp_path / "corpus", size="tiny", seed=0)

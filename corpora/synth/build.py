@@ -165,6 +165,9 @@ def _checksums_match(out_dir: Path, config: dict) -> bool:
     return True
 
 
+OVERLAY_PREFIX = "gendergap-espeak-"   # + the process id: a killed run's overlay is known by it
+
+
 def _run_speakers(out_dir: Path, jobs: list, workers: int) -> dict[str, dict]:
     """Speak every speaker's list in its own fresh process; returns utt id -> audio facts.
     ``jobs``: (out_dir, speaker, seed, [(utt id, text)]) each."""
@@ -193,9 +196,6 @@ def _run_speakers(out_dir: Path, jobs: list, workers: int) -> dict[str, dict]:
         shutil.rmtree(overlay, ignore_errors=True)
     _stop_forkserver()
     return facts
-
-
-OVERLAY_PREFIX = "gendergap-espeak-"
 
 
 def _remove_stale_overlays() -> None:
