@@ -26,11 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.bootstrap import GENDERS, RESULT_KEYS, draw_counts, percentile_ci, resample_scores
+from analysis.bootstrap import GENDERS, RESULT_KEYS, check_resamples, draw_counts, percentile_ci, resample_scores
 from analysis.delta import delta_rel, delta_rel_array
 from analysis.metrics import get_metric, sacrebleu_sentence_stats
 from analysis.score_runs import fmt_score
-from analysis.scoring import align_texts, read_texts, score_files
+from analysis.scoring import align_texts, check_tokenizer, read_texts, score_files
 from analysis.store import ResultsStore
 from corpora.base.boundary import parse_json, read_json, read_state_json
 from corpora.base.errors import UserError
@@ -74,7 +74,8 @@ def check_pairable(a: dict, b: dict, name_a: str = "A", name_b: str = "B") -> di
         raise UserError(f"speaker {bad[0]!r} differs between the runs (gender or number of utterances)",
                         path=name_b, fix="score both systems against the same references and utterance table")
     speakers = {g: sorted(s for s in sa if sa[s]["gender"] == g) for g in GENDERS}
-    metric = metric_from(a)
+    metric = metric_from(a, name_a)
+    metric_from(b, name_b)
     for g in GENDERS:
         if speakers[g] and not metric.same_references(speaker_arrays(a, speakers)[g], speaker_arrays(b, speakers)[g]):
             raise UserError("the runs were scored against different references (reference lengths differ)",
@@ -82,10 +83,13 @@ def check_pairable(a: dict, b: dict, name_a: str = "A", name_b: str = "B") -> di
     return speakers
 
 
-def metric_from(result: dict):
+def metric_from(result: dict, source=None):
+    """The metric a result was scored with, from its recorded options. A result JSON is handed data:
+    a tokeniser it names that would download a model is refused (``source``: the file, for the line)."""
     opts = result.get("options") or {}
     return get_metric(result["metric"], normalization=opts.get("normalization", "none"),
-                      tokenize=opts.get("tokenize", "13a"), lowercase=opts.get("lowercase", False))
+                      tokenize=check_tokenizer(opts.get("tokenize", "13a"), source),
+                      lowercase=opts.get("lowercase", False))
 
 
 def _points(metric, spk: dict[str, np.ndarray]) -> dict[str, float | None]:
@@ -106,8 +110,7 @@ def compare_results(a: dict, b: dict, *, n_resamples: int = 1000, seed: int = 12
     """
     if method not in METHODS:
         raise UserError(f"unknown test {method!r}", fix="use --method bootstrap or --method ar")
-    if n_resamples < 1:
-        raise UserError("--resamples must be >= 1", fix="use e.g. 1000 (bootstrap) or 10000 (ar)")
+    n_resamples = check_resamples(n_resamples, "--resamples", lo=1)   # ar's swap matrix is resamples x speakers too
     speakers = check_pairable(a, b, name_a, name_b)
     metric = metric_from(a)
     spk_a, spk_b = speaker_arrays(a, speakers), speaker_arrays(b, speakers)
@@ -194,7 +197,7 @@ def sacrebleu_utterance_tests(refs: list[str], hyps_a: list[str], hyps_b: list[s
     """
     from sacrebleu.metrics import BLEU
 
-    metric = BLEU(tokenize=tokenize, lowercase=lowercase, force=True)
+    metric = BLEU(tokenize=check_tokenizer(tokenize), lowercase=lowercase, force=True)
     score_b = metric.corpus_score(hyps_b, [refs]).score
     out = {name: {"p_value": _sacrebleu_paired_p(name, metric, refs, hyps_a, hyps_b, score_b, n, seed), "n_samples": n}
            for name, n in (("bootstrap", n_bootstrap), ("ar", n_ar))}

@@ -32,8 +32,11 @@ least 1 / (resamples + 1), so with k pairs Holm can call nothing unless resample
 few degrees of freedom: heavy tails, which is what three seeds really say about a mean. A difference is **called** only when its
 Holm-adjusted p is under ``ALPHA``, its CI excludes 0 and it exceeds, in size, the seed sd of the
 difference (sqrt(s_A^2 + s_B^2): what two single runs differ by); a side with one run is "one
-seed: not compared" and never called. tests/test_conditions_calibration.py checks coverage and
-false calls on simulated studies.
+seed: not compared" and never called. With fewer than 2 test speakers of a gender the speaker
+resamples draw that speaker every time, so an interval would come from the seed draws alone:
+nothing is compared ("fewer than 2 test speakers of a gender: not compared"), and a condition's own
+interval is left out for that gender, All and Δrel (as analysis/scoring.py does for a run).
+tests/test_conditions_calibration.py checks coverage and false calls on simulated studies.
 """
 from __future__ import annotations
 
@@ -52,6 +55,8 @@ from corpora.base.provenance import file_fingerprint
 ALPHA = 0.05
 SLOPE_UNIT = 10.0            # a slope is per 10 points (percent) of female share
 ONE_SEED = "one seed: not compared"
+MIN_SPEAKERS = 2             # test speakers per gender a speaker resample needs to vary at all
+FEW_SPEAKERS = f"fewer than {MIN_SPEAKERS} test speakers of a gender: not compared"
 
 
 @dataclass(frozen=True)
@@ -113,6 +118,8 @@ def compare_conditions(metric, conditions: list[Condition], *, n_resamples: int 
     if not conditions or any(not c.runs for c in conditions):
         raise ValueError("every condition needs at least one run")
     n_spk = {g: conditions[0].runs[0][g].shape[0] for g in GENDERS}
+    single = [g for g in GENDERS if n_spk[g] == 1]   # the same speaker in every resample: no interval
+    no_interval = set(single) | ({"all", "delta_rel"} if single else set())
     counts = draw_counts(n_spk, n_resamples, seed)
     rng = np.random.default_rng([int(seed), 1])
     stats = {}
@@ -131,19 +138,20 @@ def compare_conditions(metric, conditions: list[Condition], *, n_resamples: int 
         st = stats[c.name]
         st["ci"] = {}
         for k in RESULT_KEYS:
-            if st["mean"][k] is None:
+            if st["mean"][k] is None or k in no_interval:
                 st["ci"][k] = None
                 continue
             resamples = st["boot"][k]
             if pool_seeds and st["n"] > 1:
                 resamples = resamples + _seed_draws([(1.0, st["shift_sd"][k], st["n"])], rng, n_resamples)
             st["ci"][k] = _test(st["mean"][k], resamples, level)[0]
-    pairs = _pairs(conditions, stats, rng, n_resamples, level, pool_seeds)
+    few = min(n_spk.values()) < MIN_SPEAKERS
+    pairs = _pairs(conditions, stats, rng, n_resamples, level, pool_seeds, few)
     for k in RESULT_KEYS:   # Holm within each column of the table: the pairs' tests of one score
         for p, adjusted in zip(pairs, holm([p["p"][k] for p in pairs])):
             p["p_holm"][k] = adjusted
             p["called"][k] = _called(p, k, pool_seeds)
-    trend = _trend(conditions, stats, rng, n_resamples, level, pool_seeds)
+    trend = _trend(conditions, stats, rng, n_resamples, level, pool_seeds, few)
     return {"metric": metric.name, "conditions": {c.name: {"share": c.share, "n_runs": stats[c.name]["n"],
                                                          "mean": stats[c.name]["mean"], "sd": stats[c.name]["sd"],
                                                          "ci": stats[c.name]["ci"]}
@@ -179,7 +187,12 @@ def _seed_draws(parts: list[tuple[float, int, float]], rng, n_resamples: int) ->
     return out
 
 
-def _pairs(conditions, stats, rng, n_resamples, level, pool_seeds) -> list[dict]:
+def _status(few_speakers: bool, one_seed: bool) -> str:
+    """Whether a test is made, else why not: too few test speakers first (more seeds would not help)."""
+    return FEW_SPEAKERS if few_speakers else ONE_SEED if one_seed else "compared"
+
+
+def _pairs(conditions, stats, rng, n_resamples, level, pool_seeds, few_speakers) -> list[dict]:
     pretrained = sorted((c for c in conditions if c.share is not None), key=lambda c: -c.share)
     reference = [c for c in conditions if c.share is None]
     pairs = list(itertools.combinations(pretrained, 2)) + [(c, r) for r in reference for c in pretrained]
@@ -187,14 +200,14 @@ def _pairs(conditions, stats, rng, n_resamples, level, pool_seeds) -> list[dict]
     for a, b in pairs:
         sa, sb = stats[a.name], stats[b.name]
         one = min(sa["n"], sb["n"]) < 2
-        test = {"a": a.name, "b": b.name, "status": ONE_SEED if one else "compared", "difference": {}, "ci": {},
+        test = {"a": a.name, "b": b.name, "status": _status(few_speakers, one), "difference": {}, "ci": {},
                 "p": {}, "p_holm": {}, "seed_sd": {}, "called": {}}
         for k in RESULT_KEYS:
             undefined = sa["mean"][k] is None or sb["mean"][k] is None
             d = None if undefined else sa["mean"][k] - sb["mean"][k]
             test["difference"][k] = d
             test["seed_sd"][k] = None if one or undefined else math.hypot(sa["sd"][k], sb["sd"][k])
-            if one or undefined:
+            if one or undefined or few_speakers:
                 test["ci"][k] = test["p"][k] = None
                 continue
             resamples = sa["boot"][k] - sb["boot"][k]
@@ -206,7 +219,7 @@ def _pairs(conditions, stats, rng, n_resamples, level, pool_seeds) -> list[dict]
     return out
 
 
-def _trend(conditions, stats, rng, n_resamples, level, pool_seeds) -> dict | None:
+def _trend(conditions, stats, rng, n_resamples, level, pool_seeds, few_speakers) -> dict | None:
     """The slope over female share (per SLOPE_UNIT points) of Δrel and of every score."""
     pretrained = [c for c in conditions if c.share is not None]
     if len({c.share for c in pretrained}) < 3:
@@ -214,7 +227,7 @@ def _trend(conditions, stats, rng, n_resamples, level, pool_seeds) -> dict | Non
     x = np.array([100.0 * c.share for c in pretrained])
     w = (x - x.mean()) / np.sum((x - x.mean()) ** 2) * SLOPE_UNIT   # slope = sum(w * y)
     one = min(stats[c.name]["n"] for c in pretrained) < 2
-    out = {"status": ONE_SEED if one else "compared", "shares": x.tolist(), "slope": {}, "ci": {}, "p": {},
+    out = {"status": _status(few_speakers, one), "shares": x.tolist(), "slope": {}, "ci": {}, "p": {},
            "p_holm": {}, "seed_sd": {}, "called": {}, "difference": {}}
     for k in RESULT_KEYS:
         if any(stats[c.name]["mean"][k] is None for c in pretrained):
@@ -224,7 +237,7 @@ def _trend(conditions, stats, rng, n_resamples, level, pool_seeds) -> dict | Non
         out["slope"][k] = out["difference"][k] = float(w @ y)
         sds = [stats[c.name]["sd"][k] for c in pretrained]
         out["seed_sd"][k] = None if one else float(math.sqrt(sum((wi * s) ** 2 for wi, s in zip(w, sds))))
-        if one:
+        if one or few_speakers:
             out["ci"][k] = out["p"][k] = None
             continue
         resamples = w @ np.stack([stats[c.name]["boot"][k] for c in pretrained])
@@ -309,6 +322,8 @@ def conditions_rows(res: dict, task: str, lang_pair: str, signature: str, n_utts
                 continue
             rows.append(row(name, k, f"{m}:{what}", t["difference"][k], t["ci"][k]))
             rows.append(row(name, k, f"{m}:{what}_compared", t["status"] == "compared"))
+            if t["status"] == FEW_SPEAKERS:   # the report's reason for "not compared" (else: one seed)
+                rows.append(row(name, k, f"{m}:{what}_few_speakers", True))
             for field in ("p", "p_holm", "seed_sd"):
                 if t[field].get(k) is not None:
                     rows.append(row(name, k, f"{m}:{what}_{field}", t[field][k]))

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from analysis.conditions import FEW_SPEAKERS, MIN_SPEAKERS, ONE_SEED
 from analysis.plots import save_png
 from corpora.base.atomic import write_text
 from analysis.tables import ASR_TASK_TITLES, fmt, fmt_ci, latex_table, markdown_table, task_title
@@ -77,11 +78,22 @@ def _compared(part, name, m, what) -> bool | None:
     return bool(max(values)) if values else None
 
 
+def _few_speakers(part, name, m, what) -> bool:
+    """Whether a test was not made for want of test speakers (analysis.conditions.FEW_SPEAKERS)."""
+    return any(_value(part, name, f"{m}:{what}_few_speakers", k) for k in KEYS)
+
+
+def _speaker_counts(part) -> str:
+    """``3 F, 1 M``: the test speakers of each gender, from the rows' n_speakers."""
+    counts = {g: part.loc[part["gender"] == g, "n_speakers"].dropna() for g in ("F", "M")}
+    return ", ".join(f"{int(c.iloc[0]) if len(c) else 0} {g}" for g, c in counts.items())
+
+
 def _verdict(part, name, m, what, key="delta_rel") -> str:
     if _get(part, name, f"{m}:{what}", key) is None:
         return "undefined"
     if not _compared(part, name, m, what):
-        return "one seed: not compared"
+        return FEW_SPEAKERS if _few_speakers(part, name, m, what) else ONE_SEED
     if _value(part, name, f"{m}:{what}_called", key):
         return "called"
     ci = _get(part, name, f"{m}:{what}", key)
@@ -124,6 +136,10 @@ def answer_sentence(task: str, pair: str, m: str, part: pd.DataFrame) -> str:
     if main is None:
         return head + "no two pretraining conditions to compare."
     what = tests[main]
+    if _compared(part, main, m, what) is False and _few_speakers(part, main, m, what):
+        return (head + f"cannot answer: fewer than {MIN_SPEAKERS} test speakers of a gender ({_speaker_counts(part)}; "
+                f"{design}), so resampling the speakers cannot show how a difference moves with them: no interval "
+                f"and no call; test on {MIN_SPEAKERS} or more speakers of each gender.")
     if _compared(part, main, m, what) is False:
         return (head + f"cannot answer: a condition was trained once ({design}), and one training run's score moves "
                 "by several points between seeds and machines; train the task with several seeds "
@@ -239,9 +255,12 @@ def _trend_plot(part: pd.DataFrame, m: str, path: Path, title: str) -> Path | No
             ax.axhline(r["value"], color="grey", ls=":")
     x = np.array([p[0] for p in pts])
     y = np.array([p[1]["value"] for p in pts])
-    err = np.array([[p[1]["value"] - p[1]["ci_low"], p[1]["ci_high"] - p[1]["value"]]
-                    if not pd.isna(p[1]["ci_low"]) else [0.0, 0.0] for p in pts]).T
-    ax.errorbar(x, y, yerr=err, fmt="o", color="tab:purple", capsize=4, label="condition mean, 95% CI")
+    # each CI drawn from its own ends: a percentile interval need not contain the mean of the runs
+    # (skewed resamples, a seed term), and errorbar refuses the negative distance such a point gives
+    ci = np.array([[p[1]["ci_low"], p[1]["ci_high"]] if not pd.isna(p[1]["ci_low"]) else [p[1]["value"]] * 2
+                   for p in pts], dtype=float)
+    ax.errorbar(x, ci.mean(axis=1), yerr=(ci[:, 1] - ci[:, 0]) / 2, fmt="none", ecolor="tab:purple", capsize=4)
+    ax.plot(x, y, "o", color="tab:purple", label="condition mean, 95% CI")
     for xi, yi, (_, _, n) in zip(x, y, pts):
         ax.annotate(n, (xi, yi), textcoords="offset points", xytext=(6, 4), fontsize=8)
     slope = _value(part, SLOPE, f"{m}:slope", "delta_rel")

@@ -16,6 +16,8 @@ Files written into the output directory (each atomically):
   delta_rel.png                    Δrel with CI bars per model and task
   per_speaker.png                  per-speaker distributions, from rows whose subset is
                                    ``speaker:<id>`` (written by scorers that keep them)
+  .gendergap-outputs.json          the record of the files above (corpora.base.owned_outputs): the
+                                   next report replaces or removes those and keeps everything else
 """
 from __future__ import annotations
 
@@ -36,6 +38,7 @@ from analysis.probing.run import probe_table
 from analysis.store import ResultsStore
 from corpora.base.atomic import atomic_open, swap_in_dir, write_text
 from corpora.base.errors import UserError
+from corpora.base.owned_outputs import RECORD, claim, foreign, own_temp_name, write_record
 from manifests.stats import downstream_sets_table, pretraining_sets_table
 
 log = logging.getLogger(__name__)
@@ -129,12 +132,17 @@ def _write_all(db_path, subset: str, data: dict | None, entries: list[dict] | No
 
 # --- all files or none: the report is built in a sibling directory and swapped in ----------------------
 # Files written one by one into DIR leave, after a kill or a full disk, a new table4 next to an old
-# report.md. So the report goes into DIR/../.DIR.<pid>.<random>.partial and replaces DIR at the end;
-# files in DIR that are not the report's own (a user's notes) are carried over.
-REPORT_NAMES = re.compile(r"(report\.md|table\d_\w+\.(md|tex|csv)|gender_translation\.(md|tex|csv)|winomt\.csv"
-                          r"|conditions_[\w-]+\.(md|tex|csv)|trend_[\w-]+\.png"
-                          r"|other_scores\.csv|probes\.csv|(delta_rel|per_speaker|probes_by_layer)\.png)")
+# report.md. So the report goes into DIR/../.DIR.<pid>.<random>.partial and replaces DIR at the end.
+# What the report wrote is recorded in DIR (corpora.base.owned_outputs.RECORD); every other file or
+# folder in DIR (a user's notes, .git/, .gitignore, a table1_notes.md) is carried over, whatever its name.
+COMMAND = "gendergap report"
+# The names the sections above give their files. Only for telling the report's own files in a folder:
+# a record (or a folder an earlier version wrote without one) makes the report drop only these.
+REPORT_FILES = re.compile(r"report\.md|table[12]_(pretraining|downstream)_data\.(md|csv)|winomt\.csv|other_scores\.csv"
+                          r"|(table3_pretraining|table4_asr|table5_st|gender_translation|conditions_[A-Za-z0-9_-]+)"
+                          r"\.(md|tex|csv)|probes\.csv|(delta_rel|per_speaker|probes_by_layer|trend_[A-Za-z0-9_-]+)\.png")
 STALE_AFTER_S = 24 * 3600  # a leftover of a process on another host (shared file system) is stale after a day
+FIX = "pass --out a new or empty folder, or one an earlier report wrote"
 
 
 @contextlib.contextmanager
@@ -146,6 +154,8 @@ def staged_report(out_dir: Path):
                         fix="pass --out a directory (new or holding an earlier report)")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     clean_stale(out_dir)
+    # before anything is built: a folder of the user's own is refused, never emptied
+    before = frozenset(n for n in claim(out_dir, COMMAND, fix=FIX, legacy=_earlier_report) if REPORT_FILES.fullmatch(n))
     try:
         stage = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.{os.getpid()}.", suffix=".partial",
                                       dir=out_dir.parent))
@@ -153,10 +163,10 @@ def staged_report(out_dir: Path):
         raise OSError(e.errno, e.strerror, str(out_dir)) from e
     try:
         yield stage
+        written = {p.name for p in stage.iterdir()}
         if out_dir.is_dir():
-            for f in out_dir.iterdir():  # the user's own files stay; the old report's and temp files go
-                if not REPORT_NAMES.fullmatch(f.name) and not f.name.startswith(".") and not (stage / f.name).exists():
-                    _carry(f, stage / f.name)
+            _carry_the_rest(out_dir, stage, before, written)
+        write_record(stage, COMMAND, written)
         swap_in_dir(stage, out_dir, prefix=f".{out_dir.name}.{os.getpid()}.")   # clean_stale knows the pid
     except OSError as e:
         shutil.rmtree(stage, ignore_errors=True)
@@ -168,11 +178,48 @@ def staged_report(out_dir: Path):
         raise
 
 
+def _carry_the_rest(out_dir: Path, stage: Path, before: frozenset[str], written: set[str]) -> None:
+    """Carry into ``stage`` every entry of ``out_dir`` but the earlier report's files (``before``), its
+    record and the temp files of its atomic writes; a file of the user's named as a file the report
+    writes now is refused rather than replaced."""
+    clash = foreign(out_dir, written, before)
+    if clash is not None:
+        raise UserError(f"the report writes {clash}, and the folder holds a {clash} the report did not write",
+                        path=out_dir / clash, fix="move or rename that file, or pass --out another folder")
+    ours = before | written | {RECORD}
+    for f in out_dir.iterdir():
+        if f.name not in ours and not own_temp_name(f.name, ours.__contains__):
+            _carry(f, stage / f.name)
+
+
+def _earlier_report(folder: Path, entries: list[str]) -> frozenset[str] | None:
+    """The files of a report folder written by a version that kept no record: accepted when it holds
+    report.md and nothing but files named as the report names its files (and their temp files); one
+    holding anything else is refused, as the report cannot tell which of them it wrote."""
+    if "report.md" not in entries:
+        return None
+    files = [n for n in entries if not own_temp_name(n, lambda t: bool(REPORT_FILES.fullmatch(t)))]
+    odd = next((n for n in files if not REPORT_FILES.fullmatch(n) or (folder / n).is_symlink()
+                or not (folder / n).is_file()), None)
+    if odd is not None:
+        raise UserError(f"the folder holds an earlier report and {odd}, which is not a report file; the version "
+                        f"that wrote it kept no record of its files ({RECORD}), so the report cannot tell "
+                        "them from yours", path=folder,
+                        fix=f"move {odd} and your other files out of it for one run (they are kept from then on), "
+                            "or pass --out a new folder")
+    return frozenset(files)
+
+
 def _carry(src: Path, dst: Path) -> None:
-    """A hard link (no copy, and removing the stage on failure leaves the original), else a copy."""
+    """A hard link (no copy, and removing the stage on failure leaves the original), else a copy; a
+    folder (a user's .git/) is copied as links the same way, its symlinks as symlinks."""
     if src.is_dir() and not src.is_symlink():
-        shutil.copytree(src, dst, symlinks=True)
+        shutil.copytree(src, dst, symlinks=True, copy_function=_link_or_copy)
         return
+    _link_or_copy(src, dst)
+
+
+def _link_or_copy(src, dst) -> None:
     try:
         os.link(src, dst, follow_symlinks=False)
     except OSError:
@@ -180,18 +227,23 @@ def _carry(src: Path, dst: Path) -> None:
 
 
 def clean_stale(out_dir: Path) -> None:
-    """Remove what an earlier report into ``out_dir`` left when it was killed: its staging and swap
-    directories (their process is gone, or they are a day old) and temp files inside ``out_dir``."""
-    pattern = re.compile(re.escape(f".{out_dir.name}.") + r"(\d+)\.[^.]+\.(partial|old)")
+    """Deal with what an earlier report into ``out_dir`` left when it was killed: its staging and swap
+    directories (named by this module, with the pid of a process that is gone, or a day old). A kill
+    between the swap's two renames leaves ``out_dir`` absent and its old content in the swap
+    directory: that is put back, not removed. Nothing inside ``out_dir`` is touched here."""
+    pattern = re.compile(re.escape(f".{out_dir.name}.") + r"(\d{1,9})\.[a-z0-9_]+\.(partial|old)")
+    found = []
     for p in out_dir.parent.iterdir():
         m = pattern.fullmatch(p.name)
-        if m and p.is_dir() and (not _alive(int(m.group(1))) or time.time() - p.stat().st_mtime > STALE_AFTER_S):
-            log.info("removing %s, left by an interrupted report", p)
-            shutil.rmtree(p, ignore_errors=True)
-    if out_dir.is_dir():
-        for p in out_dir.glob(".*.tmp"):  # atomic writes of a killed older version
-            with contextlib.suppress(OSError):
-                p.unlink()
+        if m and p.is_dir() and not p.is_symlink() and (not _alive(int(m.group(1)))
+                                                        or time.time() - p.stat().st_mtime > STALE_AFTER_S):
+            found.append((m.group(2) == "partial", p))   # the .old ones first: one may hold out_dir
+    for _, p in sorted(found):
+        if p.name.endswith(".old") and not os.path.lexists(out_dir) and (p / "dir").is_dir():
+            log.warning("restoring %s, which an interrupted report had moved aside", out_dir)
+            os.replace(p / "dir", out_dir)
+        log.info("removing %s, left by an interrupted report", p)
+        shutil.rmtree(p, ignore_errors=True)
 
 
 def _alive(pid: int) -> bool:

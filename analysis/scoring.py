@@ -18,7 +18,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from analysis.bootstrap import GENDERS, draw_counts, percentile_ci, resample_scores, speaker_sums
+from analysis.bootstrap import GENDERS, check_resamples, draw_counts, percentile_ci, resample_scores, speaker_sums
 from analysis.delta import delta_rel
 from analysis.metrics import get_metric
 from analysis.store import ResultsStore
@@ -32,6 +32,21 @@ log = logging.getLogger(__name__)
 
 DEFAULT_SEED = 12345  # sacrebleu's default bootstrap seed; any int, 0 included, is a real seed
 DEFAULT_RESAMPLES = 1000
+# sacrebleu tokenisers that run from the installed packages. Its others (spm, flores101, flores200,
+# spBLEU-1K) download a SentencePiece model into the home folder when built: gendergap runs offline
+# and writes only where it is told, so they are refused (an allowlist: a future download is refused too).
+OFFLINE_TOKENIZERS = ("13a", "intl", "none", "char", "zh", "ja-mecab", "ko-mecab")
+
+
+def check_tokenizer(tokenize, path=None) -> str:
+    """``tokenize`` if it is one of OFFLINE_TOKENIZERS, else a UserError (before sacrebleu builds it:
+    building a SentencePiece tokeniser is what downloads). ``path``: the file that named it, if any."""
+    if tokenize not in OFFLINE_TOKENIZERS:
+        why = "downloads a model, and scoring runs offline" if str(tokenize).startswith(("spm", "flores", "spBLEU")) \
+            else "is not a sacrebleu tokeniser gendergap runs"
+        raise UserError(f"tokenizer {str(tokenize)[:40]!r} {why}", path=path,
+                        fix="use one of " + ", ".join(OFFLINE_TOKENIZERS) + " (13a: sacrebleu's default)")
+    return tokenize
 
 
 # --- reading ------------------------------------------------------------------------------
@@ -182,8 +197,7 @@ def score_utterances(metric, refs: Sequence[str], hyps: Sequence[str], speakers:
 def score_stats(metric, stats: np.ndarray, speakers: Sequence[str], genders: Sequence[str], *,
                 bootstrap: int = DEFAULT_RESAMPLES, seed: int = DEFAULT_SEED, level: float = 0.95) -> dict:
     """The result dict from per-utterance statistic rows (see ``score_files`` for its keys)."""
-    if bootstrap < 0:
-        raise UserError("--bootstrap must be >= 0", fix="use e.g. 1000 resamples, or 0 for no CI")
+    bootstrap = check_resamples(bootstrap, "bootstrap")
     genders = list(genders)
     speakers = [str(s) for s in speakers]
     if len(speakers) != len(genders) or len(speakers) != len(stats):
@@ -279,7 +293,7 @@ def score_files(metric: str, refs: str | os.PathLike, hyps: str | os.PathLike,
     ({speaker: {gender, n_utts, stats}}), ``warnings``, ``inputs`` (file fingerprints).
     ``hyp_column``: the hypotheses' text field (1-based) when they have more than two.
     """
-    m = get_metric(metric, normalization=normalization, tokenize=tokenize, lowercase=lowercase)
+    m = get_metric(metric, normalization=normalization, tokenize=check_tokenizer(tokenize), lowercase=lowercase)
     ref_texts = read_texts(refs, "references")
     hyp_texts = read_texts(hyps, "hypotheses", hyp_column)
     ids, ref_list, hyp_list = align_texts(ref_texts, hyp_texts, refs, hyps)

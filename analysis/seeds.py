@@ -54,7 +54,7 @@ def pool_seed_results(results: list[dict], seeds: list[int], *, bootstrap: int =
             raise UserError(f"seed {s} was scored on other speakers than seed {seeds[0]}", path=source,
                             fix="pool seeds of the same task on the same test set only")
     speakers = {g: sorted(s for s, sg in spk_gender.items() if sg == g) for g in GENDERS}
-    metric = metric_from(first)
+    metric = metric_from(first, source)
     per_seed, pooled = {}, {k: [] for k in RESULT_KEYS}
     counts = draw_counts({g: len(speakers[g]) for g in GENDERS}, bootstrap, seed) if bootstrap else None
     for r, s in zip(results, seeds):

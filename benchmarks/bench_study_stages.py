@@ -18,7 +18,7 @@ now against the way it was done before, in the same run (ratios, not absolute se
   averaged models are compared (largest difference printed).
 
 - **st-fbank** (fairseq on FBANK features, subnormal floats): the first ``--updates`` updates of a
-  finished study's FBANK ST run (``--st-run STUDY/st/FBANK.fr-en/seed0``: its data and command), no
+  finished study's FBANK ST run (``--st-run STUDY/st/FBANK.fr-en/seed0``: its data and preset), no
   validation. Before: fairseq's processes kept subnormal floats (the benchmark restores that with a
   ``sitecustomize`` that makes ``torch.set_flush_denormal`` a no-op). Now: flushed to zero
   (ssl_pretrain.device.flush_subnormals). Flushing moves the last bits, so the check printed is the
@@ -161,26 +161,25 @@ def last_train_loss(log: Path) -> str:
 def bench_st_fbank(args) -> None:
     import shutil
 
-    from corpora.base.boundary import read_json
+    from downstream_st.train import build_train_command, read_model_meta
     from ssl_pretrain.run import start_fairseq
     if not args.st_run or not (Path(args.st_run) / "st.json").is_file():
         print("st-fbank  skipped: --st-run names no finished ST run (e.g. STUDY/st/FBANK.fr-en/seed0)")
         return
-    command = read_json(Path(args.st_run) / "st.json", "st.json", shape=dict)["command"]
+    # st.json is data: the command is built again from its checked preset (names and values: FLAGS)
+    flags = {**read_model_meta(args.st_run)["preset"]["train"], "max-update": args.updates,
+             "validate-after-updates": 10 * args.updates}
     with tempfile.TemporaryDirectory() as tmp:
         keep = Path(tmp) / "keep"
         keep.mkdir()
         (keep / "sitecustomize.py").write_text(KEEP_SUBNORMALS)
         data = Path(tmp) / "data"
-        shutil.copytree(Path(command[3]), data)
+        shutil.copytree(Path(args.st_run) / "data", data)
         times, losses = {"before": [], "now": []}, {}
         for r in range(args.repeats):
             for way in ("before", "now"):
                 out = Path(tmp) / f"{way}{r}"
-                cmd = [sys.executable, *command[1:3], str(data), *command[4:]]
-                cmd[cmd.index("--save-dir") + 1] = str(out / "checkpoints")
-                cmd[cmd.index("--max-update") + 1] = str(args.updates)
-                cmd[cmd.index("--validate-after-updates") + 1] = str(10 * args.updates)
+                cmd = build_train_command(data, out / "checkpoints", flags, source=Path(args.st_run) / "st.json")
                 env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
                 if way == "before":
                     env["PYTHONPATH"] = os.pathsep.join([str(keep), env.get("PYTHONPATH", "")])
@@ -296,7 +295,7 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=3, help="asr-e2e: passes over its 8 batches")
     p.add_argument("--updates", type=int, default=150, help="st: fairseq updates")
     p.add_argument("--repeats", type=int, default=1)
-    p.add_argument("--st-run", help="st-fbank: a finished study's FBANK ST run folder (its data and command)")
+    p.add_argument("--st-run", help="st-fbank: a finished study's FBANK ST run folder (its data and preset)")
     args = p.parse_args()
     torch.set_num_threads(1)
     from gendergap.logs import setup_logging

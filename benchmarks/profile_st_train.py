@@ -5,7 +5,9 @@ a process of its own). This script opens it: it takes a finished ST run director
 records the exact fairseq-train command), runs that command again under cProfile through the
 project's fairseq entry (ssl_pretrain.fairseq_entry, as the job does: safe loading, batch-invariant
 subsampler, subnormals flushed) with one torch thread, into a scratch folder (the run directory is
-read, never written; its st.json is data: the command is built again from its preset's flags), optionally with fewer updates (``--updates``), and prints where the time went:
+read, never written; its st.json is data: the command is built again from its preset's flags, each
+name and value checked against downstream_st/fairseq_flags.py FLAGS as `st train` checks them), optionally
+with fewer updates (``--updates``), and prints where the time went:
 
   imports, the update steps, and inside them the forward (criterion and model), the backward,
   the optimizer, gradient clipping, re-seeding, zero_grad; the validations; the rest.
@@ -52,7 +54,7 @@ def cumulative(stats: pstats.Stats, key: str) -> float:
 
 def command(run_dir: Path, scratch: Path, updates: int) -> list[str]:
     """The run's fairseq-train command, built again the way `st train` builds it (its preset's flags,
-    through the allowlist; st.json read and checked by read_model_meta), saving into ``scratch``,
+    names and values through FLAGS; st.json read and checked by read_model_meta), saving into ``scratch``,
     under cProfile through the project's fairseq entry."""
     from downstream_st.presets import validation_start
     from downstream_st.train import build_train_command, read_model_meta

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from corpora.base.boundary import MAX_RATE, MIN_RATE
 from corpora.base.errors import UserError
 from corpora.readers import READERS, AudioCheck
 from corpora.table import is_pipe, parse_gender_map, write_table
@@ -41,8 +42,9 @@ def parse_sample_rates(spec: str) -> tuple[int, ...] | None:
         rates = tuple(int(x) for x in spec.split(",") if x.strip())
     except ValueError:
         rates = ()
-    if not rates or min(rates) <= 0:
-        raise UserError(f"bad --sample-rates {spec!r}", fix="comma-separated rates in Hz (e.g. 16000,48000) or `any`")
+    if not rates or min(rates) < MIN_RATE or max(rates) > MAX_RATE:   # the bounds a table's sample_rate meets
+        raise UserError(f"bad --sample-rates {spec!r}", fix=f"comma-separated rates in Hz, {MIN_RATE}-{MAX_RATE} "
+                                                            "(e.g. 16000,48000), or `any`")
     return rates
 
 

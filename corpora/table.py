@@ -20,8 +20,8 @@ from pathlib import Path
 import pandas as pd
 
 from corpora.base.atomic import atomic_open
-from corpora.base.boundary import finite
-from corpora.base.errors import UserError
+from corpora.base.boundary import MAX_RATE, MIN_RATE, finite, rate
+from corpora.base.errors import UserError, printable
 from corpora.base.provenance import file_fingerprint
 from corpora.base.textfile import read_utf8
 
@@ -167,8 +167,12 @@ def validate_table(df: pd.DataFrame, source: str | os.PathLike = "<table>") -> N
         fail(pd.to_numeric(df["duration"]) <= 0, "duration <= 0", "drop empty segments")
     if (pd.to_numeric(df["offset"]) < 0).any():
         fail(pd.to_numeric(df["offset"]) < 0, "negative offset", "offsets are seconds >= 0")
-    if (pd.to_numeric(df["sample_rate"]) <= 0).any():
-        fail(pd.to_numeric(df["sample_rate"]) <= 0, "sample_rate <= 0", "read it from the audio header")
+    rates = pd.to_numeric(df["sample_rate"]).astype(float)
+    bad_rate = ~rates.between(MIN_RATE, MAX_RATE) | (rates != rates.round())   # 1e20 wrapped round an int64
+    if bad_rate.any():
+        idx = int(bad_rate.to_numpy().nonzero()[0][0])
+        rate(df["sample_rate"].iloc[idx], f"row id={df['id'].iloc[idx]!r}: sample_rate", path=source, line=idx + 2,
+             fix="read it from the audio header")
     empty_spk = df["speaker"].astype(str).str.strip() == ""
     if empty_spk.any():
         fail(empty_spk, "empty speaker", "give every row a speaker id (gender CIs resample speakers)")
@@ -192,6 +196,19 @@ def _check_seconds(df: pd.DataFrame, source) -> None:
                    path=source, line=idx + 2)
 
 
+def check_width(columns: int, path, *, writing: bool = False) -> None:
+    """The one bound on a table's width, for its reader and its writers alike (a table `corpus merge`
+    or `corpus index` wrote is always one read_table reads); ``writing``: said of the table not yet written."""
+    if columns > MAX_COLUMNS:
+        # every pandas operation on a table costs a little per column (each text column is its own
+        # block): 100k columns made `manifest build` take two minutes
+        raise UserError(f"the table {'would have' if writing else 'has'} {columns:,} columns; an utterance table "
+                        f"has its {len(COLUMNS)} and a few more (translations, raw labels), at most {MAX_COLUMNS:,}",
+                        path=path, line=None if writing else 1,
+                        fix="keep the columns gendergap reads; put the rest in a side table keyed by id"
+                            + (" (nothing was written)" if writing else ""))
+
+
 def read_table(path: str | os.PathLike, validate: bool = True) -> pd.DataFrame:
     """Read an utterance table TSV. Non-UTF-8 bytes are a UserError naming the line."""
     path = Path(path)
@@ -200,13 +217,7 @@ def read_table(path: str | os.PathLike, validate: bool = True) -> pd.DataFrame:
     text = read_utf8(path, "utterance table")
     if not text.strip():
         raise UserError("empty utterance table", path=path, line=1, fix="the first line must be the header")
-    columns = text.split("\n", 1)[0].count("\t") + 1
-    if columns > MAX_COLUMNS:
-        # every pandas operation on a table costs a little per column (each text column is its own
-        # block): 100k columns made `manifest build` take two minutes
-        raise UserError(f"the table has {columns:,} columns; an utterance table has its {len(COLUMNS)} and a few "
-                        f"more (translations, raw labels), at most {MAX_COLUMNS:,}", path=path, line=1,
-                        fix="keep the columns gendergap reads; put the rest in a side table keyed by id")
+    check_width(text.split("\n", 1)[0].count("\t") + 1, path)
     try:
         df = pd.read_csv(io.StringIO(text), sep="\t", dtype=str, keep_default_na=False,
                          quoting=csv.QUOTE_NONE)
@@ -240,8 +251,16 @@ def table_fingerprint(table):
 
 
 def write_table(df: pd.DataFrame, path: str | os.PathLike, validate: bool = True) -> Path:
-    """Validate, then write atomically. Columns: the standard ones first, then the rest."""
+    """Validate, then write atomically. Columns: the standard ones first, then the rest. What
+    read_table would refuse (too many columns, a column name holding a tab or line break) is refused
+    here, before anything is written."""
     path = Path(path)
+    check_width(len(df.columns), path, writing=True)
+    named = next((c for c in map(str, df.columns) if any(ch in c for ch in "\t\n\r")), None)
+    if named is not None:   # csv raised "need to escape" half-way through the write; a reader would split it
+        raise UserError(f"column name '{printable(named)[:60]}' contains a tab or line break", path=path,
+                        fix="rename the column in the source file (the table's header is tab-separated); "
+                            "nothing was written")
     if validate:
         validate_table(df, path)
     extra = [c for c in df.columns if c not in COLUMNS]

@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import math
 import random
-import shutil
 import time
 from pathlib import Path
 
@@ -33,12 +32,13 @@ from speechbrain.utils.checkpoints import (METAFNAME, PARAMFILE_EXT, Checkpoint,
                                           register_checkpoint_hooks)
 from speechbrain.utils.distributed import ddp_barrier, ddp_broadcast, if_main_process, is_distributed_initialized
 
-from corpora.base.atomic import write_json
+from corpora.base.atomic import first_free, write_json
 from corpora.base.errors import UserError
 from corpora.base.strict_yaml import read_yaml
 from downstream_asr.cluster import finish_distributed, world_size
 from downstream_asr.errors import batch_option, too_long_for_ctc
 from downstream_asr.text import decode
+from downstream_asr.weights import record as record_weights
 from ssl_pretrain.device import precision_guard
 from ssl_pretrain.safe_load import load_torch_file
 
@@ -111,8 +111,7 @@ def set_aside_incomplete_checkpoints(save_dir) -> list[str]:
             # traceback): either way SpeechBrain must not pick this checkpoint
             plain, marked = False, True
         if not plain or (marked and not (ckpt / SaveComplete.FILE).exists()):
-            target = ckpt.with_name("INCOMPLETE-" + ckpt.name)
-            shutil.rmtree(target, ignore_errors=True)
+            target = first_free(ckpt.with_name("INCOMPLETE-" + ckpt.name))   # an earlier one set aside stays
             ckpt.rename(target)
             log.warning("checkpoint %s was not completely written (the job was killed while saving): set aside as %s",
                         ckpt, target.name)
@@ -418,9 +417,14 @@ class CTCBrain(sb.Brain):
             raise UserError(f"select_by={key!r}", fix="use select_by=CER, WER or loss")
         return key
 
-    def recover_for_decoding(self) -> dict:
-        """Load the best checkpoint by validation ``select_by`` (the latest one if none has it yet)."""
-        ckpt = self.checkpointer.find_checkpoint(min_key=self.select_key) or self.checkpointer.find_checkpoint()
+    def decoding_checkpoint(self):
+        """The checkpoint decoding uses: the best by validation ``select_by`` (the latest one if none
+        has it yet); None when there is none."""
+        return self.checkpointer.find_checkpoint(min_key=self.select_key) or self.checkpointer.find_checkpoint()
+
+    def recover_for_decoding(self, ckpt=None) -> dict:
+        """Load ``ckpt`` (default: ``decoding_checkpoint()``) for decoding; {} when there is none."""
+        ckpt = ckpt or self.decoding_checkpoint()
         if ckpt is None:
             return {}
         self.checkpointer.load_checkpoint(ckpt)
@@ -458,6 +462,8 @@ def fit_by_length(brain, hparams: dict, train_ds, valid_ds, out_dir, progress: b
                "valid": getattr(brain, "last_stats", None)}
     if if_main_process():
         write_json(out_dir / "train_summary.json", summary)
+        # what decoding will load, by content: a result is this run's model's (downstream_asr/weights.py)
+        record_weights(out_dir, brain.decoding_checkpoint())
     summary["main_process"] = if_main_process()
     finish_distributed()
     summary["brain"] = brain

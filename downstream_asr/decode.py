@@ -18,6 +18,7 @@ from corpora.base.atomic import write_json, write_text
 from corpora.base.boundary import read_json
 from corpora.base.errors import UserError
 from downstream_asr.text import TextNorm, load_vocab
+from downstream_asr.weights import check_before_loading, check_loaded
 
 log = logging.getLogger(__name__)
 
@@ -116,10 +117,16 @@ def open_for_decoding(out_dir: str | os.PathLike, test_csv, data_root: str | Non
     return run, vocab, test, oov
 
 
-def recover_best(brain, out_dir: str | os.PathLike, command: str) -> str:
-    """Load the best checkpoint into ``brain`` for decoding; a run that never saved one is a UserError."""
-    ckpt = brain.recover_for_decoding()
-    if not ckpt:
+def recover_best(brain, out_dir: str | os.PathLike, command: str, run: dict) -> dict:
+    """Load the best checkpoint into ``brain`` for decoding, once it is the one the run's training
+    recorded (run.json ``weights``: downstream_asr/weights.py; a run without the record only with
+    --trust-checkpoint); a run that never saved one, or whose files differ, is a UserError."""
+    ckpt = brain.decoding_checkpoint()
+    if ckpt is None:
         raise UserError("no checkpoint in the model directory", path=Path(out_dir) / "save",
                         fix=f"train first ({command}), at least one step")
-    return ckpt
+    entry = check_before_loading(out_dir, run, ckpt, trust=bool(brain.checkpointer.trust))
+    info = brain.recover_for_decoding(ckpt)
+    if entry is not None:
+        check_loaded(entry, ckpt, brain.checkpointer.recoverables)
+    return info

@@ -30,7 +30,7 @@ import tempfile
 from pathlib import Path
 
 from corpora.base.atomic import swap_in_dir, write_json, write_text
-from corpora.base.boundary import printable, read_json
+from corpora.base.boundary import MAX_DIM, dim, finite, printable, rate, read_json, read_lines, whole
 from corpora.base.errors import UserError
 from downstream_asr.runs import task_of
 
@@ -91,6 +91,7 @@ pretrainer: !new:speechbrain.utils.parameter_transfer.Pretrainer
 # class gives them one utterance at a time (transcribe_file), its padded batches differ.
 SPEECHBRAIN_LOBE = "speechbrain.integrations.huggingface.wav2vec2.Wav2Vec2"
 INVARIANT_LOBE = "downstream_asr.ctc_inference.Wav2Vec2Encoder"
+MAX_LABEL_ENCODER_BYTES = 1 << 20   # a character vocabulary: a few hundred short lines
 VALUE_TYPES = {"source_dir": str, "sample_rate": int, "ssl_dim": int, "dnn_neurons": int, "head_dropout": float,
                "n_chars": int}
 
@@ -224,6 +225,15 @@ def load_export(folder: Path, device: str = "cpu"):
         expected = render_yaml(values)
     except (ValueError, KeyError, TypeError) as e:
         raise UserError(f"{MARKER} is not an export record ({str(e)[:100]})", path=folder / MARKER, fix=fix) from None
+    # the record's numbers size the head SpeechBrain builds: bounded before anything is built
+    # (ssl_dim 1e9 would allocate a Linear of 1e9 x dnn_neurons floats)
+    where = {"path": folder / MARKER, "fix": fix}
+    rate(values["sample_rate"], "export sample_rate", **where)
+    dim(values["ssl_dim"], "export ssl_dim", **where)
+    dim(values["dnn_neurons"], "export dnn_neurons", **where)
+    whole(values["n_chars"], "export n_chars", lo=2, hi=MAX_DIM, **where)
+    finite(values["head_dropout"], "export head_dropout", lo=0.0, hi=1.0, path=folder / MARKER)
+    read_lines(folder / "label_encoder.txt", "label_encoder.txt", max_bytes=MAX_LABEL_ENCODER_BYTES, fix=fix)
     yaml_path = folder / "hyperparams.yaml"
     if not yaml_path.is_file() or yaml_path.read_text(encoding="utf-8", errors="replace") != expected:
         raise UserError("hyperparams.yaml is not the one `asr export` wrote (edited since?): gendergap does not "

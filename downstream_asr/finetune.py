@@ -129,7 +129,7 @@ def load_finetuned(out_dir: str | os.PathLike, device: str = "cpu", precision: s
     vocab = load_vocab(out_dir / "vocab.txt")
     opts = {"device": device, "precision": precision, "eval_precision": precision, "noprogressbar": True}
     brain, _ = build_brain(out_dir, run, vocab, opts, trust=trust)
-    ckpt = recover_best(brain, out_dir, "gendergap asr finetune")
+    ckpt = recover_best(brain, out_dir, "gendergap asr finetune", run)
     brain.modules.eval()
     return brain, run, vocab, ckpt
 
@@ -197,7 +197,7 @@ def decode_finetuned(out_dir, test_csv, name: str = "test", data_root: str | Non
     run, vocab, test, oov = open_for_decoding(out_dir, test_csv, data_root)
     opts, runtime = run_options(run, run_opts)
     brain, hparams = build_brain(out_dir, run, vocab, opts, trust=trust)
-    ckpt = recover_best(brain, out_dir, "gendergap asr finetune")
+    ckpt = recover_best(brain, out_dir, "gendergap asr finetune", run)
     sr = int(brain.modules.wav2vec2.feature_extractor.sampling_rate)
     ds = audio_dataset(test, vocab, sr)
     sampler = length_batch_sampler(ds, batch_seconds or hparams["valid_batch_seconds"], shuffle=False, seed=0,

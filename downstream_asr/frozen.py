@@ -383,7 +383,7 @@ def decode_frozen(out_dir, test_csv, name: str = "test", data_root: str | None =
     run, vocab, test, oov = open_for_decoding(out_dir, test_csv, data_root)
     opts, rt = run_options(run, run_opts)
     brain, hparams = _build(out_dir, run, vocab, opts, trust=trust)
-    ckpt = recover_best(brain, out_dir, "gendergap asr frozen")
+    ckpt = recover_best(brain, out_dir, "gendergap asr frozen", run)
     ssl = run["ssl"]
     ref = _run_ssl(out_dir, run, trust)
     extractor = ModelChoice(ref, opts["device"], opts["precision"]).extractor

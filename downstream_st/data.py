@@ -23,8 +23,9 @@ import numpy as np
 import pandas as pd
 
 from corpora.base.atomic import atomic_open, write_text
-from corpora.base.boundary import check_name, inside, regular_file
+from corpora.base.boundary import MAX_DIM, check_name, inside, printable, regular_file, whole
 from corpora.base.errors import UserError
+from manifests.export_kaldi import MAX_FRAMES
 from manifests.export_s2t import export_s2t
 
 log = logging.getLogger(__name__)
@@ -69,8 +70,15 @@ def read_feature_index(path: str | os.PathLike) -> pd.DataFrame:
     df["_index_line"] = np.arange(len(df)) + 2
     base = path.resolve().parent
     df["path"] = df["path"].map(lambda p: p if os.path.isabs(p) else str(base / p))
-    df["n_frames"] = pd.to_numeric(df["n_frames"]).astype(int)
-    df["dim"] = pd.to_numeric(df["dim"]).astype(int)
+    fix = "extract the features again (`gendergap ckpt features ... --out DIR`)"
+    for col, hi in (("n_frames", MAX_FRAMES), ("dim", MAX_DIM)):   # sizes arrays: bounded before use
+        values = pd.to_numeric(df[col], errors="coerce")
+        bad = ~(values.between(1, hi) & (values % 1 == 0))
+        if bad.any():
+            row = df[bad].iloc[0]
+            whole(row[col], f"{col} of {printable(row['id'])}", lo=1, hi=hi, path=path, line=int(row["_index_line"]),
+                  fix=fix)
+        df[col] = values.astype(int)
     return df.drop_duplicates("id", keep="last")
 
 

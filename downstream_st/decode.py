@@ -19,8 +19,8 @@ import pandas as pd
 from corpora.base.atomic import atomic_open
 from corpora.base.errors import UserError
 from downstream_st.data import target_column, write_eval_dir
-from downstream_st.presets import as_flags, check_flags
-from downstream_st.train import _flag, run_fairseq
+from downstream_st.fairseq_flags import as_flags, check_flags
+from downstream_st.train import _flag, check_model_files, run_fairseq
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +32,9 @@ _LINE = re.compile(r"^D-(\d+)\t([^\t]*)\t?(.*)$")
 def build_generate_command(eval_dir: str | os.PathLike, split: str, checkpoint: str | os.PathLike,
                            results_dir: str | os.PathLike, decode_flags: dict, *, source=None,
                            trust: bool = False) -> list[str]:
-    """The fairseq-generate command (as ``python -m fairseq_cli.generate``); a flag off the
-    allowlist (presets.DECODE_FLAGS: st.json and overrides are untrusted) is refused, naming
-    ``source``, unless ``trust``."""
+    """The fairseq-generate command (as ``python -m fairseq_cli.generate``); a flag off FLAGS
+    (downstream_st/fairseq_flags.py: st.json and overrides are untrusted) or a value not of its type
+    is refused, naming ``source``, unless ``trust``. Each flag and its value are one word (as_flags)."""
     bad = [k for k in decode_flags if k.lstrip("-").replace("_", "-") in FORBIDDEN_DECODE_FLAGS]
     if bad:
         raise UserError(f"decoding flag --{bad[0]} would detokenise a second time (words glued together)",
@@ -109,7 +109,9 @@ def decode_st(model_dir: str | os.PathLike, meta: dict, test: pd.DataFrame, out:
               beam: int | None = None, decode_flags: dict | None = None, split: str = "test",
               trust: bool = False) -> dict:
     """Beam-search ``test`` (rows with ``feature_path``/``n_frames``) with the averaged model of
-    ``model_dir``; writes ``out`` (``id<TAB>text``) and returns {hyps, work_dir, command, beam, batching}."""
+    ``model_dir`` (its files checked against st.json's record first: check_model_files); writes ``out``
+    (``id<TAB>text``) and returns {hyps, work_dir, command, beam, batching}."""
+    check_model_files(model_dir, meta, trust)
     out = Path(out).resolve()
     work = out.with_name(out.name + ".work")
     eval_dir = write_eval_dir(Path(model_dir) / "data", work / "data", split, test, meta["tgt_lang"])

@@ -11,9 +11,10 @@ the checkpoints averaged at the end, see validation_start), ``decode`` (fairseq-
 ``cpu_threads`` (torch threads of the fairseq processes; unset = torch's default). Command-line overrides are
 ``key=value`` on the train flags (``max-epoch=5``, ``lr=1e-3``; ``_`` and ``-`` are the same)
 or on the other sections (``data.vocab_size=300``, ``average_last=5``, ``decode.beam=10``).
-Only the fairseq flags of TRAIN_FLAGS / DECODE_FLAGS pass from a preset, an override, a study
-config or a run dir's st.json (never one that imports code or loads a file: ``user-dir``,
-``restore-file``); ``--trust-checkpoint`` on the command line lets any flag through.
+Only the fairseq flags of FLAGS (downstream_st/fairseq_flags.py), each with a value of its type,
+pass from a preset, an override, a study config or a run dir's st.json (never one that imports
+code or loads a file: ``user-dir``, ``restore-file``; never a value that is a path, a flag or
+code); ``--trust-checkpoint`` on the command line lets any flag and value through.
 """
 from __future__ import annotations
 
@@ -27,39 +28,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from corpora.base.errors import UserError
 from corpora.base.strict_yaml import read_yaml
+from downstream_st.fairseq_flags import (FLAG_FIX, INT, MAX_VALUE_CHARS, NAME, Kind, check_flags, choice, flag_key,
+                                         flag_problem)
 
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
 DATA_KEYS = ("vocab_type", "vocab_size", "max_frames", "min_frames")
 OPTIONAL_DATA_KEYS = ("feature_transforms",)  # fairseq config.yaml transforms, e.g. [utterance_cmvn]
-
-# The fairseq flags a preset, an override, a study config or a run dir's st.json may set: numbers,
-# switches and registered names only. Flags that import code (--user-dir), load a file as a checkpoint
-# (--restore-file, --finetune-from-model, --load-pretrained-*-from, --path), write elsewhere or are
-# gendergap's own are left out; --trust-checkpoint on the command line lets any flag through.
-_COMMON_FLAGS = {
-    "cpu", "seed", "fp16", "memory-efficient-fp16", "fp16-init-scale", "fp16-scale-window", "amp",
-    "num-workers", "max-tokens", "batch-size", "required-batch-size-multiple", "skip-invalid-size-inputs-valid-test",
-    "max-source-positions", "max-target-positions", "log-interval", "log-format", "distributed-world-size",
-    "ddp-backend", "find-unused-parameters", "empty-cache-freq", "data-buffer-size"}
-TRAIN_FLAGS = _COMMON_FLAGS | {
-    "arch", "criterion", "optimizer", "lr-scheduler", "lr", "warmup-updates", "warmup-init-lr", "min-lr",
-    "clip-norm", "weight-decay", "adam-betas", "adam-eps", "max-update", "max-epoch", "update-freq", "stop-time-hours",
-    "stop-min-lr", "patience", "label-smoothing", "report-accuracy", "ctc-weight", "ignore-prefix-size",
-    "sentence-avg", "save-interval", "save-interval-updates", "keep-interval-updates", "keep-last-epochs",
-    "keep-best-checkpoints", "no-epoch-checkpoints", "no-last-checkpoints", "no-save-optimizer-state",
-    "best-checkpoint-metric", "maximize-best-checkpoint-metric", "validate-interval", "validate-interval-updates",
-    "validate-after-updates",
-    "disable-validation", "max-tokens-valid", "batch-size-valid", "curriculum", "encoder-layers", "decoder-layers",
-    "encoder-embed-dim", "decoder-embed-dim", "encoder-ffn-embed-dim", "decoder-ffn-embed-dim",
-    "encoder-attention-heads", "decoder-attention-heads", "encoder-normalize-before", "decoder-normalize-before",
-    "conv-kernel-sizes", "conv-channels", "dropout", "attention-dropout", "activation-dropout", "activation-fn",
-    "share-decoder-input-output-embed", "no-scale-embedding", "layernorm-embedding", "encoder-freezing-updates",
-    "share-all-embeddings"}
-DECODE_FLAGS = _COMMON_FLAGS | {
-    "beam", "nbest", "max-len-a", "max-len-b", "min-len", "lenpen", "unkpen", "no-repeat-ngram-size", "sampling",
-    "sampling-topk", "sampling-topp", "temperature", "prefix-size", "no-early-stop", "unnormalized", "match-source-len",
-    "scoring", "quiet"}
-
 
 def preset_names() -> list[str]:
     """The built-in presets (file stems under downstream_st/presets/)."""
@@ -92,12 +66,9 @@ def load_preset(name_or_path: str | os.PathLike) -> dict:
     return copy.deepcopy(cfg)
 
 
-def _flag_key(key: str) -> str:
-    return key.strip().lstrip("-").replace("_", "-")
-
-
-def _value(text: str):
-    """YAML scalar typing for override values: 5 -> int, 1e-3 -> float, true -> bool."""
+def _value(text: str, lists: bool = False):
+    """YAML scalar typing for override values: 5 -> int, 1e-3 -> float, true -> bool; a list stays
+    its text (a fairseq flag's "[8]"), unless ``lists`` (data.feature_transforms=[utterance_cmvn])."""
     for kind in (int, float):  # YAML 1.1 reads 1e-3 as a string
         try:
             return kind(text)
@@ -107,43 +78,55 @@ def _value(text: str):
         value = yaml.safe_load(text)
     except yaml.YAMLError:
         return text
-    return text if isinstance(value, (dict, list)) else value
+    return text if isinstance(value, dict) or isinstance(value, list) and not lists else value
 
 
-def flag_problem(section: str, key: str) -> str | None:
-    """Why fairseq flag ``key`` of ``section`` (train or decode) may not come from a preset, an
-    override, a study config or a run dir (None: it may)."""
-    flag = _flag_key(key)
-    allowed = TRAIN_FLAGS if section == "train" else DECODE_FLAGS
-    if flag in allowed:
+# The values of the preset's other keys: the data options (the vocabulary's type names its files,
+# spm_<type><size>.model; transforms are fairseq registry names) and gendergap's own numbers.
+DATA_TYPES = {"vocab_type": choice("unigram", "bpe", "char", "word"), "vocab_size": INT, "max_frames": INT,
+              "min_frames": INT, "feature_transforms": Kind("a list of registered names such as [utterance_cmvn]",
+                                                            lambda v: isinstance(v, list) and all(map(NAME.ok, v)))}
+OWN_TYPES = {"average_last": INT, "cpu_threads": INT,
+             "validate_from_average": Kind("true or false", lambda v: v in (True, False, 0, 1))}
+TYPE_FIX = "give a value of that type (see downstream_st/presets/xs.yaml)"   # whatever the source: not a flag
+
+
+def _typed_problem(name: str, kind: Kind, value) -> str | None:
+    if value is None or value == "" and name == "cpu_threads" or kind.ok(value) and len(str(value)) <= MAX_VALUE_CHARS:
         return None
-    tool = "fairseq-train" if section == "train" else "fairseq-generate"
-    return (f"{tool} flag --{flag} is not one gendergap passes from a preset, config or run dir (a flag that "
-            "imports code or loads a file never is)")
+    return f"{name} takes {kind.says}, not {str(value)[:60]!r}"
 
 
-FLAG_FIX = ("drop it (the allowed flags: TRAIN_FLAGS and DECODE_FLAGS in downstream_st/presets.py); only for a "
-            "source you trust, add --trust-checkpoint on the command line")
-
-
-def check_flags(section: str, flags: dict, *, source=None, trust: bool = False) -> None:
-    """Refuse (UserError naming ``source``) a flag of ``flags`` that flag_problem refuses, unless ``trust``."""
-    for key in ({} if trust else flags):
-        why = flag_problem(section, key)
-        if why:
-            raise UserError(why, path=source, fix=FLAG_FIX)
-
-
-def override_problem(item: str) -> str | None:
-    """Why a `key=value` override may not be applied (None: it may): a fairseq flag off the
-    allowlist (flag_problem); the study config's schema asks this of each `overrides:` entry."""
-    key, _, _ = str(item).partition("=")
+def override_problem(item: str, trust: bool = False) -> str | None:
+    """Why a `key=value` override may not be applied (None: it may): a fairseq flag off FLAGS or a
+    value not of its type (flag_problem; ``trust``: --trust-checkpoint lets those through), a data
+    option or gendergap's own key with a value not of its type. The study config's schema asks this
+    of each `overrides:` entry."""
+    key, _, raw = str(item).partition("=")
     section, dot, sub = key.strip().partition(".")
-    if dot and section in ("data", "decode", "train"):
-        return flag_problem(section, sub) if section != "data" else None
-    if key.strip().replace("-", "_") in ("average_last", "cpu_threads", "validate_from_average"):
+    if dot and section == "data":
+        kind = DATA_TYPES.get(sub.strip())   # an unknown data option is named by apply_overrides
+        return _typed_problem(f"data.{sub.strip()}", kind, _value(raw.strip(), lists=True)) if kind else None
+    own = OWN_TYPES.get(key.strip().replace("-", "_"))
+    if own and not dot:
+        return _typed_problem(key.strip().replace("-", "_"), own, _value(raw.strip()))
+    if trust:
         return None
-    return flag_problem("train", key)
+    if dot and section in ("decode", "train"):
+        return flag_problem(section, sub, _value(raw.strip()))
+    return flag_problem("train", key, _value(raw.strip()))
+
+
+def check_preset(cfg: dict, trust: bool = False) -> None:
+    """The preset's own values, refused in one line naming its file: a preset file is handed like a
+    config (its fairseq flags: check_flags, unless ``trust``; its data options and numbers: typed)."""
+    for section in ("train", "decode"):
+        check_flags(section, cfg[section], source=cfg.get("_source"), trust=trust)
+    for where, types in ((cfg["data"], DATA_TYPES), (cfg, OWN_TYPES)):
+        for name, kind in types.items():
+            why = _typed_problem(name, kind, where.get(name))
+            if why:
+                raise UserError(f"preset's {why}", path=cfg.get("_source"), fix=TYPE_FIX)
 
 
 class StoredPreset(BaseModel):
@@ -165,38 +148,43 @@ class StoredRun(BaseModel):
     tgt_lang: str = ""
     feature_dim: Annotated[int, Field(strict=True, ge=1, le=1_000_000)]
     preset: StoredPreset
+    # the sha256 of each file decoding loads (downstream_st.train.model_files); absent before it was recorded
+    weights: Optional[dict[str, Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]]] = None
 
 
 def apply_overrides(cfg: dict, overrides, trust: bool = False) -> dict:
-    """A copy of ``cfg`` with ``key=value`` overrides applied (see the module docstring); a fairseq
-    flag off the allowlist is refused unless ``trust`` (--trust-checkpoint)."""
+    """A copy of ``cfg`` with ``key=value`` overrides applied (see the module docstring), then the
+    whole checked (check_preset); a fairseq flag off FLAGS, or a value not of its flag's type, is
+    refused unless ``trust`` (--trust-checkpoint)."""
     cfg = copy.deepcopy(cfg)
     for item in overrides or ():
         key, sep, raw = str(item).partition("=")
         if not sep or not key.strip():
             raise UserError(f"override {item!r} is not key=value",
                             fix="write e.g. max-epoch=5, lr=1e-3, data.vocab_size=300 or decode.beam=10")
-        why = None if trust else override_problem(item)
-        if why:
-            raise UserError(f"override {item!r}: {why}", fix=FLAG_FIX)
         key, value = key.strip(), _value(raw.strip())
         section, dot, sub = key.partition(".")
+        why = override_problem(item, trust)
+        if why:
+            flag = section != "data" and key.replace("-", "_") not in OWN_TYPES
+            raise UserError(f"override {item!r}: {why}", fix=FLAG_FIX if flag else TYPE_FIX)
         if dot and section in ("data", "decode", "train"):
             if section == "data":
                 if sub not in DATA_KEYS + OPTIONAL_DATA_KEYS:
                     raise UserError(f"unknown data option {sub!r} in override {item!r}",
                                     fix=f"data options: {', '.join(DATA_KEYS + OPTIONAL_DATA_KEYS)}")
-                cfg["data"][sub] = value
+                cfg["data"][sub] = _value(raw.strip(), lists=True)
             else:
-                cfg[section][_flag_key(sub)] = value
+                cfg[section][flag_key(sub)] = value
         elif key.replace("-", "_") == "average_last":
             cfg["average_last"] = int(value)
         elif key.replace("-", "_") == "cpu_threads":
             cfg["cpu_threads"] = int(value) if value not in (None, "") else None
         elif key.replace("-", "_") == "validate_from_average":
-            cfg["validate_from_average"] = value in (True, 1, "1", "true", "True")
+            cfg["validate_from_average"] = bool(value)
         else:
-            cfg["train"][_flag_key(key)] = value
+            cfg["train"][flag_key(key)] = value
+    check_preset(cfg, trust)
     return cfg
 
 
@@ -228,6 +216,8 @@ def on_device(cfg: dict, device: str, precision: str) -> dict:
 def recipe_update_freq(cfg: dict) -> int:
     """The preset's update_freq: how many GPUs' batches its one GPU accumulates (1 if unset)."""
     value = cfg["train"].get("update-freq", 1)
+    if isinstance(value, (list, tuple)):
+        value = value[0]
     if isinstance(value, str):
         value = value.strip("[] ").split(",")[0]
     return int(value)
@@ -262,18 +252,6 @@ def on_gpus(cfg: dict, gpus: int) -> dict:
     cfg["gpu"] = ",".join(str(first + i) for i in range(gpus))
     cfg["gpus"] = gpus
     return cfg
-
-
-def as_flags(options: dict) -> list[str]:
-    """fairseq command-line flags from a ``{flag: value}`` section (true = bare flag)."""
-    out: list[str] = []
-    for key, value in options.items():
-        if value is None or value is False:
-            continue
-        out.append(f"--{_flag_key(key)}")
-        if value is not True:
-            out.append(str(value))
-    return out
 
 
 def validation_start(cfg: dict) -> int | None:

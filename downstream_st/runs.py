@@ -12,6 +12,7 @@ from pathlib import Path
 
 from corpora.base.boundary import inside
 from corpora.base.errors import UserError
+from downstream_st.fairseq_flags import check_flags
 
 
 def feature_source(*, model, layer: str, features_index: str | None, store: str):
@@ -58,7 +59,7 @@ def train_model(model, *, train: str | list[str], valid: str | list[str], src: s
     """Train a speech-translation model on the features of ``model``'s ``layer`` (a
     ssl_pretrain.model_choice.ModelChoice; None with a ready ``features_index``) in ``out`` (a rerun
     resumes), then average its last checkpoints. ``device``/``precision``: fairseq's (the model's
-    when there is one). ``trust``: the preset's and overrides' flags beyond the allowlist. Returns
+    when there is one). ``trust``: the preset's and overrides' flags and values beyond FLAGS. Returns
     train_st's summary."""
     from downstream_st.prepare import prepare_rows
     from downstream_st.presets import apply_overrides, load_preset, on_device, on_gpus
@@ -107,12 +108,14 @@ def decode_store(feature_store: str | None, meta: dict, model: str, out: str) ->
 
 
 def _check_before_decoding(model: str, meta: dict, trust: bool) -> None:
-    """The run dir's decoding flags and averaged checkpoint, refused in one line before features
-    are extracted (decode_st checks them again where it uses them)."""
-    from downstream_st.presets import check_flags
+    """The run dir's decoding flags and values, its averaged checkpoint (the safe loader) and its
+    model files' sha256 (the ones it trained), refused in one line before features are extracted
+    (decode_st checks them again where it uses them)."""
+    from downstream_st.train import check_model_files
     from ssl_pretrain.safe_load import check_before_fairseq
     check_flags("decode", dict(meta["preset"].get("decode", {})), source=Path(model) / "st.json", trust=trust)
     check_before_fairseq([p for p in [Path(meta["checkpoint"])] if p.is_file()], trust=trust)
+    check_model_files(model, meta, trust)
 
 
 def decode_model(*, model: str, test: str | list[str], out: str, test_split: str | None = None, corpus: str | None = None,
@@ -121,7 +124,8 @@ def decode_model(*, model: str, test: str | list[str], out: str, test_split: str
                  references: bool = True, trust: bool = False) -> dict:
     """Beam-search ``test`` with the model dir ``model`` into ``out`` (id<TAB>text) and, with
     ``references``, write the reference file beside it. The model dir is untrusted: its decoding flags
-    must be on the allowlist and its averaged checkpoint must load safely, unless ``trust``.
+    must be on the allowlist with values of their types and its averaged checkpoint must load safely,
+    unless ``trust``; its files must be the ones it trained (st.json's sha256 record).
     ``device``/``precision`` default to the training run's. Returns {meta, run, refs, runtime}."""
     from downstream_st.data import data_config_files
     from downstream_st.decode import decode_st, write_references

@@ -6,7 +6,8 @@ Layout of a model dir (``--out``)::
     OUT/checkpoints/      fairseq's checkpoint<E>.pt (last N kept), checkpoint_last.pt, _best.pt
     OUT/checkpoint_avg.pt the mean of the last N epoch checkpoints (what decoding uses)
     OUT/train.log         everything fairseq printed, appended across restarts
-    OUT/st.json           checkpoint, layer, languages, preset, data summary, command, versions
+    OUT/st.json           checkpoint, layer, languages, preset, data summary, command, versions, and
+                          the sha256 of each file decoding loads (``weights``: checked before decoding)
 
 Running the same command again resumes from ``checkpoints/checkpoint_last.pt`` (fairseq's
 own resume); a finished run with the same command and data is skipped, a larger budget
@@ -30,8 +31,9 @@ from corpora.base.errors import UserError
 from corpora.checks import Finding, load_table
 from corpora.base.provenance import config_hash, engine_versions, file_sha256, git_sha
 from downstream_st.average import average_checkpoints, last_checkpoints
-from downstream_st.data import build_s2t_dir, filter_frames, target_column
-from downstream_st.presets import StoredRun, apply_overrides, as_flags, check_flags, load_preset, validation_start
+from downstream_st.data import build_s2t_dir, data_config_files, filter_frames, target_column
+from downstream_st.fairseq_flags import as_flags, check_flags, flag_key
+from downstream_st.presets import StoredRun, apply_overrides, load_preset, validation_start
 from ssl_pretrain.run import fairseq_env, start_fairseq, stop
 
 log = logging.getLogger(__name__)
@@ -42,8 +44,9 @@ META = "st.json"
 
 def build_train_command(data_dir: str | os.PathLike, save_dir: str | os.PathLike, train_flags: dict, *,
                         source=None, trust: bool = False) -> list[str]:
-    """The fairseq-train command line (as ``python -m fairseq_cli.train``); a flag off the
-    allowlist (presets.TRAIN_FLAGS) is refused, naming ``source``, unless ``trust``."""
+    """The fairseq-train command line (as ``python -m fairseq_cli.train``); a flag off FLAGS
+    (downstream_st/fairseq_flags.py) or a value not of its type is refused, naming ``source``, unless
+    ``trust``. Each flag and its value are one word (as_flags)."""
     check_flags("train", train_flags, source=source, trust=trust)
     return [sys.executable, "-m", "fairseq_cli.train", str(Path(data_dir).resolve()),
             "--task", "speech_to_text", "--config-yaml", "config.yaml",
@@ -95,14 +98,20 @@ FAIRSEQ_BATCH_MULTIPLE = 8   # fairseq's default required_batch_size_multiple (d
 
 
 def _flag(cmd_or_flags, name: str, default=None):
-    """A flag's value in a command line (list) or a preset's train section (dict)."""
+    """A flag's value in a command line (list: ``--name=value`` as as_flags writes it, or ``--name
+    value``) or a preset's train section (dict); the last one given, as argparse reads it."""
     if isinstance(cmd_or_flags, dict):
         for key, value in cmd_or_flags.items():
-            if key.lstrip("-").replace("_", "-") == name:
+            if flag_key(key) == name:
                 return value
         return default
-    flag = f"--{name}"
-    return cmd_or_flags[cmd_or_flags.index(flag) + 1] if flag in cmd_or_flags[:-1] else default
+    flag, found = f"--{name}", default
+    for i, word in enumerate(cmd_or_flags):
+        if word.startswith(flag + "="):
+            found = word.partition("=")[2]
+        elif word == flag and i + 1 < len(cmd_or_flags):
+            found = cmd_or_flags[i + 1]
+    return found
 
 
 def explain_failure(log_text: str, cmd) -> Finding | None:
@@ -249,7 +258,7 @@ def train_st(train: pd.DataFrame, valid: pd.DataFrame, out_dir: str | os.PathLik
         raise UserError(problems[0].message, path=preset.get("_source"), fix=problems[0].fix)
     old = _read_meta(out_dir / META)
     if (old.get("status") == "done" and old.get("command") == cmd and old.get("data", {}).get("fingerprint")
-            == data["fingerprint"] and (out_dir / AVERAGED).is_file()):
+            == data["fingerprint"] and (out_dir / AVERAGED).is_file() and old.get("weights") == model_files(out_dir)):
         log.info("%s is already trained with this command and data: nothing to do", out_dir)
         return old
     summary = {"src_lang": src_lang, "tgt_lang": tgt_lang, "feature_dim": int(feature_dim), "preset": preset,
@@ -265,7 +274,7 @@ def train_st(train: pd.DataFrame, valid: pd.DataFrame, out_dir: str | os.PathLik
     paths = last_checkpoints(save_dir, n)
     average_checkpoints(paths, out_dir / AVERAGED)
     summary.update(status="done", averaged=[p.name for p in paths], checkpoint=AVERAGED,
-                   train_seconds=round(time.time() - started, 1), resumed=resumed)
+                   train_seconds=round(time.time() - started, 1), resumed=resumed, weights=model_files(out_dir))
     write_json(out_dir / META, summary)
     return summary
 
@@ -327,6 +336,37 @@ def _check_named_files(meta: dict, model_dir: Path, source: Path) -> None:
         if where and (key == "registry" and where.exists() or is_special(where)):
             regular_file(where, f"{key} named by st.json", max_bytes=MAX_CONFIG_BYTES if key == "registry" else None,
                          fix="restore st.json as `gendergap st train` wrote it (or pass --registry, --features-index)")
+
+
+def model_files(model_dir: str | os.PathLike) -> dict[str, str]:
+    """What `st decode` loads of a run, by content: the averaged checkpoint and the data config with
+    the vocabulary and sentencepiece model it names (path relative to the run dir -> sha256)."""
+    model_dir = Path(model_dir)
+    config = model_dir / "data" / "config.yaml"
+    names = [AVERAGED, "data/config.yaml", *(f"data/{name}" for name in data_config_files(config))]
+    return {name: file_sha256(model_dir / name) for name in names}
+
+
+def check_model_files(model_dir: str | os.PathLike, meta: dict, trust: bool = False) -> None:
+    """The files decoding will load are the ones the run trained (st.json's ``weights``): another
+    checkpoint_avg.pt or vocabulary there would give hypotheses and scores filed under this run. A
+    mismatch is refused whatever the flags; a run from before the record is refused unless
+    ``trust`` (--trust-checkpoint: the user vouches for the run dir)."""
+    source, recorded = Path(model_dir) / META, meta.get("weights")
+    if not recorded:
+        if trust:
+            return
+        raise UserError("st.json records no sha256 of the model's files (the run was trained before gendergap "
+                        "recorded them), so its checkpoint_avg.pt cannot be told from another", path=source,
+                        fix="run its `gendergap st train` command again (it resumes, averages and records them); "
+                            "or, for a run dir you trust, pass --trust-checkpoint")
+    now = model_files(model_dir)
+    for name in sorted(set(now) | set(recorded)):
+        if now.get(name) != recorded.get(name):
+            raise UserError(f"{name} is not the file this run trained (sha256 {str(recorded.get(name))[:12]} "
+                            f"recorded, {str(now.get(name))[:12]} now)", path=source,
+                            fix="run its `gendergap st train` command again (it averages its own checkpoints "
+                                "again)" if name == AVERAGED else "restore the run's own file, or train again")
 
 
 def read_model_meta(model_dir: str | os.PathLike) -> dict:

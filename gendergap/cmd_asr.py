@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from gendergap.cmd_asr_models import add_leaves  # transcribe (any model), export
-from gendergap.options import add_model_options, add_trust_option, call, out_dir, out_file, path_name, store_path
+from gendergap.options import add_model_options, add_trust_option, call, out_dir, out_file, path_name, resamples, store_path
 from gendergap.runs.asr import asr_decode, asr_finetune, asr_frozen
 
 
@@ -37,7 +37,9 @@ KEY=VALUE hyperparameter overrides (see the recipe's yaml) go in one run, after 
 the recipe's template shipped with gendergap: a run directory records only plain values
 (run.json), so `asr decode` on a directory someone hands you evaluates no yaml of theirs, and
 its SpeechBrain checkpoints (save/CKPT*/) load with the allowlist loader unless --trust-checkpoint.
-A run directory can be copied or moved: its paths are relative to it.
+Training ends by recording its weights in run.json (the checkpoint decoding picks, each file's
+sha256): a decode, transcribe or export of the run loads only those, so another run's weights copied
+into save/ are refused. A run directory can be copied or moved: its paths are relative to it.
 """
 GENDER = """\
 Per-gender WER needs each test utterance's speaker and gender: from --table (an utterance
@@ -74,7 +76,10 @@ examples:
 """
 DECODE = """\
 The model is rebuilt from gendergap's own recipe template and the run's recorded plain values
-(run.json); its checkpoints load with the allowlist loader unless --trust-checkpoint.
+(run.json); its checkpoints load with the allowlist loader unless --trust-checkpoint. Only the
+checkpoint its training recorded decodes (run.json's sha256 of its weights): another CKPT folder or
+a changed file is refused in one line; a run without the record (an older gendergap's, or one whose
+training did not finish) decodes only with --trust-checkpoint, with a warning.
 
 """ + GENDER + """
 examples:
@@ -202,7 +207,8 @@ def _score_options(q, with_test: bool = True) -> None:
     q.add_argument("--subset", default=None, type=path_name("--subset"),
                    help="subset label of the stored rows (default: the test CSV's stem, e.g. test; the sweep "
                         "files one training seed's rows as test@seed<N>)")
-    q.add_argument("--bootstrap", type=int, default=1000, help="speaker-level bootstrap resamples (0: no CI)")
+    q.add_argument("--bootstrap", type=resamples("--bootstrap"), default=1000,
+                   help="speaker-level bootstrap resamples (0: no CI)")
     q.add_argument("--seed", type=int, default=12345, help="bootstrap seed")
 
 

@@ -8,7 +8,7 @@ an EncoderASR folder.
 """
 from __future__ import annotations
 
-from gendergap.options import add_model_options, call, out_dir, path_name
+from gendergap.options import add_model_options, call, out_dir, path_name, resamples
 from gendergap.runs.transcribe import asr_export, asr_transcribe
 
 TRANSCRIBE_EPILOG = """\
@@ -103,7 +103,8 @@ def add_leaves(leaf) -> None:
     q.add_argument("--subset", default=None, type=path_name("--subset"), help="subset label of the stored rows (default: the split)")
     q.add_argument("--mustshe", default=None, metavar="TSV",
                    help="--task translate: also score MuST-SHE gender accuracy on this TSV (rows: task mustshe)")
-    q.add_argument("--bootstrap", type=int, default=1000, help="speaker-level bootstrap resamples (0: no CI)")
+    q.add_argument("--bootstrap", type=resamples("--bootstrap"), default=1000,
+                   help="speaker-level bootstrap resamples (0: no CI)")
     q.add_argument("--seed", type=int, default=12345, help="bootstrap seed")
 
     q = leaf("export", "an `asr finetune` run as a SpeechBrain EncoderASR folder with a model card",

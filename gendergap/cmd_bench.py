@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 
-from gendergap.options import out_file
+from gendergap.options import amount, count, out_file
 from ssl_pretrain.device_options import DEVICE_HELP, PRECISION_HELP, PRECISIONS
 
 EPILOG = """examples:
@@ -69,9 +69,10 @@ def register(subparsers, group: str, help: str) -> None:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", type=out_file("--out"), default=None,
                    help="profile JSON to write (default ~/.cache/gendergap/profile.json, which sweep reads)")
-    p.add_argument("--seconds", type=float, default=3.0, help="time each measurement this long (default 3)")
-    p.add_argument("--threads", type=int, default=1, help="CPU threads (default 1: what each of a local sweep's "
-                   "jobs uses)")
+    p.add_argument("--seconds", type=amount("--seconds", hi=3600, lo=0.01), default=3.0,
+                   help="time each measurement this long (default 3)")
+    p.add_argument("--threads", type=count("--threads", 1, 1024), default=1,
+                   help="CPU threads, 1-1024 (default 1: what each of a local sweep's jobs uses)")
     p.add_argument("--quick", action="store_true", help="the tiny preset only (seconds; base is what a study runs)")
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument("--precision", default="fp32", choices=PRECISIONS, help=PRECISION_HELP)

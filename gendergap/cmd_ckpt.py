@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gendergap.options import add_model_options, add_trust_option, amount, options_of, out_dir, out_file, path_name, store_path
+from gendergap.options import (add_model_options, add_trust_option, amount, count, options_of, out_dir, out_file,
+                               path_name, store_path)
 from ssl_pretrain.convert import convert_checkpoint
 from ssl_pretrain.packed import pack_checkpoint
 
@@ -229,9 +230,13 @@ def _add_model_leaves(sub) -> None:
                    help="export format: npy ([T, D] per utterance, [L, T, D] for several layers; features.tsv "
                         "index) or kaldi (feats.ark/scp, one layer)")
     f.add_argument("--layer", default="last", help="layer index (0 = transformer input), 'last' or 'all'")
-    f.add_argument("--repeat", type=int, default=1, help="repeat each frame N times (2: 20 ms -> 10 ms for Kaldi TDNN)")
-    f.add_argument("--batch-seconds", type=float, default=60.0, help="audio per batch incl. padding (default 60)")
-    f.add_argument("--shard-mb", type=float, default=1000.0,
-                   help="features per shard, MB (default 1000): a killed extraction redoes at most one shard")
+    # bounded: each value sizes an allocation (--repeat multiplies every export; --shard-mb nan traced back)
+    f.add_argument("--repeat", type=count("--repeat", 1, 16), default=1,
+                   help="repeat each frame N times, 1-16 (2: 20 ms -> 10 ms for Kaldi TDNN)")
+    f.add_argument("--batch-seconds", type=amount("--batch-seconds", hi=1e5, lo=0.01), default=60.0,
+                   help="audio per batch incl. padding (default 60)")
+    f.add_argument("--shard-mb", type=amount("--shard-mb", hi=1e6, lo=0.001), default=1000.0,
+                   help="features per shard, MB, 0.001-1e6 (default 1000): a killed extraction redoes at most "
+                        "one shard")
     add_model_options(f)
     f.set_defaults(func=run_features)

@@ -7,7 +7,7 @@ import logging
 import sys
 
 from corpora.base.atomic import write_text
-from gendergap.options import options_of, out_dir, out_file
+from gendergap.options import count, options_of, out_dir, out_file
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +141,11 @@ Generate the built-in synthetic gendered corpus (French sentences by female and 
 voices, English translations, a MuST-SHE-style first-person set), deterministic for a seed, and
 write its utterance table.
 
+--out must be a new or empty folder, or one this command wrote: it records the files it writes
+there (.gendergap-outputs.json) and replaces only those. Any other non-empty folder, or a file of
+yours where the corpus writes one (an utterances.tsv of your own), is refused (exit 2); your other
+files in the folder are left as they are.
+
 examples:
   gendergap corpus synth --out data/synth
   gendergap corpus synth --out data/synth_small --size small --seed 3
@@ -196,15 +201,18 @@ def _add_index(sub) -> None:
     ix.add_argument("--map", help="generic: table key -> file column, e.g. id=utt_id,audio=path,gender=sex")
     ix.add_argument("--audio-dir", help="mustshe/winost: where the wavs are (default: next to the metadata)")
     ix.add_argument("--winomt-file", help="winost: WinoMT en.txt (default: ROOT/en.txt)")
-    ix.add_argument("--first-index", type=int, help="winost: the number in the first wav's name (default 1)")
+    ix.add_argument("--first-index", type=count("--first-index", 0, 10**9),
+                    help="winost: the number in the first wav's name (default 1)")
     ix.add_argument("--speaker-gender", help="winost: the speaker's gender (default female, per the WinoST paper)")
     ix.add_argument("--corpus", help="value of the corpus column (default: the kind)")
     ix.add_argument("--style", help="value of the style column, e.g. read, spontaneous (Table 1 groups by it)")
     ix.add_argument("--sample-rates",
                     help="accepted sample rates in Hz, comma-separated, or `any` (default: 16000; commonvoice, "
                          "winost: any)")
-    ix.add_argument("--max-channels", type=int, default=1, help="accepted channel count (default 1: mono)")
-    ix.add_argument("--workers", type=int, help="threads reading audio headers (default: 4 x cores, at most 32)")
+    ix.add_argument("--max-channels", type=count("--max-channels", 1, 64), default=1,
+                    help="accepted channel count, 1-64 (default 1: mono)")
+    ix.add_argument("--workers", type=count("--workers", 1, 256),
+                    help="threads reading audio headers, 1-256 (default: 4 x cores, at most 32)")
     ix.add_argument("--strict", action="store_true", help="refuse what would be skipped, trimmed or set to U with a "
                     "warning (zero-byte clips, segments past the end, speakers missing from a gender list)")
     ix.add_argument("--kaldi-root", metavar="DIR", help="kaldi: the recipe dir relative wav.scp paths start from "

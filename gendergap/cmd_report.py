@@ -17,10 +17,17 @@ writes into DIR:
   winomt.csv, other_scores.csv     WinoMT scores; every row no table shows (probes, ...)
   probes.csv, probes_by_layer.png  gender-probe macro F1 per checkpoint, layer and probe
   delta_rel.png, per_speaker.png   Δrel with 95% CI bars; per-speaker score distributions
+  conditions_<task>.{md,tex,csv}   pretraining conditions compared, and their trend plot
+  trend_<task>.png                 (when the DB holds conditions rows)
+  .gendergap-outputs.json          the record of the files above that this report wrote
 
-DIR is replaced whole: the report is built in a hidden folder beside it (.DIR.<pid>.*.partial) and
-swapped in at the end, so a kill or a full disk leaves the previous report as it was; your own files
-in DIR (notes, ...) are kept, stale tables of an earlier report are not.
+The report is built in a hidden folder beside DIR (.DIR.<pid>.*.partial) and swapped in at the end,
+so a kill or a full disk leaves the previous report as it was. It replaces or removes only the files
+its record lists: everything else in DIR (your notes, .git/, .gitignore, a table1_notes.md of your
+own) is kept, whatever its name, and a file of yours named as a file the report writes is refused,
+not replaced. DIR must be new, empty or written by an earlier report: any other folder is refused
+(exit 2), never emptied. A report folder written before the record existed is accepted when it holds
+report.md and nothing but files named as the report's; otherwise move your files out for one run.
 
 examples:
   gendergap report --db runs/results.db --out report/

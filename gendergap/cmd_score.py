@@ -9,9 +9,10 @@ import argparse
 import logging
 from pathlib import Path
 
+from analysis.bootstrap import MAX_RESAMPLES
 from corpora.base.atomic import write_json
 from gendergap import cmd_score_gender
-from gendergap.options import options_of, out_file, path_name
+from gendergap.options import options_of, out_file, path_name, resamples
 
 log = logging.getLogger("gendergap.score")
 
@@ -86,7 +87,10 @@ def _add_metric_leaves(sub) -> None:
                                 + "; ".join(f"{k}: {v}" for k, v in DESCRIPTIONS.items()) + " (default: none)")
         else:
             q.add_argument("--metric", default="bleu", metavar="{bleu,chrf}", help="bleu (default) or chrf")
-            q.add_argument("--tokenize", default="13a", help="sacrebleu tokeniser (default: 13a)")
+            q.add_argument("--tokenize", default="13a",
+                           help="sacrebleu tokeniser (default: 13a; also intl, none, char, zh, ja-mecab, ko-mecab); "
+                                "one that downloads a SentencePiece model (spm, flores101, flores200, spBLEU-1K) is "
+                                "refused before anything is read: scoring runs offline")
             q.add_argument("--lowercase", action="store_true", help="case-insensitive (default: case-sensitive)")
         _add_bootstrap_options(q)
         q.add_argument("--level", type=float, default=0.95, help="CI level (default: 0.95)")
@@ -128,15 +132,17 @@ def _add_delta_and_compare(sub) -> None:
     q.add_argument("--run-b", type=int, default=None, help="run id of system B in --db")
     q.add_argument("--method", default="bootstrap", choices=("bootstrap", "ar"),
                    help="paired bootstrap (default) or approximate randomisation")
-    q.add_argument("--resamples", type=int, default=None, help="default: 1000 (bootstrap), 10000 (ar)")
+    q.add_argument("--resamples", type=resamples("--resamples", lo=1), default=None,
+                   help=f"default: 1000 (bootstrap), 10000 (ar); at most {MAX_RESAMPLES:,}")
     q.add_argument("--seed", type=int, default=12345, help="RNG seed (default: 12345; 0 is a real seed)")
     q.add_argument("--json", type=out_file("--json"), metavar="OUT", default=None, help="write the test result here (JSON)")
     q.set_defaults(func=run_compare)
 
 
 def _add_bootstrap_options(q) -> None:
-    q.add_argument("--bootstrap", type=int, default=1000, metavar="N",
-                   help="speaker-level bootstrap resamples for the CIs (default: 1000; 0: no CI)")
+    q.add_argument("--bootstrap", type=resamples("--bootstrap"), default=1000, metavar="N",
+                   help=f"speaker-level bootstrap resamples for the CIs (default: 1000; 0: no CI; at most "
+                        f"{MAX_RESAMPLES:,})")
     q.add_argument("--seed", type=int, default=12345, help="bootstrap seed (default: 12345; 0 is a real seed)")
 
 

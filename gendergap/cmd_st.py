@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from gendergap.options import add_model_options, add_trust_option, call, out_dir, out_file, path_name
+from gendergap.options import add_model_options, add_trust_option, call, out_dir, out_file, path_name, resamples
 from gendergap.runs.st import st_decode, st_train
 
 
@@ -39,9 +39,12 @@ in ~2 minutes at 1 thread; see downstream_st/presets/tiny.yaml).
 overrides (key=value, after the options): fairseq-train flags without -- (max-epoch=50,
 lr=1e-3, cpu=false, stop-time-hours=0.05 for a 3-minute budget), data.vocab_size=500,
 data.max_frames=6000, average_last=5, decode.beam=10. Only the fairseq flags listed in
-downstream_st/presets.py (TRAIN_FLAGS, DECODE_FLAGS) pass: user-dir, restore-file and other flags
-that import code or load a file need --trust-checkpoint. A resumed checkpoints/checkpoint_last.pt
-is read with the safe loader before fairseq starts.
+downstream_st/fairseq_flags.py (FLAGS) pass, each with a value of its type (a number, a switch, a
+choice, a registered name or a list of numbers; never a path, a flag or code), from overrides and
+from a --preset file alike: user-dir, restore-file and other flags that import code or load a file
+need --trust-checkpoint. Each flag reaches fairseq as one word, --flag=value. A resumed
+checkpoints/checkpoint_last.pt is read with the safe loader before fairseq starts. st.json records
+the sha256 of checkpoint_avg.pt and of the data config and vocabulary files, for `st decode` to check.
 
 examples:
   gendergap st train --ckpt F-tiny --layer 1 --train data/synth/utterances.tsv --corpus synth-fr \\
@@ -63,11 +66,15 @@ printed, written to HYP.json and, with --db, stored (task st). --mustshe also sc
 accuracy/coverage on a MuST-SHE TSV (task mustshe).
 
 a model dir is read as data, never as code: its decoding flags must be fairseq flags on gendergap's
-list (no --user-dir, no --path; downstream_st/presets.py DECODE_FLAGS) and its checkpoint_avg.pt
-must load with the safe loader before fairseq starts; --trust-checkpoint lifts both, for a model
-from a source you trust. st.json names its inputs relative to the model dir, so a copied or moved
-study decodes its own checkpoint_avg.pt and feature store; a checkpoint name that now means another
-SSL model is refused (the features would not be the ones it was trained on).
+list with values of their types (no --user-dir, no --path, no path or flag as a value;
+downstream_st/fairseq_flags.py FLAGS) and its checkpoint_avg.pt must load with the safe loader
+before fairseq starts; --trust-checkpoint lifts both, for a model from a source you trust.
+checkpoint_avg.pt, the data config and the vocabulary files must have the sha256 st.json records
+(another file there is refused, whatever the flags); a run trained before that record was kept
+needs its `st train` command run again (it records them) or --trust-checkpoint.
+st.json names its inputs relative to the model dir, so a copied or moved study decodes its own
+checkpoint_avg.pt and feature store; a checkpoint name that now means another SSL model is refused
+(the features would not be the ones it was trained on).
 
 examples:
   gendergap st decode --model runs/st/F-tiny.fr-en --test data/synth/utterances.tsv --corpus synth-fr \\
@@ -129,7 +136,8 @@ def register(subparsers, group: str, help: str) -> None:
     add_trust_option(d)
     d.add_argument("--no-score", action="store_true", help="only decode (e.g. a test set without references)")
     d.add_argument("--mustshe", default=None, metavar="TSV", help="also score gender accuracy on this MuST-SHE TSV")
-    d.add_argument("--bootstrap", type=int, default=1000, help="speaker bootstrap resamples for CIs (default 1000)")
+    d.add_argument("--bootstrap", type=resamples("--bootstrap"), default=1000,
+                   help="speaker bootstrap resamples for CIs (default 1000)")
     d.add_argument("--seed", type=int, default=12345, help="bootstrap seed (default 12345; 0 is a real seed)")
     d.add_argument("--db", default=None, help="store the scores in this results DB (e.g. runs/results.db)")
     d.add_argument("--name", default=None, type=path_name("--name"), help="checkpoint name for the store (default: the SSL checkpoint's)")

@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.fields import FieldInfo
 
+from analysis.bootstrap import MAX_RESAMPLES, check_resamples
 from corpora.base.boundary import finite
 from corpora.base.errors import UserError
 from corpora.base.strict_yaml import field_lines, model_lines, refuse
@@ -37,6 +38,33 @@ class Section(BaseModel):
         return {k: v for k, v in data.items() if v is not None or k in required}
 
 
+class SplitMap(Section):
+    """Which split label of the table each role reads. A task is tested on rows it never saw: train
+    and valid may not name test's split (`{train: test}` trains on the test set, and fairseq or
+    SpeechBrain picking its best checkpoint on the test rows is a leak too); a role the mapping
+    leaves out keeps its default, and an unknown role (`trian:`) is refused as any unknown key."""
+    train: str = Field("train", description="table split the task trains on (never test's split)")
+    valid: str = Field("valid", description="table split it validates on (never test's "
+                       "split; train's is allowed, for a table without a valid split)")
+    test: str = Field("test", description="table split it is tested (scored) on")
+
+    @model_validator(mode="after")
+    def _test_rows_held_out(self) -> "SplitMap":
+        leaks = [role for role in ("train", "valid") if getattr(self, role) == self.test]
+        if leaks:
+            named = " and ".join(f"splits.{role}" for role in leaks)
+            raise refuse(f"{named} {'is' if len(leaks) == 1 else 'are'} the test split {self.test!r}: the model "
+                         f"would be scored on rows it was {'trained' if 'train' in leaks else 'validated'} on",
+                         f"map {' and '.join(leaks)} to another split of the table than test's (e.g. "
+                         "`splits: {train: train, valid: valid, test: test}`)")
+        return self
+
+
+SPLITS = SplitMap().model_dump()   # the roles' default labels (a task's data export is shared when equal)
+Splits = Annotated[SplitMap, Field(default_factory=SplitMap, description="the table split each role reads: "
+                                   "train, valid, test (a role left out keeps its own name)")]
+
+
 def _key_value(item: str) -> str:
     if "=" not in item:
         raise refuse(f"override {item!r} is not KEY=VALUE", "e.g. max_steps=100")
@@ -44,11 +72,12 @@ def _key_value(item: str) -> str:
 
 
 def _st_override(item: str) -> str:
-    # a config is untrusted: no fairseq flag that imports code or loads a file (user-dir, restore-file)
+    # a config is untrusted: no fairseq flag that imports code or loads a file (user-dir, restore-file),
+    # no value that is not of its flag's type (a path, a flag, code)
     why = override_problem(item)
     if why:
-        raise refuse(f"override {item!r}: {why}", "drop it; the allowed flags are TRAIN_FLAGS and DECODE_FLAGS in "
-                     "downstream_st/presets.py (a study config never passes others)")
+        raise refuse(f"override {item!r}: {why}", "drop it, or give the value type its flag's entry in FLAGS "
+                     "(downstream_st/fairseq_flags.py) names (a study config never passes others)")
     return item
 
 
@@ -79,8 +108,6 @@ def _amount(what: str, hi: float | None = None):
 
 Hours = Annotated[Num | None, _amount("hours")]
 Pct = Annotated[Num | None, _amount("a percentage", hi=100)]
-Splits = Annotated[dict[str, str], Field(description="split names to use")]
-SPLITS = {"train": "train", "valid": "valid", "test": "test"}
 Seeds = Annotated[list[int] | None, AfterValidator(_distinct_seeds), Field(
     description="training seeds: train once per seed; the task's rows report mean ± sd over seeds and a CI "
                 "pooled over seeds and speakers (default: one run, the study's seed)")]
@@ -142,7 +169,7 @@ class AsrE2ETask(TaskBase):
     """asr-e2e: wav2vec 2.0 fine-tuned with CTC (SpeechBrain)."""
     corpus: AsrCorpus
     selection: AsrSelection = None
-    splits: Splits = SPLITS
+    splits: Splits
     hparams: Hparams = None
     overrides: AsrOverrides = []
     seeds: Seeds = None
@@ -152,7 +179,7 @@ class AsrFrozenTask(TaskBase):
     """asr-frozen: frozen SSL features -> TDNN CTC."""
     corpus: AsrCorpus
     selection: AsrSelection = None
-    splits: Splits = SPLITS
+    splits: Splits
     layer: str | int = Field("all", description="SSL layer feeding the ASR: a number, last, or all (weighted sum)")
     hparams: Hparams = None
     overrides: AsrOverrides = []
@@ -164,7 +191,7 @@ class StTask(TaskBase):
     corpus: str = Field(description="table corpus with source speech and tgt_text_<lang> columns")
     pairs: list[Annotated[str, AfterValidator(_language_pair)]] = Field(
         description="language pairs, e.g. [fr-en, fr-es]")
-    splits: Splits = SPLITS
+    splits: Splits
     eval_corpus: str | None = Field(
         None, description="table corpus whose valid and test splits validate and test the model (default: "
         "`corpus`, the pair's own). The paper validates and tests every mTEDx pair on fr-fr's sets (eval_corpus: "
@@ -173,8 +200,9 @@ class StTask(TaskBase):
     layer: str | int = Field("last", description="SSL layer whose features feed the ST model")
     preset: str = Field("tiny", description="ST preset: xs (the study's), tiny, or a preset yaml")
     overrides: list[Annotated[str, AfterValidator(_key_value), AfterValidator(_st_override)]] = Field(
-        [], description="fairseq-train overrides, key=value: flags of downstream_st/presets.py TRAIN_FLAGS "
-        "(decode.KEY=VALUE: DECODE_FLAGS) only, never one that imports code or loads a file")
+        [], description="fairseq-train overrides, key=value (decode.KEY=VALUE: fairseq-generate's): flags of "
+        "downstream_st/fairseq_flags.py FLAGS only, each with a value of its type, never one that imports code or "
+        "loads a file")
     mustshe: str | None = Field(None, description="MuST-SHE TSV to score the test hypotheses with (gender-st; "
                                 "with seeds, the first seed's hypotheses)")
     seeds: Seeds = None
@@ -263,7 +291,7 @@ class Selection(Section):
     valid_hours: Hours = Field(None, description="valid hours overall, split by the share: the corpus's valid "
                                     "rows first, then whole unused training speakers (the paper up-samples the "
                                     "male valid set so); default: the valid rows as they are, gender-filtered")
-    splits: Splits = SPLITS
+    splits: Splits
 
     @field_validator("gender")
     @classmethod
@@ -283,8 +311,16 @@ class Pretraining(Section):
     sets: dict[str, str] = Field({}, description="manifest name -> gender filter (F, M, balanced, p=SHARE)")
 
 
+def _resamples(n: int) -> int:
+    try:
+        return check_resamples(n, "bootstrap")
+    except UserError as e:
+        raise refuse(e.message, e.fix or "") from None
+
+
 class Report(Section):
-    bootstrap: int = Field(1000, description="speaker-level bootstrap resamples for the CIs")
+    bootstrap: Annotated[int, AfterValidator(_resamples)] = Field(
+        1000, description=f"speaker-level bootstrap resamples for the CIs (0: none; at most {MAX_RESAMPLES:,})")
     subset: str = Field("test", description="evaluation subset the report tabulates")
 
 

@@ -5,7 +5,8 @@ import inspect
 import os
 from pathlib import Path
 
-from corpora.base.boundary import check_name, finite, is_special, output_dir, output_file, regular_file
+from analysis.bootstrap import check_resamples
+from corpora.base.boundary import check_name, finite, is_special, output_dir, output_file, regular_file, whole
 from ssl_pretrain.device_options import DEVICE_HELP, PRECISION_HELP, PRECISIONS
 
 DEFAULT_STORE = Path("runs") / "features"
@@ -53,11 +54,31 @@ def out_dir(what: str):
     return check
 
 
-def amount(what: str, hi: float | None = None):
-    """An argparse ``type=`` for hours or a percentage: boundary.finite, at least 0 (NaN compares
-    false with every bound, so `--hours nan` would select the whole table)."""
+def amount(what: str, hi: float | None = None, lo: float = 0):
+    """An argparse ``type=`` for hours, a percentage, seconds or megabytes: boundary.finite, at least
+    ``lo`` (NaN compares false with every bound, so `--hours nan` would select the whole table)."""
     def check(value: str) -> float:
-        return finite(value, what, lo=0, hi=hi)
+        return finite(value, what, lo=lo, hi=hi)
+    check.__name__ = what
+    return check
+
+
+def count(what: str, lo: int, hi: int):
+    """An argparse ``type=`` for a whole number within [lo, hi] (threads, repeats, channels):
+    boundary.whole, one line before any work (`--threads 0` or `--repeat 1e9` traced back deep
+    inside torch or numpy)."""
+    def check(value: str) -> int:
+        return whole(value, what, lo=lo, hi=hi)
+    check.__name__ = what
+    return check
+
+
+def resamples(what: str, lo: int = 0):
+    """An argparse ``type=`` for a bootstrap or test resample count: analysis.bootstrap.check_resamples
+    (a whole number up to MAX_RESAMPLES), so `--bootstrap 100000000` is refused before any work rather
+    than allocating gigabytes of count matrices after it."""
+    def check(value: str) -> int:
+        return check_resamples(value, what, lo=lo)
     check.__name__ = what
     return check
 

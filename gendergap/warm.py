@@ -24,7 +24,13 @@ server import the engine as well (a step's ENGINE_IMPORTS), the job finds the cl
 ssl_pretrain.run.FAST_PYTHON_ENV, and each such process reports its CPU-seconds back through its
 client into the job's ledger (LEDGER_ENV): it is the server's child, not the job's.
 
-    python -m gendergap.warm serve SOCKET [MODULE...]   # the sweep starts it (MODULE: more to preload)
+The server lives only as long as its sweep: the sweep's pid comes on its command line and is checked
+from its first instruction (a sweep killed while the server imports leaves no server behind), and a
+server whose sweep is gone removes its socket folder. A folder that outlived both (both killed) is
+removed by a later sweep once it is stale (corpora.base.leftovers: this user's, a day old, its
+sweep's pid gone; the temp dir is shared with other users and hosts).
+
+    python -m gendergap.warm serve SOCKET PARENT_PID [MODULE...]   # the sweep starts it (MODULE: more to preload)
     python -m gendergap.warm run SOCKET -- -u -m MODULE ARGS...
 """
 from __future__ import annotations
@@ -41,6 +47,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from corpora.base.leftovers import remove_stale_dirs
+
 # what a job process imports before its first step (the server imports them once)
 PRELOAD = ("torch", "numpy", "pandas", "submitit", "speechbrain",
            "speechbrain.integrations.huggingface.wav2vec2", "gendergap.steps", "gendergap.plan",
@@ -49,6 +57,9 @@ PRELOAD = ("torch", "numpy", "pandas", "submitit", "speechbrain",
 # a job's own file where the clients it starts add the CPU-seconds of what they ran warm: that
 # process is the server's child, not the job's, so the job's RUSAGE_CHILDREN does not see it
 LEDGER_ENV = "GENDERGAP_FORKED_CPU_LEDGER"
+# the socket folder in the temp dir: + the sweep's pid, so a later sweep knows a killed one's
+SOCKET_PREFIX = "gg-warm-"
+PARENT_POLL_S = 0.2   # how soon a server whose sweep died while it imported notices
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2, signal.SIGCONT)
 
 
@@ -62,14 +73,17 @@ class Server:
 
     def __init__(self, log: Path, preload: tuple[str, ...] = ()):
         self.preload = tuple(preload)   # modules imported besides PRELOAD (the jobs' engines)
-        self.dir = tempfile.mkdtemp(prefix="gg-warm-")   # short: a UNIX socket path has ~100 bytes
+        remove_stale_dirs(tempfile.gettempdir(), SOCKET_PREFIX)   # those of sweeps killed with their server
+        # short: a UNIX socket path has ~100 bytes
+        self.dir = tempfile.mkdtemp(prefix=f"{SOCKET_PREFIX}{os.getpid()}-")
         self.path = os.path.join(self.dir, "s")
         self.log = log
 
     def __enter__(self) -> "Server":
         self.log.parent.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen([sys.executable, "-m", "gendergap.warm", "serve", self.path, *self.preload],
+            self.proc = subprocess.Popen([sys.executable, "-m", "gendergap.warm", "serve", self.path, str(os.getpid()),
+                                          *self.preload],
                                          stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = time.time() + 10   # the socket is bound before anything heavy is imported
         while not os.path.exists(self.path) and self.proc.poll() is None and time.time() < deadline:
@@ -87,8 +101,7 @@ class Server:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
-        Path(self.path).unlink(missing_ok=True)
-        os.rmdir(self.dir)
+        _remove_socket(self.path)   # the server may have gone first
 
 
 def client_command(path: str) -> str:
@@ -104,7 +117,12 @@ def cpu_seconds() -> float:
 
 # --- the server ----------------------------------------------------------------------------------
 
-def serve(path: str, extra: tuple[str, ...] = ()) -> None:
+def serve(path: str, parent: int, extra: tuple[str, ...] = ()) -> None:
+    """Serve jobs at ``path`` while the process ``parent`` (the sweep that started this) lives."""
+    if os.getppid() != parent:   # the sweep died before this process got here
+        _remove_socket(path)
+        return
+    stop_watching = _watch_parent(parent, path)   # from here on, during the imports too
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)          # clients queue here while the engines are imported
@@ -122,7 +140,7 @@ def serve(path: str, extra: tuple[str, ...] = ()) -> None:
     # parent's, so `/usr/bin/time` on a sweep counts its jobs as it did when they were its own
     signal.signal(signal.SIGCHLD, lambda *_: _reap())
     signal.signal(signal.SIGTERM, lambda *_: _stop())
-    parent = os.getppid()
+    stop_watching()   # the watcher ends: no thread may run when a job is forked; the loop checks from here
     listener.settimeout(1.0)
     print(f"warm server: ready ({len(sys.modules)} modules)", flush=True)
     while os.getppid() == parent:     # the sweep is gone (killed): so is the server; jobs go on
@@ -146,6 +164,39 @@ def serve(path: str, extra: tuple[str, ...] = ()) -> None:
         conn.close()
         for fd in fds:
             os.close(fd)
+    _remove_socket(path)
+
+
+def _watch_parent(parent: int, path: str):
+    """Start a thread that ends this process (its socket folder removed) as soon as ``parent`` is
+    gone; returns the function that stops the thread and waits for it."""
+    import threading
+    done = threading.Event()
+
+    def watch():
+        while not done.wait(PARENT_POLL_S):
+            if os.getppid() != parent:
+                _remove_socket(path)
+                print("warm server: the sweep is gone, before the server was ready", flush=True)
+                os._exit(0)
+    thread = threading.Thread(target=watch, daemon=True, name="gendergap-warm-parent")
+    thread.start()
+
+    def stop():
+        done.set()
+        thread.join()
+    return stop
+
+
+def _remove_socket(path: str) -> None:
+    """The server's socket and its folder (only a ``SOCKET_PREFIX`` folder, only once empty)."""
+    folder = os.path.dirname(path)
+    try:
+        Path(path).unlink(missing_ok=True)
+        if os.path.basename(folder).startswith(SOCKET_PREFIX):
+            os.rmdir(folder)
+    except OSError:   # gone already, or something else in it: left alone
+        pass
 
 
 def _reap() -> None:
@@ -336,8 +387,8 @@ def _forward(pid: int, sig: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) >= 2 and argv[0] == "serve":
-        serve(argv[1], tuple(argv[2:]))
+    if len(argv) >= 3 and argv[0] == "serve" and argv[2].isdigit() and len(argv[2]) <= 9:
+        serve(argv[1], int(argv[2]), tuple(argv[3:]))
         return 0
     if len(argv) >= 3 and argv[0] == "run" and "--" in argv:
         return run(argv[1], argv[argv.index("--") + 1:])

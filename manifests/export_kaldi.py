@@ -21,6 +21,7 @@ points at it -- no sox pipe, the corpus untouched.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 from pathlib import Path
@@ -28,11 +29,15 @@ from pathlib import Path
 import pandas as pd
 
 from corpora.base.atomic import write_text
+from corpora.base.boundary import regular_file
 from corpora.base.errors import UserError
 from corpora.prepared_audio import (AudioCache, Source, Target, default_cache_dir, engine_readable, rate_counts,
                                     read_header, run_parallel)
+from corpora.readers.common import MAX_LABEL_BYTES
+from corpora.table import MAX_SECONDS
 
 KALDI_RATE = 16000   # conf/mfcc.conf --sample-frequency of the recipes (mTEDx, Common Voice)
+MAX_FRAMES = int(MAX_SECONDS * 1000)   # utt2num_frames: 1 ms frames over the longest segment a table holds
 
 log = logging.getLogger(__name__)
 _WS = re.compile(r"\s+")
@@ -178,8 +183,11 @@ def _prepare_recordings(splits: dict[str, pd.DataFrame], resample: int | None, a
 
 # --------------------------------------------------------------------------- validation
 
-def _lines(path: Path) -> list[bytes]:
-    data = path.read_bytes()
+def _lines(path: Path, max_bytes: int | None = None) -> list[bytes]:
+    """A data dir file's lines: a regular file (a FIFO would block the read) of at most ``max_bytes``
+    (a label file: MAX_LABEL_BYTES), newline-terminated."""
+    data = regular_file(path, path.name, max_bytes=max_bytes,
+                        fix="re-export the data dir, or run utils/fix_data_dir.sh").read_bytes()
     if data and not data.endswith(b"\n"):
         raise UserError("last line has no newline", path=path, line=data.count(b"\n") + 1,
                         fix="end every line with \\n")
@@ -332,7 +340,7 @@ def _check_keyed_files(d: Path, utts: list, speakers: list, no_feats: bool) -> N
             _same_keys(d / name, _keys_sorted_unique(d / name, _lines(d / name)), ref, ref_name)
     s2g = d / "spk2gender"
     if s2g.is_file():
-        lines = _lines(s2g)
+        lines = _lines(s2g, MAX_LABEL_BYTES)
         keys = _keys_sorted_unique(s2g, lines)
         for i, ln in enumerate(lines):
             f = ln.split()
@@ -350,9 +358,11 @@ def _check_utterance_values(d: Path, utts: list) -> None:
             _same_keys(p, _keys_sorted_unique(p, lines), utts, "utt2spk")
             for i, ln in enumerate(lines):
                 f = ln.split()
-                try:
-                    ok = len(f) == 2 and float(f[1]) > 0 and (not integer or float(f[1]) == int(float(f[1])))
+                try:   # bounded: an "inf" duration passed, and int(inf) frames traced back
+                    x = float(f[1]) if len(f) == 2 else math.nan
                 except ValueError:
-                    ok = False
+                    x = math.nan
+                ok = 0 < x <= (MAX_FRAMES if integer else MAX_SECONDS) and (not integer or x == int(x))
                 if not ok:
-                    _fail(p, i + 1, f"bad line: need 'utt value' with value > 0{' and whole' if integer else ''}")
+                    _fail(p, i + 1, f"bad line: need 'utt value' with value > 0{' and whole' if integer else ''}, "
+                                    f"at most {MAX_FRAMES if integer else MAX_SECONDS:g}")

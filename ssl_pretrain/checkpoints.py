@@ -40,6 +40,7 @@ from pathlib import Path
 from corpora.base.boundary import HF_LOCAL, MAX_CONFIG_BYTES, finite, read_json
 from corpora.base.errors import UserError
 from corpora.base.provenance import file_sha256
+from corpora.base.registry_file import KIND_SUFFIX   # the file suffix each kind of registered checkpoint has
 from corpora.base.reserved import FBANK  # the reserved name of the filterbank baseline
 from ssl_pretrain.architecture import check_any_architecture, check_architecture, hf_config
 from ssl_pretrain.convert import (convert_checkpoint, fairseq_to_transformers, load_fairseq_checkpoint, model_config,
@@ -230,7 +231,12 @@ class CheckpointRef:
             check_hf_folder(path, trust=trust)
             kind = "hf"
         elif path.is_file():
-            kind = "packed" if path.suffix == ".safetensors" else "fairseq"
+            kind = next((k for k, suffix in KIND_SUFFIX.items() if path.suffix == suffix), None)
+            if kind is None:   # what the registry's reader refuses is refused before it is written (or loaded)
+                raise UserError(f"a checkpoint file is a fairseq {KIND_SUFFIX['fairseq']} or a packed "
+                                f"{KIND_SUFFIX['packed']} release, not a {path.suffix or 'suffixless'} file", path=path,
+                                fix="give the checkpoint file (checkpoints/checkpoint_best.pt), a packed .safetensors "
+                                    "or a transformers folder")
         else:
             raise UserError("not a file or folder", path=path, fix="give a fairseq .pt or a transformers folder")
         return cls(label or name_for_path(path), path, kind, trusted=trust)
@@ -295,19 +301,21 @@ class CheckpointRef:
                             fix="give the fairseq .pt the folder was converted from")
         return self.path
 
-    def fairseq_state(self) -> dict:
-        """The fairseq checkpoint dict (config + weights), checked to be wav2vec 2.0 pretraining."""
-        state = load_fairseq_checkpoint(self.fairseq_path(), trust=self.trusted)
+    def fairseq_state(self, mmap: bool = False) -> dict:
+        """The fairseq checkpoint dict (config + weights), checked to be wav2vec 2.0 pretraining;
+        ``mmap``: its tensors mapped, not read (the same checks, for the sweep's dry run)."""
+        state = load_fairseq_checkpoint(self.fairseq_path(), trust=self.trusted, mmap=mmap)
         bounded_fairseq_config(model_config(state, self.path), self.path)
         return state
 
-    def inspect(self) -> dict:
-        """kind, update count and model_facts (a fine-tuned or unsupported checkpoint is a UserError)."""
+    def inspect(self, mmap: bool = False) -> dict:
+        """kind, update count and model_facts (a fine-tuned or unsupported checkpoint is a UserError);
+        ``mmap``: a fairseq file's tensors mapped, not read."""
         if self.is_fbank:
             return {"kind": "fbank", "updates": 0}
         if self.kind == "hf":
             return {"kind": "hf", "updates": _converted_updates(self.path), **self.model_facts()}
-        state = self.fairseq_state()
+        state = self.fairseq_state(mmap)
         return {"kind": self.kind, "updates": num_updates(state), **self.model_facts(state)}
 
     @property
@@ -369,9 +377,17 @@ class CheckpointRef:
 
     def check_weights(self) -> None:
         """The checks ``load`` makes of a folder's weights, for a caller that hands the folder to
-        another library (SpeechBrain fine-tuning reads it itself)."""
+        another library (SpeechBrain fine-tuning reads it itself) or checks before any job runs."""
         if self.kind == "hf":
             self._load_folder()
+
+    def check_before_run(self) -> None:
+        """What a study's run checks of this checkpoint -- registering it (``register_checkpoint``:
+        resolve + inspect) and loading a folder's weights (finite, fitting config.json) -- for the
+        sweep's dry run, so the dry run refuses what the run would: a fairseq file's tensors are mapped,
+        not read (the loader, the allowlist and the config checks are the same)."""
+        self.inspect(mmap=True)
+        self.check_weights()
 
     def hf_folder(self, cache_root: str | os.PathLike) -> Path:
         """A transformers folder for fine-tuning (SpeechBrain reads one): the folder itself, or a

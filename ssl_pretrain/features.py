@@ -17,6 +17,7 @@ import numpy as np
 import soundfile as sf
 import torch
 
+from corpora.base.boundary import MAX_RATE, MIN_RATE  # the sample rates a model folder's preprocessor may name, too
 from corpora.base.errors import UserError
 from corpora.prepared_audio import open_audio  # a .wav.gz (WinoST) is read from its decompressed bytes
 from ssl_pretrain.device import autocast
@@ -111,7 +112,6 @@ def to_model_rate(wave, native_rate: int, sample_rate: int):
     return y.numpy() if as_numpy else y
 
 
-MIN_RATE, MAX_RATE = 1000, 384_000      # the sample rates a model folder's preprocessor may name, too
 MAX_UTTERANCE_SECONDS = 3600.0           # ~460 MB as float32 at 16 kHz, before any model sees it
 
 

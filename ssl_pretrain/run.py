@@ -26,6 +26,7 @@ from corpora.base.atomic import atomic_open, atomic_path, write_json
 from corpora.base.boundary import read_state_json
 from corpora.base.errors import UserError
 from corpora.base.provenance import engine_versions, git_sha
+from ssl_pretrain.fairseq_values import hydra_value_problem
 from ssl_pretrain.hardware import load_preset, preset_path
 from ssl_pretrain.manifest_check import check_manifest_dir
 from ssl_pretrain import watchdog as wd
@@ -59,7 +60,7 @@ def fairseq_env(extra: dict | None = None, threads: int | None = None) -> dict:
 # watches: refused from a command line or a config unless --trust-checkpoint (hydra.* holds
 # callbacks, whose _target_ is any callable; common.user_dir imports a folder as a module).
 DANGEROUS_KEYS = ("user_dir", "restore_file", "finetune_from_model", "continue_once", "w2v_path", "w2v_args",
-                  "_target_", "save_dir")
+                  "_target_", "save_dir", "log_file", "tensorboard_logdir", "wandb_project", "azureml_logging")
 
 
 def dangerous_override(key: str) -> str | None:
@@ -68,19 +69,19 @@ def dangerous_override(key: str) -> str | None:
     if not re.fullmatch(r"[A-Za-z_][\w.]*", key):
         return "is not a plain group.key name (hydra would read it as one of its own options)"
     if key.split(".")[0] == "hydra" or any(part in DANGEROUS_KEYS for part in key.split(".")):
-        return "makes fairseq import code or load a file as a checkpoint"
+        return "makes fairseq import code, load a file as a checkpoint or write outside the run"
     return None
 
 
 def check_overrides(overrides, trust: bool = False) -> list[str]:
-    """fairseq hydra overrides are `group.key=value`; catch typos before fairseq does, and refuse
-    the keys that import code or load checkpoints (unless ``trust``: --trust-checkpoint)."""
+    """fairseq hydra overrides are `group.key=value`; catch typos before fairseq does, and refuse the keys
+    and values (hydra_value_problem) that run code or load checkpoints, unless ``trust`` (--trust-checkpoint)."""
     out = []
     for o in overrides or []:
         if "=" not in o or o.startswith("="):
             raise UserError(f"override {o!r} is not key=value",
                             fix="write e.g. optimization.max_update=1000 or model.encoder_layers=4")
-        why = None if trust else dangerous_override(o.partition("=")[0])
+        why = None if trust else dangerous_override(o.partition("=")[0]) or hydra_value_problem(*o.split("=", 1))
         if why:
             raise UserError(f"override {o!r} {why}", fix="drop it (gendergap sets checkpoints and paths itself); "
                             "only if you trust where it came from, pass --trust-checkpoint on the command line")
@@ -89,13 +90,14 @@ def check_overrides(overrides, trust: bool = False) -> list[str]:
 
 
 def preset_problems(cfg: dict, prefix: str = "") -> list[str]:
-    """The keys of a hydra preset file that dangerous_override refuses (as group.key)."""
+    """The keys (group.key) of a hydra preset file that dangerous_override or hydra_value_problem refuses."""
     found = []
     for key, value in (cfg or {}).items():
         name = f"{prefix}{key}"
         if isinstance(value, dict):
             found += preset_problems(value, name + ".")
-        elif dangerous_override(name) and not (name == "checkpoint.save_dir" or name.startswith("hydra.run.")):
+        elif (dangerous_override(name) and not (name == "checkpoint.save_dir" or name.startswith("hydra.run."))
+              or hydra_value_problem(name, value)):
             found.append(name)
     return found
 
@@ -133,7 +135,7 @@ def build_command(preset: str, manifest_dir, out_dir, seed: int | None = None, o
     cfg = preset_path(preset)
     bad = [] if trust else preset_problems(load_preset(preset))
     if bad:
-        raise UserError(f"the preset sets {bad[0]}, which makes fairseq import code or load a file as a checkpoint",
+        raise UserError(f"the preset sets {bad[0]}, whose key or value makes fairseq run code or load a checkpoint",
                         path=cfg, fix="remove it from the preset (or pass --trust-checkpoint if you trust the file)")
     out_dir = Path(out_dir).resolve()
     entry = "ssl_pretrain.run" if cpu_ranks else "fairseq_cli.hydra_train"
@@ -202,9 +204,10 @@ def repair_cut_short_last(save_dir) -> str | None:
     it to checkpoint_best.pt and checkpoint_last.pt, not atomically: a SIGKILL, a preemption or a
     time-out in that window leaves checkpoint_last.pt a prefix of a complete file, which fairseq's
     resume cannot read. When checkpoint_last.pt is no zip archive and is a byte prefix of a
-    complete sibling, the cut file is kept aside as ``checkpoint_last.pt.partial`` and the sibling
-    (the same state) copied in its place, atomically. Returns the sibling's name, or None when
-    there was nothing to repair (anything else unreadable is refused later, by the safe loader).
+    complete sibling, the cut file is kept aside as ``checkpoint_last.pt.partial`` (or ``.partial1``,
+    ``.partial2``, ...: never over a file already there, a user's or an earlier repair's) and the
+    sibling (the same state) copied in its place, atomically. Returns the sibling's name, or None
+    when there was nothing to repair (anything else unreadable is refused later, by the safe loader).
     """
     last = Path(save_dir) / "checkpoint_last.pt"
     if not last.is_file() or zipfile.is_zipfile(last):
@@ -217,11 +220,28 @@ def repair_cut_short_last(save_dir) -> str | None:
         return None
     with atomic_path(last) as tmp:   # a unique temporary name: never written through a planted link
         shutil.copyfile(source, tmp)
-        last.replace(last.with_name("checkpoint_last.pt.partial"))
+        aside = _keep_aside(last)
     log.warning("%s was cut short while fairseq copied %s to it (a kill during a save); resuming from "
-                "%s, the same state (the cut file is kept as checkpoint_last.pt.partial)",
-                last, source.name, source.name)
+                "%s, the same state (the cut file is kept as %s)", last, source.name, source.name, aside.name)
     return source.name
+
+
+def _keep_aside(path: Path) -> Path:
+    """A second name for ``path``, the first free one of PATH.partial, PATH.partial1, ...: a hard link
+    fails on a name that exists, so no file there (a user's, an earlier repair's) is ever replaced;
+    a file system without hard links gets a rename onto a name seen free."""
+    for n in range(10_000):
+        aside = path.with_name(f"{path.name}.partial{n or ''}")
+        try:
+            os.link(path, aside, follow_symlinks=False)
+        except FileExistsError:
+            continue
+        except OSError:
+            if os.path.lexists(aside):
+                continue
+            path.replace(aside)
+        return aside
+    raise UserError("10,000 cut-short copies are kept beside it", path=path, fix="remove those you do not need")
 
 
 def start_fairseq(cmd: list[str], log_path, env: dict | None = None, trust: bool = False,

@@ -27,6 +27,7 @@ import functools
 import os
 import pickle
 import re
+import struct
 import zipfile
 from pathlib import Path
 
@@ -62,11 +63,14 @@ def load_torch_file(path: str | os.PathLike, *, trust: bool = False, what: str =
         if found:
             raise UserError(f"refusing to unpickle {found.group(1)}: a {what} needs no such class, and loading it "
                             "could run code", path=path, fix=TRUST_FIX) from None
-        raise UserError(f"cannot read as a torch {what} ({str(e).splitlines()[0][:160]})", path=path,
+        first = (str(e).splitlines() or [""])[0]   # an exception may have no message
+        raise UserError(f"cannot read as a torch {what} ({first[:160]})", path=path,
                         fix=TRUST_FIX if "weights_only" in str(e) else f"give a {what} written by torch.save") from None
+    # IndexError, struct.error: torch's weights-only unpickler on bytes that are no pickle (a text file named .pt)
     except (RuntimeError, EOFError, ValueError, OSError, zipfile.BadZipFile, KeyError, AttributeError,
-            TypeError, ModuleNotFoundError) as e:
-        raise UserError(f"cannot read as a torch {what} ({type(e).__name__}: {str(e).splitlines()[0][:120]})",
+            TypeError, ModuleNotFoundError, IndexError, struct.error) as e:
+        first = (str(e).splitlines() or [""])[0]
+        raise UserError(f"cannot read as a torch {what} ({type(e).__name__}: {first[:120]})",
                         path=path, fix=f"give a {what} written by torch.save (e.g. checkpoints/checkpoint_best.pt)") \
             from None
 

@@ -19,7 +19,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from corpora.base.atomic import atomic_open, atomic_path
+from corpora.base.atomic import atomic_open, atomic_path, first_free
 from corpora.base.boundary import parse_json, read_lines
 
 _SIMPLE_KV = re.compile(r"(\w+)=([^,\s|]+)")
@@ -209,16 +209,17 @@ def apply_rollback(action: Action, save_dir: str | Path) -> list[str]:
     trajectory, checkpoint_last.pt included) are kept aside as ``*.bad<N>``, never deleted.
     Returns the names set aside."""
     save_dir = Path(save_dir)
-    aside = []
+    aside, moved_to = [], {}
     for p in sorted(save_dir.glob("checkpoint_*.pt")):
         m = _NUMBERED.search(p.name)
         if p.name == "checkpoint_last.pt" or (m and int(m.group(1)) > action.checkpoint_updates):
-            p.replace(p.with_name(f"{p.name}.bad{action.restart}"))
+            moved_to[p.name] = first_free(p, f".bad{action.restart}")   # a file already there stays
+            p.replace(moved_to[p.name])
             aside.append(p.name)
     if action.checkpoint is not None:
         src = Path(action.checkpoint)
         if src.name == "checkpoint_last.pt":
-            src = src.with_name(f"checkpoint_last.pt.bad{action.restart}")
+            src = moved_to.get(src.name, src.with_name(f"checkpoint_last.pt.bad{action.restart}"))
         with atomic_path(save_dir / "checkpoint_last.pt") as tmp:   # a unique name: never through a planted link
             shutil.copyfile(src, tmp)
     return aside

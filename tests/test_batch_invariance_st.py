@@ -112,7 +112,7 @@ def test_st_hypotheses_do_not_depend_on_the_batch(st_model):
                         tgt="en", progress=False)
     assert sorted(test["n_frames"]) == sorted(TEST_FRAMES)
     one, run_one = _decode(st_model, "one", test, {"batch-size": 1})
-    assert run_one["batching"]["batch_size"] == 1 and "--batch-size" in run_one["command"]
+    assert run_one["batching"]["batch_size"] == 1 and "--batch-size=1" in run_one["command"]
     shuffled, _ = _decode(st_model, "shuffled", test.sample(frac=1, random_state=3).reset_index(drop=True), {})
     assert set(one) == set(default) == set(shuffled) == set(test["id"])
     for uid in sorted(one):

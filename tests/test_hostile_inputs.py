@@ -101,6 +101,59 @@ def st_run(vocab: str = "vocab.txt", vocab_fifo: bool = False, st_json: str | No
     return setup
 
 
+def checkpoint_file(text: str | None = None):
+    """A study config whose one checkpoint is a file that is no checkpoint: /etc/passwd, or ``text``
+    saved as ck.pt (what the run's registering refuses, the dry run refuses too)."""
+    def setup(tmp: Path) -> None:
+        path = "/etc/passwd"
+        if text is not None:
+            (tmp / "ck.pt").write_text(text)
+            path = str(tmp / "ck.pt")
+        config(ckpt="F")(tmp)
+        study = tmp / "study.yaml"
+        study.write_text(study.read_text().replace("{shipped: tiny-female}", f"{{path: {path}}}"))
+    return setup
+
+
+def wide_tables(extra: int = 1_000):
+    """Two real tables, each with ``extra`` extra columns of its own: each is readable, merged they are
+    wider than read_table accepts."""
+    def setup(tmp: Path) -> None:
+        table()(tmp)
+        lines = (tmp / "c" / "table.tsv").read_text(encoding="utf-8").splitlines()
+        for name in ("a", "b"):
+            header = lines[0] + "".join(f"\t{name}{i}" for i in range(extra))
+            (tmp / "c" / f"{name}.tsv").write_text("\n".join([header, *(r + "\t" * extra for r in lines[1:])]) + "\n",
+                                                   encoding="utf-8")
+    return setup
+
+
+def generic_csv(header_extra: str):
+    """A real wav and a CSV for `corpus index --kind generic` whose header ends with ``header_extra``."""
+    def setup(tmp: Path) -> None:
+        table()(tmp)
+        cells = header_extra.count(",") + 1
+        (tmp / "g.csv").write_text(f"path,spk,sex,{header_extra}\n{tmp}/c/wav/f0_0.wav,f0,F" + ",1" * cells + "\n",
+                                   encoding="utf-8")
+    return setup
+
+
+def kaldi_dir(rate: str = "16000", spk2gender_bytes: int = 0):
+    """A Kaldi data dir of one piped recording (duration from utt2dur, rate from the sox command: no
+    audio is read); spk2gender a sparse file of ``spk2gender_bytes`` when given."""
+    def setup(tmp: Path) -> None:
+        d = tmp / "data" / "train"
+        d.mkdir(parents=True)
+        (d / "wav.scp").write_text(f"r1 sox r1.wav -t wav -r {rate} -c 1 - |\n")
+        (d / "utt2spk").write_text("r1 s1\n")
+        (d / "utt2dur").write_text("r1 1.5\n")
+        (d / "text").write_text("r1 bonjour\n")
+        with open(d / "spk2gender", "w") as f:
+            f.write("s1 f\n")
+            f.truncate(max(spk2gender_bytes, 5))   # sparse: costs no disk
+    return setup
+
+
 SWEEP = ["sweep", "--config", "{tmp}/study.yaml", "--dry-run", "--out", "{out}"]
 BUILD = ["manifest", "build", "--table", "{tmp}/c/table.tsv", "--gender", "any", "--out", "{out}/m"]
 DECODE = ["st", "decode", "--model", "{tmp}/run", "--test", "{tmp}/c/table.tsv", "--out", "{out}/test.hyp"]
@@ -208,6 +261,36 @@ CASES = [
         ["bench", "--quick", "--out", "{tmp}/f.fifo"],
     ]],
     ("sweep-profile-fifo", SWEEP + ["--dry-run", "--profile", "{tmp}/f.fifo"], fifo("f.fifo"), "not a"),
+    # issue 60: command-line and reader bounds
+    ("ckpt-features-repeat-1e9", ["ckpt", "features", "F", "--table", "{tmp}/t.tsv", "--repeat", "1e9"], nothing,
+     "--repeat 1e9 is not a whole number in [1, 16]"),
+    ("ckpt-features-shard-mb-nan", ["ckpt", "features", "F", "--table", "{tmp}/t.tsv", "--shard-mb", "nan"], nothing,
+     "--shard-mb 'nan' is outside"),
+    ("bench-threads-0", ["bench", "--quick", "--threads", "0", "--out", "{out}/p.json"], nothing,
+     "--threads 0 is not a whole number in [1, 1024]"),
+    ("index-workers-0", ["corpus", "index", "--kind", "kaldi", "--root", "{tmp}/data/train", "--workers", "0",
+                         "--out", "{out}/k.tsv"], kaldi_dir(), "--workers 0 is not a whole number"),
+    ("index-sample-rates-1e20", ["corpus", "index", "--kind", "kaldi", "--root", "{tmp}/data/train", "--sample-rates",
+                                 "100000000000000000000", "--out", "{out}/k.tsv"], kaldi_dir(), "bad --sample-rates"),
+    ("stats-sample-rate-1e20", ["corpus", "stats", "{tmp}/c/table.tsv"], table(column="sample_rate", value="1e20"),
+     "sample_rate 1e20 is not a whole number in [1000, 384000]"),
+    ("kaldi-pipe-rate-1e20", ["corpus", "index", "--kind", "kaldi", "--root", "{tmp}/data/train", "--sample-rates",
+                              "any", "--out", "{out}/k.tsv"], kaldi_dir(rate="100000000000000000000"),
+     "the sample rate the piped command names 100000000000000000000 is not a whole number"),
+    ("kaldi-spk2gender-huge", ["corpus", "index", "--kind", "kaldi", "--root", "{tmp}/data/train",
+                               "--out", "{out}/k.tsv"], kaldi_dir(spk2gender_bytes=(64 << 20) + 1),
+     "spk2gender is 67,108,865 bytes"),
+    ("merge-wider-than-read", ["corpus", "merge", "{tmp}/c/a.tsv", "{tmp}/c/b.tsv", "--out", "{out}/m.tsv"],
+     wide_tables(), "the table would have 2,013 columns"),
+    ("index-wider-than-read", ["corpus", "index", "--kind", "generic", "--root", "{tmp}/g.csv", "--map",
+                               "audio=path,speaker=spk,gender=sex", "--out", "{out}/g.tsv"],
+     generic_csv(",".join(f"e{i}" for i in range(2_100))), "the table would have 2,112 columns"),
+    ("index-column-name-tab", ["corpus", "index", "--kind", "generic", "--root", "{tmp}/g.csv", "--map",
+                               "audio=path,speaker=spk,gender=sex", "--out", "{out}/g.tsv"],
+     generic_csv('"x\ty"'), "column name 'x\\ty' contains a tab"),
+    ("config-ckpt-etc-passwd", SWEEP, checkpoint_file(), "/etc/passwd: a checkpoint file is a fairseq .pt"),
+    ("config-ckpt-text-pt", SWEEP, checkpoint_file("root:x:0:0:root:/root:/bin/bash\n"),
+     "cannot read as a torch fairseq checkpoint"),
 ]
 # commands that take no path and no name (nothing of theirs crosses the boundary)
 NO_PATH_OR_NAME = {"ckpt list": "reads only the registry $GENDERGAP_CHECKPOINTS names",

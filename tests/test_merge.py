@@ -351,7 +351,8 @@ def test_dry_run_checks_the_tasks_against_the_merged_tables(named, tmp_path, cap
     cfg, (rc, out, err) = dry("{corpus: mtedx-fr-nope, layer: last}")
     assert rc == 2 and any("mtedx-fr-nope" in line and "asr-frozen" in line for line in err), err
     assert not (tmp_path / "run").exists()
-    es = "{corpus: mtedx-fr-es, layer: last, splits: {train: train, valid: train, test: train}}"
+    # the talks of the table's train split tested (never trained on: train and valid read its test split)
+    es = "{corpus: mtedx-fr-es, layer: last, splits: {train: test, valid: test, test: train}}"
     cfg, (rc, out, err) = dry(es)   # test speaker d4 is 'Multi-Mix': U, so no per-gender score for it
     assert rc == 2 and any("test" in line and "gender" in line for line in err), err
     cfg, (rc, out, err) = dry(es, gender_map=", gender_map: {multi-mix: M}")

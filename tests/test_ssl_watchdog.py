@@ -77,6 +77,34 @@ def test_nan_injection_rolls_back_and_lowers_lr(tmp_path):
     assert [e["event"] for e in events] == ["trip", "rollback"] and events[1]["new_lr"] == pytest.approx(0.001)
 
 
+def test_a_rollback_never_replaces_a_file_already_at_its_aside_name(tmp_path):
+    """A `.bad1` already there (a user's copy, an earlier rollback's) stays byte for byte; the bad
+    trajectory goes to the next free name and the good state is still restored (issue 60)."""
+    save_dir = tmp_path / "checkpoints"
+    make_checkpoints(save_dir, [10, 20, 30])
+    (save_dir / "checkpoint_last.pt.bad1").write_bytes(b"the user's")
+    lines = healthy_log(save_dir, 24) + [inner(25, "nan")] + [saved(str(save_dir / "checkpoint_1_30.pt"), 30)]
+    records = wd.parse_lines(lines)
+    action = wd.plan_recovery(wd.check(records, wd.Policy()), wd.candidate_checkpoints(save_dir, records), 0.002, 0,
+                              wd.Policy())
+    wd.apply_rollback(action, save_dir)
+    assert (save_dir / "checkpoint_last.pt.bad1").read_bytes() == b"the user's"
+    assert (save_dir / "checkpoint_last.pt.bad1.1").read_bytes() == b"state@30"
+    assert (save_dir / "checkpoint_last.pt").read_bytes() == b"state@20"
+
+
+def test_an_incomplete_checkpoint_never_replaces_one_set_aside_before(tmp_path):
+    from downstream_asr.common import set_aside_incomplete_checkpoints
+    save = tmp_path / "save"
+    (save / "CKPT+1").mkdir(parents=True)
+    (save / "CKPT+1" / "CKPT.yaml").write_text("end-of-epoch: [unclosed\n")
+    (save / "INCOMPLETE-CKPT+1").mkdir()
+    (save / "INCOMPLETE-CKPT+1" / "keep.txt").write_text("earlier")
+    assert set_aside_incomplete_checkpoints(save) == ["CKPT+1"]
+    assert (save / "INCOMPLETE-CKPT+1" / "keep.txt").read_text() == "earlier"
+    assert (save / "INCOMPLETE-CKPT+1.1" / "CKPT.yaml").is_file() and not (save / "CKPT+1").exists()
+
+
 def test_nan_before_last_save_skips_newer_checkpoints(tmp_path):
     """The loss went NaN at update 25; checkpoints 30 (and checkpoint_last) hold bad weights."""
     save_dir = tmp_path / "checkpoints"

@@ -17,7 +17,8 @@ from downstream_st.data import (attach_features, build_s2t_dir, filter_frames, r
                                 require_target)
 from downstream_st.decode import build_generate_command, parse_generate_output, write_hypotheses
 from downstream_st.prepare import FeatureSource, prepare_rows
-from downstream_st.presets import apply_overrides, as_flags, load_preset, on_device
+from downstream_st.fairseq_flags import as_flags
+from downstream_st.presets import apply_overrides, load_preset, on_device
 from corpora.utterances import UtteranceTable
 from ssl_pretrain.model_choice import ModelChoice
 from st_helpers import tiny_wav2vec, toy_rows, write_npy_features, write_toy_table, write_wavs_for
@@ -40,8 +41,8 @@ def test_overrides_and_flags():
     assert p["data"]["vocab_size"] == 50 and p["average_last"] == 3 and p["decode"]["beam"] == 2
     flags = as_flags(p["train"])
     assert "--cpu" not in flags                      # false drops a bare flag
-    assert flags[flags.index("--max-epoch") + 1] == "7"
-    assert "--report-accuracy" in flags and flags[flags.index("--report-accuracy") + 1].startswith("--")
+    assert "--max-epoch=7" in flags                  # a flag and its value are one word
+    assert "--report-accuracy" in flags and all(word.startswith("--") for word in flags)
     with pytest.raises(UserError, match="key=value"):
         apply_overrides(p, ["max-epoch"])
     with pytest.raises(UserError, match="unknown data option"):
@@ -119,6 +120,22 @@ def test_missing_and_wrong_dimension_features(toy):
         attach_features(df.iloc[:2], feats, index, expected_dim=16)
     with pytest.raises(UserError, match="no features"):
         attach_features(df, feats[feats["id"] != df["id"][0]], index)
+
+
+@pytest.mark.parametrize("col, value", [("dim", "1e12"), ("n_frames", "nan"), ("dim", "0"), ("n_frames", "2.5")])
+def test_a_feature_index_s_sizes_are_bounded(toy, tmp_path, col, value):
+    """The index's n_frames and dim size arrays: 1e12 or NaN was an int64 wrap or a traceback, now one line
+    naming the index's line (issue 60)."""
+    _, _, index, _ = toy
+    lines = index.read_text().splitlines()
+    header = lines[0].split("\t")
+    row = lines[2].split("\t")
+    row[header.index(col)] = value
+    edited = tmp_path / "features.tsv"
+    edited.write_text("\n".join([lines[0], lines[1], "\t".join(row), *lines[3:]]) + "\n")
+    with pytest.raises(UserError, match=col) as e:
+        read_feature_index(edited)
+    assert e.value.line == 3 and str(edited) in str(e.value)
 
 
 def test_st_rows_point_into_the_feature_store(tmp_path):

@@ -137,6 +137,8 @@ def test_project_variants_speak_as_distinct_reproducible_female_voices(tmp_path,
     gone.wait()
     stale, live = (tmp_path / "tmp" / f"{OVERLAY_PREFIX}{pid}-x" for pid in (gone.pid, os.getpid()))
     stale.mkdir(), live.mkdir()
+    for p in (stale, live):   # both a day old (corpora.base.leftovers): only their processes differ
+        os.utime(p, (1, 1))
     runs = [_run_speakers(tmp_path / f"run{k}", [(str(tmp_path / f"run{k}"), s, 0,
                                                    [(f"{s.id}-{j}", t) for j, t in enumerate(texts)]) for s in ours],
                           workers=2) for k in (0, 1)]

@@ -152,6 +152,39 @@ def _long_table(root: Path, n: int = 10, seconds: float = 6.0) -> Path:
 
 
 @pytest.fixture(scope="module")
+def exported(trained, tmp_path_factory):
+    out = tmp_path_factory.mktemp("exported") / "base"
+    cli("asr", "export", trained["run"], "--out", out)
+    return out
+
+
+@pytest.mark.parametrize("edit", [("ssl_dim", 1_000_000_000), ("sample_rate", 10**20), ("n_chars", 0),
+                                  ("dnn_neurons", 0), ("label_encoder", 2 << 20)])
+def test_an_export_records_numbers_are_bounded_before_a_head_is_built(trained, exported, tmp_path, capsys, edit):
+    """An export folder's record sizes the head SpeechBrain builds: ssl_dim 1e9 was a 1e9-row Linear, the
+    label file was read whole by SpeechBrain; now one line naming the record or the file (issue 60)."""
+    import shutil
+
+    from downstream_asr.export import render_yaml
+    from gendergap.cli import main
+    key, value = edit
+    out = tmp_path / "exp"
+    shutil.copytree(exported, out)
+    if key == "label_encoder":
+        (out / "label_encoder.txt").write_text("a\n" * (value // 2))
+    else:
+        meta = json.loads((out / "gendergap-export.json").read_text())
+        meta["values"][key] = value
+        (out / "gendergap-export.json").write_text(json.dumps(meta))
+        (out / "hyperparams.yaml").write_text(render_yaml(meta["values"]))   # the yaml check alone would not stop it
+    rc = main(["asr", "transcribe", "--model", str(out), "--table", str(trained["table"]), "--out", str(tmp_path / "t")])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err[-2000:]
+    assert ("label_encoder.txt" if key == "label_encoder" else key) in err
+    assert not (tmp_path / "t").exists()
+
+
+@pytest.fixture(scope="module")
 def hf_ctc(tmp_path_factory):
     """Wav2Vec2ForCTC on the shipped tiny-balanced encoder (converted to transformers) + a character
     vocabulary; the CTC layer is random."""

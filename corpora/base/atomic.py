@@ -78,3 +78,16 @@ def write_json(path: str | os.PathLike, obj, indent: int = 2) -> None:
     with atomic_open(path) as f:
         json.dump(obj, f, indent=indent, ensure_ascii=False, sort_keys=False)
         f.write("\n")
+
+
+def first_free(path: str | os.PathLike, tag: str = "") -> Path:
+    """The first name of PATH<tag>, PATH<tag>.1, PATH<tag>.2, ... that nothing holds (not even a
+    dangling link): where a command sets its own file aside, a file already there (a user's, an
+    earlier run's) is never replaced."""
+    path = Path(path)
+    for n in range(10_000):
+        candidate = path.with_name(f"{path.name}{tag}{f'.{n}' if n else ''}")
+        if not os.path.lexists(candidate):
+            return candidate
+    raise UserError(f"10,000 files named {path.name}{tag}.N are kept beside it", path=path,
+                    fix="remove those you do not need")

@@ -13,7 +13,9 @@ What crosses, and the one function that checks it:
   directories (a FIFO read blocks for ever), and files over a size bound;
 - an **output** the user names: ``output_file`` refuses special files (``/dev/full``, a FIFO) that
   a rename would silently replace or a write would block on; ``output_dir`` anything but a folder;
-- a **number** from a handed file or flag: ``finite`` (no NaN, no infinity, within bounds);
+- a **number** from a handed file or flag: ``finite`` (no NaN, no infinity, within bounds); ``whole``
+  for a count, ``rate`` for a sample rate (``MIN_RATE``..``MAX_RATE``), ``dim`` for a feature
+  dimension (1..``MAX_DIM``);
 - a **string printed** from a handed file: ``printable`` escapes control and bidi characters, so a
   name cannot clear the screen or forge a line of output;
 - a **handed JSON file** (registries, run.json, st.json, selection reports, profiles, store
@@ -183,6 +185,43 @@ def finite(value, what: str, *, lo: float | None = None, hi: float | None = None
         raise UserError(f"{what} {value!r} is outside {bounds}", path=path, line=line,
                         fix=f"give a finite {what} in {bounds}")
     return x
+
+
+def whole(value, what: str, *, lo: int, hi: int, path=None, line: int | None = None, fix: str | None = None) -> int:
+    """``value`` as an int if it is a whole number within [lo, hi] (a count, a dimension, a sample
+    rate): ``1e3`` is a whole number; ``2.5``, NaN, an infinity and ``true`` are not. A string is read
+    as a number (a command-line value, a cell of a text file)."""
+    fix = fix or f"give a whole number in [{lo}, {hi}] for {what}"
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise UserError(f"{what} {printable(repr(value))[:60]} is not a whole number", path=path, line=line, fix=fix)
+    try:
+        x = float(value)
+    except OverflowError:   # an int past a float's range (10**400): out of bounds like any other
+        x = math.inf
+    except ValueError:
+        raise UserError(f"{what} '{printable(value)[:60]}' is not a number", path=path, line=line, fix=fix) from None
+    if not (math.isfinite(x) and lo <= x <= hi and x == int(x)):   # NaN fails every comparison
+        raise UserError(f"{what} {printable(value)[:60]} is not a whole number in [{lo}, {hi}]", path=path, line=line,
+                        fix=fix)
+    return int(x)
+
+
+# Bounds of the numbers a handed file gives that size an allocation: a sample rate (samples per
+# second of every audio read) and a feature dimension (floats per frame). Declared once, here.
+MIN_RATE, MAX_RATE = 1000, 384_000     # Hz: telephone speech to studio audio; 1e20 or 0 is no recording
+MAX_DIM = 65_536                       # floats per frame: the largest SSL models have 1,280-2,048
+
+
+def rate(value, what: str = "sample rate", *, path=None, line: int | None = None, fix: str | None = None) -> int:
+    """A sample rate in Hz read from a handed file (a table cell, a Kaldi command, an export's record):
+    a whole number in [MIN_RATE, MAX_RATE]."""
+    return whole(value, what, lo=MIN_RATE, hi=MAX_RATE, path=path, line=line, fix=fix)
+
+
+def dim(value, what: str = "feature dimension", *, path=None, line: int | None = None, fix: str | None = None) -> int:
+    """A feature dimension read from a handed file (a feature index, an export's record): a whole
+    number in [1, MAX_DIM]."""
+    return whole(value, what, lo=1, hi=MAX_DIM, path=path, line=line, fix=fix)
 
 
 def is_special(path) -> bool:

@@ -3,8 +3,9 @@ analysis.report reads it for Table 3 without importing the training packages).
 
 ``{"checkpoints": [{name, path, kind, hours, male_pct, female_pct, unknown_pct, updates, ...}]}``:
 every entry is checked against ``Entry`` -- a name that may become a file name, a path of the kind
-it claims, finite numbers in range -- so a hand-edited fact fails in one line instead of printing
-in a published table.
+it claims, finite numbers in range -- and a name is given once (two entries of one name would
+leave which model a result belongs to to chance), so a hand-edited fact fails in one line instead
+of printing in a published table.
 """
 from __future__ import annotations
 
@@ -81,8 +82,13 @@ class _File(BaseModel):
 def read_registry(path, fix: str) -> list[dict]:
     """The registry's entries as stored (only the keys the file has), each checked."""
     data = read_json(path, "checkpoint registry", shape=_File, fix=fix)
+    seen: set[str] = set()
     for e in data.checkpoints:
         check_name(e.name, "checkpoint name", path=path)
+        if e.name in seen:   # a lookup by name would take one and a table print both: which model is which?
+            raise UserError(f"the registry holds two entries named {printable(e.name)!r}", path=path,
+                            fix="keep one entry per name (rename or remove the other)")
+        seen.add(e.name)
         suffix = KIND_SUFFIX.get(e.kind)
         if suffix and not e.path.endswith(suffix):
             raise UserError(f"the registry's entry {e.name!r} is a {e.kind} checkpoint whose path does not end in "

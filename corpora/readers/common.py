@@ -19,6 +19,7 @@ from typing import Iterable, Sequence
 import pandas as pd
 
 from corpora.audio_info import AudioInfo, HeaderError, probe_headers
+from corpora.base.boundary import regular_file
 from corpora.base.errors import UserError
 from corpora.readers.delimited import read_delimited  # noqa: F401  -- the readers import it from here
 from corpora.base.textfile import read_utf8
@@ -71,9 +72,17 @@ def split_lines(text: str) -> list[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
-def read_lines(path: str | os.PathLike) -> list[str]:
-    """Lines without their line ends, split on ``\n`` only (see ``split_lines``)."""
-    return split_lines(read_utf8(path))
+# A label file (a speaker -> gender list, Kaldi's spk2gender, MLS's metainfo.txt) holds one short line
+# per speaker: a million speakers fit in ~30 MB, so a larger one is not the file meant (and is read whole).
+MAX_LABEL_BYTES = 64 << 20
+
+
+def read_lines(path: str | os.PathLike, what: str = "file", *, max_bytes: int | None = None) -> list[str]:
+    """Lines without their line ends, split on ``\n`` only (see ``split_lines``); a file over
+    ``max_bytes`` (a label file: MAX_LABEL_BYTES) is refused before it is read."""
+    if max_bytes is not None and os.path.lexists(path):
+        regular_file(path, what, max_bytes=max_bytes)
+    return split_lines(read_utf8(path, what))
 
 
 def clean_text(s: str) -> str:
@@ -116,7 +125,7 @@ def read_speaker_genders(path: str | os.PathLike) -> dict[str, tuple[str, int]]:
     require_file(path, "speaker->gender file", "give a file with one `speaker<TAB>gender` per line")
     out: dict[str, tuple[str, int]] = {}
     key_col, label_col, header_seen = 0, -1, False
-    for i, line in enumerate(read_lines(path), start=1):
+    for i, line in enumerate(read_lines(path, "speaker->gender file", max_bytes=MAX_LABEL_BYTES), start=1):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         fields = _fields(line)

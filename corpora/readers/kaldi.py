@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import io
 import logging
+import math
 import re
 import subprocess
 from pathlib import Path
@@ -34,16 +35,18 @@ import soundfile as sf
 
 import pandas as pd
 
+from corpora.base.boundary import rate
 from corpora.base.errors import UserError
-from corpora.readers.common import AudioCheck, finish_table, read_lines, require_file, resolve_under
+from corpora.readers.common import MAX_LABEL_BYTES, AudioCheck, finish_table, read_lines, require_file, resolve_under
 
 log = logging.getLogger(__name__)
 
 
-def _kv(path: Path, what: str) -> dict[str, tuple[str, int]]:
-    """{key: (rest of line, line number)}; a repeated key is a UserError."""
+def _kv(path: Path, what: str, max_bytes: int | None = None) -> dict[str, tuple[str, int]]:
+    """{key: (rest of line, line number)}; a repeated key is a UserError; a file over ``max_bytes``
+    (a label file) is refused before it is read."""
     out: dict[str, tuple[str, int]] = {}
-    for i, line in enumerate(read_lines(path), start=1):
+    for i, line in enumerate(read_lines(path, path.name, max_bytes=max_bytes), start=1):
         if not line.strip():
             continue
         parts = line.split(None, 1)  # Kaldi separates with spaces or tabs
@@ -58,13 +61,17 @@ def _kv(path: Path, what: str) -> dict[str, tuple[str, int]]:
 _SOX_RATE = re.compile(r"(?:^|\s)(?:-r|--rate)\s*(\d+(?:\.\d+)?)(k?)\b|(?:^|\s)rate(?:\s+-\w+)*\s+(\d+)(k?)\b")
 
 
-def pipe_sample_rate(command: str) -> int | None:
-    """The output rate a sox command line names (``-r 16000``, ``-r 16k``, ``rate 16000``), else None."""
+def pipe_sample_rate(command: str, path=None, line: int | None = None) -> int | None:
+    """The output rate a sox command line names (``-r 16000``, ``-r 16k``, ``rate 16000``), else None;
+    a rate outside boundary.MIN_RATE..MAX_RATE (``-r 100000000000000000000``) is a UserError naming
+    ``path`` and ``line`` (the wav.scp line), as a table's sample_rate would be."""
     m = _SOX_RATE.search(command)
     if not m:
         return None
     value, kilo = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
-    return int(round(float(value) * (1000 if kilo else 1)))
+    hz = float(value) * (1000 if kilo else 1)
+    return rate(round(hz) if math.isfinite(hz) else hz, "the sample rate the piped command names", path=path,
+                line=line, fix="write the rate the command outputs (e.g. -r 16000), or dump the audio to files")
 
 
 def run_pipe(command: str, cwd: Path, src: Path, line: int) -> tuple[int, float]:
@@ -83,11 +90,13 @@ def run_pipe(command: str, cwd: Path, src: Path, line: int) -> tuple[int, float]
         raise UserError(f"the command exited with {proc.returncode}" + (f" ({err[-1]})" if err else ""),
                         path=src, line=line, fix="run it by hand in " + str(cwd))
     try:
-        data, rate = sf.read(io.BytesIO(proc.stdout), dtype="int16", always_2d=True)
+        data, sr = sf.read(io.BytesIO(proc.stdout), dtype="int16", always_2d=True)
     except (sf.LibsndfileError, RuntimeError) as e:
         raise UserError(f"the command's output is not audio soundfile can read ({e})", path=src, line=line,
                         fix="make it write wav to stdout (e.g. sox ... -t wav - |)") from None
-    return int(rate), len(data) / rate
+    hz = rate(sr, "the sample rate of the command's output", path=src, line=line,
+              fix="make it write audio at a real rate")
+    return hz, len(data) / hz
 
 
 def read_kaldi(root, *, split: str | None = None, lang: str = "", corpus: str = "kaldi", kaldi_root=None,
@@ -104,7 +113,7 @@ def read_kaldi(root, *, split: str | None = None, lang: str = "", corpus: str = 
     text = _kv(root / "text", "utterance") if (root / "text").is_file() else {}
     utt2dur = _kv(root / "utt2dur", "utterance") if (root / "utt2dur").is_file() else {}
     spk2gender_f = root / "spk2gender"
-    spk2gender = _kv(spk2gender_f, "speaker") if spk2gender_f.is_file() else None
+    spk2gender = _kv(spk2gender_f, "speaker", MAX_LABEL_BYTES) if spk2gender_f.is_file() else None
     assumed_rate: list[str] = []
     ran: list[str] = []
     entries = _utterance_entries(root / "segments", wav_scp, wavs)
@@ -190,24 +199,24 @@ def _fill_pipe(row, utt2dur, wline, wav_scp, cwd, allow_pipes, check, assumed_ra
         except ValueError:
             raise UserError(f"utt2dur: {utt2dur[row['id']][0]!r} is not a number", path=wav_scp.parent / "utt2dur",
                             line=utt2dur[row["id"]][1], fix="seconds as a decimal number") from None
-    rate = pipe_sample_rate(command)
-    if row["duration"] is None or (rate is None and allow_pipes):
+    hz = pipe_sample_rate(command, wav_scp, wline)
+    if row["duration"] is None or (hz is None and allow_pipes):
         if not allow_pipes:
             raise UserError(f"recording {row['recording']!r} is a piped command and its duration is not known "
                             "without running it", path=wav_scp, line=wline,
                             fix="add utt2dur (utils/data/get_utt2dur.sh) or segments, or pass --allow-pipes to "
                                 "run the command once")
-        rate, seconds = run_pipe(command, cwd, wav_scp, wline)
+        hz, seconds = run_pipe(command, cwd, wav_scp, wline)
         ran.append(command)
         if row["duration"] is None:
             row["duration"] = seconds - float(row["offset"] or 0.0)
-    if rate is None:
+    if hz is None:
         if not check.sample_rates:
             raise UserError(f"recording {row['recording']!r}: the piped command names no sample rate", path=wav_scp,
                             line=wline, fix="pass --sample-rates RATE (the rate it writes) or --allow-pipes to run it")
-        rate = check.sample_rates[0]
+        hz = check.sample_rates[0]
         assumed_rate.append(row["recording"])
-    row["sample_rate"] = rate
+    row["sample_rate"] = hz
 
 
 def _report_unlisted(unlisted, spk2gender_f, root, check) -> str | None:

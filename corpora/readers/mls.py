@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from corpora.base.errors import UserError
-from corpora.readers.common import AudioCheck, finish_table, read_lines, require_file
+from corpora.readers.common import MAX_LABEL_BYTES, AudioCheck, finish_table, read_lines, require_file
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def read_metainfo(path: Path) -> tuple[dict[str, str], dict[tuple[str, str], str
     """({speaker: raw gender}, {(speaker, book): title}) from an MLS metainfo.txt."""
     genders: dict[str, set[str]] = {}
     titles: dict[tuple[str, str], str] = {}
-    for i, line in enumerate(read_lines(path), start=1):
+    for i, line in enumerate(read_lines(path, "metainfo.txt", max_bytes=MAX_LABEL_BYTES), start=1):
         if not line.strip():
             continue
         raw_fields = line.split("|")

@@ -9,6 +9,12 @@ Layout of ``out_dir``::
     mustshe_<split>.tsv          the English gender set in MuST-SHE's format
     synth_config.json            size, seed, counts, engine versions
     checksums.sha256             sha256 of every file above (``sha256sum -c`` reads it)
+    .gendergap-outputs.json      the record of the files above (corpora.base.owned_outputs)
+
+``out_dir`` may be new, empty, or a folder this command wrote (its record, or an earlier version's
+``synth_config.json``); any other non-empty folder is refused, and so is a file of the user's where
+the corpus writes one (a ``utterances.tsv`` of their own): the command replaces only files it
+wrote. Other files in the folder are left as they are.
 
 Two corpora share the table: ``synth-fr`` (French speech, ``tgt_text_en``; splits
 pretrain / train / valid / test, speakers disjoint) and ``synth-gender`` (English first-person
@@ -23,6 +29,7 @@ import json
 import multiprocessing
 import os
 import random
+import re
 import shutil
 import tempfile
 import time
@@ -36,6 +43,8 @@ from tqdm.auto import tqdm
 from corpora.base.atomic import atomic_open, write_json
 from corpora.base.boundary import read_state_json
 from corpora.base.errors import UserError
+from corpora.base.leftovers import remove_stale_dirs
+from corpora.base.owned_outputs import claim, foreign, remove_own_temps, write_record
 from corpora.base.provenance import engine_versions, file_sha256
 from corpora.synth import gender_set, sentences
 from corpora.synth.espeak import overlay_data_dir
@@ -66,6 +75,9 @@ SIZES = {
                   gender={"train": (4, 4, 800), "valid": (1, 1, 100), "test": (2, 2, 300)}, train_sentences=2000),
 }
 WORKERS = 2
+COMMAND = "gendergap corpus synth"
+FIX = "pass --out a new or empty folder, or one `gendergap corpus synth` wrote"
+TOP_FILES = re.compile(r"utterances\.tsv|mustshe_[a-z]+\.tsv|synth_config\.json|checksums\.sha256")  # but audio/
 
 
 @dataclass
@@ -200,17 +212,9 @@ def _run_speakers(out_dir: Path, jobs: list, workers: int) -> dict[str, dict]:
 
 def _remove_stale_overlays() -> None:
     """Remove the overlays of runs that were killed (their finally never ran): each is named after
-    its process id, and one whose process is gone is nobody's."""
-    for path in Path(tempfile.gettempdir()).glob(f"{OVERLAY_PREFIX}*-*"):
-        pid = path.name[len(OVERLAY_PREFIX):].split("-", 1)[0]
-        if not pid.isdigit():
-            continue
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            shutil.rmtree(path, ignore_errors=True)
-        except PermissionError:   # alive, another user's
-            pass
+    its process id. The temp dir is shared, so only a day-old real folder of this user whose process
+    is gone here goes (corpora.base.leftovers: a live run on another host keeps its own)."""
+    remove_stale_dirs(tempfile.gettempdir(), OVERLAY_PREFIX)
 
 
 def _stop_forkserver() -> None:
@@ -239,26 +243,31 @@ def synthesize(out_dir, size: str = "mini", seed: int = 0, workers: int = WORKER
     table_path = out_dir / "utterances.tsv"
     config = {"generator": GENERATOR_VERSION, "size": size, "seed": int(seed), "sizes": asdict(SIZES[size])}
     config = json.loads(json.dumps(config))  # tuples -> lists, as synth_config.json reads back
+    before = claim(out_dir, COMMAND, fix=FIX, legacy=_earlier_corpus)   # a user's folder: refused, untouched
     if _checksums_match(out_dir, config):
         print(f"synthetic corpus in {out_dir} is up to date (size={size}, seed={seed}, checksums match): skipped")
         return table_path
 
     started = time.time()
-    # A run in progress must never look finished: the checksums go first and come back last.
-    (out_dir / "checksums.sha256").unlink(missing_ok=True)
-    # Temp files a killed run left behind (corpora.base.atomic names them .<name>.<random>.tmp).
-    if out_dir.is_dir():
-        for stale in out_dir.rglob(".*.tmp"):
-            stale.unlink(missing_ok=True)
     spec = SIZES[size]
     utterances = _french_utterances(spec, seed)
     gender_utts, mustshe = _gender_utterances(spec, seed)
     utterances += gender_utts
+    planned = _planned_files(utterances, mustshe)
+    clash = foreign(out_dir, planned, before)
+    if clash is not None:
+        raise UserError(f"the corpus writes {clash}, and the folder holds a {clash} this command did not write",
+                        path=out_dir / clash, fix="move or rename that file, or pass --out another folder")
+    # recorded before the first file is written: a killed run's files are known as the command's own
+    write_record(out_dir, COMMAND, before | planned)
+    # A run in progress must never look finished: the checksums go first and come back last.
+    (out_dir / "checksums.sha256").unlink(missing_ok=True)
+    # Temp files a killed run left beside the command's own files (.<name>.<random>.tmp), not others'.
+    remove_own_temps(out_dir, before | planned)
     by_speaker: dict[str, list[Utterance]] = {}
     for u in utterances:
         by_speaker.setdefault(u.speaker.id, []).append(u)
     jobs = [(str(out_dir), us[0].speaker, seed, [(u.id, u.text) for u in us]) for us in by_speaker.values()]
-    out_dir.mkdir(parents=True, exist_ok=True)
     facts = _run_speakers(out_dir, jobs, workers)
 
     table = new_table(_table_rows(utterances, facts))
@@ -274,6 +283,28 @@ def synthesize(out_dir, size: str = "mini", seed: int = 0, workers: int = WORKER
     print(f"synthetic corpus: {len(table)} utterances, {table['duration'].sum() / 3600:.2f} h, "
           f"{table['speaker'].nunique()} speakers, {time.time() - started:.0f} s -> {table_path}")
     return table_path
+
+
+def _planned_files(utterances: list[Utterance], mustshe: dict[str, list[dict]]) -> frozenset[str]:
+    """Every file a run writes, relative to its folder (the layout above)."""
+    return frozenset([f"audio/{u.speaker.id}/{u.id}.wav" for u in utterances]
+                     + [f"mustshe_{split}.tsv" for split in mustshe]
+                     + ["utterances.tsv", "synth_config.json", "checksums.sha256"])
+
+
+def _earlier_corpus(folder: Path, entries: list[str]) -> frozenset[str] | None:
+    """A corpus folder written by a version that kept no record: its synth_config.json is one this
+    command writes. Its files are then the ones named as the command names them (TOP_FILES and
+    audio/<speaker>/<id>.wav); anything else in it is left alone, as every run leaves it."""
+    cfg = read_state_json(folder / "synth_config.json", "synth_config.json") if "synth_config.json" in entries else None
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("config"), dict) or "generator" not in cfg["config"]:
+        return None
+    files = {n for n in entries if TOP_FILES.fullmatch(n) and (folder / n).is_file()}
+    audio = folder / "audio"
+    if audio.is_dir() and not audio.is_symlink():
+        files |= {f"audio/{spk.name}/{wav.name}" for spk in audio.iterdir() if spk.is_dir() and not spk.is_symlink()
+                  for wav in spk.iterdir() if wav.suffix == ".wav" and not wav.name.startswith(".")}
+    return frozenset(files)
 
 
 def _table_rows(utterances: list[Utterance], facts: dict[str, dict]) -> list[dict]:

@@ -38,9 +38,10 @@ class ConditionsStep(Step):
             print(f"{self.name}: fewer than two conditions with a known female share: nothing to compare", flush=True)
             return
         trend = res["trend"]
+        slope = trend["slope"]["delta_rel"] if trend else None   # None: Δrel undefined (scores of 0)
         print(f"{self.name}: {len(res['conditions'])} conditions, {len(res['pairs'])} comparisons"
-              + (f"; Δrel slope {trend['slope']['delta_rel']:+.2f} per 10 points of female share ({trend['status']})"
-                 if trend else ""), flush=True)
+              + (f"; Δrel slope {slope:+.2f} per 10 points of female share ({trend['status']})" if slope is not None
+                 else "; Δrel slope undefined (a condition scores 0 for both genders)" if trend else ""), flush=True)
 
 
 @dataclass

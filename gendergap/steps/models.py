@@ -7,7 +7,7 @@ from pathlib import Path
 from corpora.base.errors import UserError
 from corpora.utterances import UtteranceTable
 from gendergap.steps.base import TASKS, LIGHT, CheckContext, Graph, ModelStep, Problem, Step
-from ssl_pretrain.checkpoints import check_hf_folder
+from ssl_pretrain.checkpoints import CheckpointRef
 from ssl_pretrain.device import FAIRSEQ_SUBNORMALS, job_device
 from ssl_pretrain.feature_cover import extract_covering
 from ssl_pretrain.model_choice import ModelChoice
@@ -48,9 +48,12 @@ class CheckpointsStep(Step):
         register_study_checkpoints(self.registry, self.entries, trust=self.trust)
 
     def check(self, ctx: CheckContext) -> list[Problem]:
-        """Each checkpoint path exists, and unpickles nothing a genuine checkpoint does not (unless
-        the sweep's --trust-checkpoint); a transformers folder is of a supported family and needs
-        no custom code: a crafted file is refused before any job runs."""
+        """Each checkpoint path exists, and passes what the run checks of it (CheckpointRef.check_before_run):
+        a file is a .pt or packed .safetensors (`/etc/passwd` is neither) that unpickles nothing a genuine
+        checkpoint does not (unless the sweep's --trust-checkpoint) and holds a wav2vec 2.0 pretraining config;
+        a transformers folder is of a supported family, needs no custom code, and its weights are finite and
+        fit its config.json (another family's weights under it are refused): a crafted file or folder is
+        refused before any job runs, as the run would refuse it."""
         found = []
         for e in self.entries:
             if not e.get("path") or ctx.is_pending(e["path"]):
@@ -64,19 +67,19 @@ class CheckpointsStep(Step):
             except UserError as err:
                 found.append(Problem(f"{e['path']}: {err.message}", "fix its `path:`", key))
                 continue
-            if Path(path).is_dir():   # a transformers folder: a supported family, no custom code
-                try:
-                    check_hf_folder(Path(path), trust=self.trust)
-                except UserError as err:
-                    found.append(Problem(err.message, err.fix or "fix its `path:`", key))
-                continue
-            unsafe = [] if self.trust else unsafe_classes(path)
-            if unsafe:
+            unsafe = [] if self.trust or Path(path).is_dir() else unsafe_classes(path)
+            if unsafe:   # said before loading: which classes, and the flag that allows them
                 found.append(Problem(
                     f"{e['path']} would unpickle {', '.join(unsafe)}, which no genuine "
                     "checkpoint needs (and which could run code)",
                     "if you trust whoever made this file, pass --trust-checkpoint to `gendergap sweep` (or "
                     "`gendergap study`) to load it with full unpickling", key))
+                continue
+            try:
+                CheckpointRef.resolve(path, trust=self.trust).check_before_run()
+            except UserError as err:
+                where = f"{err.path}: " if err.path and Path(err.path) != Path(path) else f"{e['path']}: "
+                found.append(Problem(where + err.message, err.fix or "fix its `path:`", key))
         return found
 
 
