@@ -38,6 +38,7 @@ from analysis.probing.run import probe_table
 from analysis.store import ResultsStore
 from corpora.base.atomic import atomic_open, swap_in_dir, write_text
 from corpora.base.errors import UserError
+from corpora.base.leftovers import STALE_AFTER_S, pid_alive   # a day: a leftover of another host's process
 from corpora.base.owned_outputs import RECORD, claim, foreign, own_temp_name, write_record
 from manifests.stats import downstream_sets_table, pretraining_sets_table
 
@@ -141,7 +142,6 @@ COMMAND = "gendergap report"
 REPORT_FILES = re.compile(r"report\.md|table[12]_(pretraining|downstream)_data\.(md|csv)|winomt\.csv|other_scores\.csv"
                           r"|(table3_pretraining|table4_asr|table5_st|gender_translation|conditions_[A-Za-z0-9_-]+)"
                           r"\.(md|tex|csv)|probes\.csv|(delta_rel|per_speaker|probes_by_layer|trend_[A-Za-z0-9_-]+)\.png")
-STALE_AFTER_S = 24 * 3600  # a leftover of a process on another host (shared file system) is stale after a day
 FIX = "pass --out a new or empty folder, or one an earlier report wrote"
 
 
@@ -235,7 +235,7 @@ def clean_stale(out_dir: Path) -> None:
     found = []
     for p in out_dir.parent.iterdir():
         m = pattern.fullmatch(p.name)
-        if m and p.is_dir() and not p.is_symlink() and (not _alive(int(m.group(1)))
+        if m and p.is_dir() and not p.is_symlink() and (not pid_alive(int(m.group(1)))
                                                         or time.time() - p.stat().st_mtime > STALE_AFTER_S):
             found.append((m.group(2) == "partial", p))   # the .old ones first: one may hold out_dir
     for _, p in sorted(found):
@@ -244,18 +244,6 @@ def clean_stale(out_dir: Path) -> None:
             os.replace(p / "dir", out_dir)
         log.info("removing %s, left by an interrupted report", p)
         shutil.rmtree(p, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # exists, but another user's
-    return True
 
 
 def _registry_order(df: pd.DataFrame, entries: list[dict]) -> pd.DataFrame:

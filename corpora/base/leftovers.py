@@ -23,8 +23,8 @@ from pathlib import Path
 from corpora.base.boundary import special_kind
 
 # a folder untouched this long belongs to no live run, even one on another host or in another PID
-# namespace sharing the folder, whose pid says nothing here (analysis/report.py's clean_stale
-# keeps its own copy of the same day for its staging folders)
+# namespace sharing the folder, whose pid says nothing here (analysis/report.py's clean_stale uses
+# it for its staging folders too)
 STALE_AFTER_S = 24 * 3600
 _PID = r"([0-9]{1,9})"   # Linux pids stop at 2**22; nine digits always fit a C int for os.kill
 _REST = r"[A-Za-z0-9_]{1,64}"   # tempfile.mkdtemp's random part, or a word
