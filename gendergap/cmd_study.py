@@ -14,7 +14,7 @@ wav2vec 2.0 checkpoints (shipped, or --pretrain them here), then per checkpoint:
 ASR, frozen-feature ASR and fr->en ST (three training seeds each for the frozen tasks), en->fr
 ST on the gender set with MuST-SHE scoring, gender probes on every layer; score per gender with
 speaker-level confidence intervals; compare the pretraining conditions (female-only, balanced,
-male-only, FBANK) per task with the seeds pooled; write report.md, which opens with the answer
+male-only, FBANK) per task, the pretraining run as the unit; write report.md, which opens with the answer
 (does the female share of pretraining change the gap?), then Tables 3, 4, 5, the comparison
 tables and trend plots, gender translation, probes.
 

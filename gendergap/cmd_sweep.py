@@ -27,12 +27,17 @@ jobs, in dependency order:
 
 examples:
   gendergap sweep --config configs/mini.yaml --dry-run            # validate, print the plan, check the inputs
+  gendergap sweep --config study.yaml --dry-run --variance-from runs/mini   # what it detects, by an earlier study's variance
   gendergap sweep --config configs/mini.yaml --out runs/mini      # run it here, 2 jobs at a time
   gendergap sweep --config configs/mini.yaml --only st,report     # ST (and what it needs) only
   gendergap sweep status --config configs/mini.yaml --out runs/mini
   gendergap sweep --config configs/boito2022.yaml --executor slurm --retry-failed
   gendergap sweep --schema                                        # every config key, documented
   gendergap sweep --config theirs.yaml --trust-checkpoint         # their .pt files may unpickle anything
+
+What the design can detect (--dry-run, after the plan): per compared task, its primary test's
+minimum detectable difference in Δrel (80 % power) for the config's shares, checkpoints, seeds and
+test speakers, from documented variance components or --variance-from (docs/design-power.md).
 
 Checked before anything runs (--dry-run and every real sweep): each job's inputs against the
 data, without running it: the table reads (no duplicate ids), each task's corpus and splits
@@ -66,7 +71,8 @@ def register(subparsers, group: str, help_: str) -> None:
     p.add_argument("--parallel", type=int, help="local executor: jobs at once (default: the config's)")
     p.add_argument("--only", help="comma-separated task names (plus the jobs they need, and 'report')")
     p.add_argument("--dry-run", action="store_true", help="validate the config, print the plan (every job with its resources; under SLURM the job arrays) and "
-                   "check every job's inputs against the data (exit 2 on any problem); run nothing")
+                   "what each compared task's design can detect, check every job's inputs against the data (exit 2 on "
+                   "any problem) and cost the jobs; run nothing")
     p.add_argument("-v", "--verbose", action="store_true", help="--dry-run: also print each job's step with every "
                    "field (what makes its key: checkpoint, layer, overrides, seeds ...)")
     p.add_argument("--retry-failed", action="store_true", help="run jobs that failed before again")
@@ -74,6 +80,9 @@ def register(subparsers, group: str, help_: str) -> None:
                    "is too small (the dry run and every real run compare the disk estimate with the free space)")
     p.add_argument("--profile", metavar="FILE", help="throughput profile for the cost estimate (default: "
                    "~/.cache/gendergap/profile.json from `gendergap bench`, else the measured defaults of docs/measurements.md)")
+    p.add_argument("--variance-from", metavar="DIR", help="--dry-run: size each task's minimum detectable difference "
+                   "with the variance components an earlier study measured (its folder, or its results DB file) "
+                   "instead of the defaults fitted on the built-in study (docs/design-power.md)")
     p.add_argument("--schema", action="store_true", help="print every config key with its type, default, meaning")
     p.add_argument("--trust-checkpoint", action="store_true", help=TRUST_HELP)
     p.set_defaults(func=run)
@@ -142,6 +151,24 @@ def print_cost(jobs, states: dict, parallel: int, executor: str, profile: str | 
     sys.stdout.flush()
 
 
+def variance_components(args) -> tuple[dict | None, str] | None:
+    """--variance-from's components, read before anything else (a bad one is one line, exit 2)."""
+    if getattr(args, "variance_from", None) is None:
+        return None
+    if not args.dry_run:
+        raise UserError("--variance-from sizes the dry run's minimum detectable differences: it needs --dry-run",
+                        fix="add --dry-run, or leave --variance-from out")
+    from gendergap.design import variance_source
+    return variance_source(args.variance_from)
+
+
+def print_design(cfg, jobs, states: dict, variance: tuple[dict | None, str] | None) -> None:
+    """Each compared task's minimum detectable difference for the config's design (gendergap.design)."""
+    from gendergap.design import design_lines
+    for line in design_lines(cfg, jobs, states, components=variance):
+        print(line)
+
+
 def run(args) -> int:
     from gendergap import sweep
 
@@ -149,6 +176,7 @@ def run(args) -> int:
         from gendergap.config import schema_text
         print(schema_text())
         return 0
+    variance = variance_components(args)
     cfg, out, jobs = load(args)
     executor = args.executor or cfg.data["executor"]["name"]
     if args.action == "status" or args.dry_run:
@@ -158,6 +186,7 @@ def run(args) -> int:
                 print("note: no `sbatch` here; a real run needs a SLURM login node")
             print_plan(jobs, out.resolve(), {r["job"]: r["state"] for r in rows}, executor, cfg.data["executor"],
                        verbose=args.verbose)
+            print_design(cfg, jobs, {r["job"]: r["state"] for r in rows}, variance)
             sys.stdout.flush()
             preflight(cfg, jobs, out)
             print("inputs checked: no problem found")

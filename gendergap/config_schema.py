@@ -11,6 +11,7 @@ distinct seeds, exactly one checkpoint source) are validators here; checks acros
 """
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -318,10 +319,22 @@ def _resamples(n: int) -> int:
         raise refuse(e.message, e.fix or "") from None
 
 
+def _margin(x: Num | None) -> Num | None:
+    """A Δrel margin: a finite number of points above 0 (0 or NaN would make "no change" say nothing)."""
+    if x is not None and (not math.isfinite(float(x)) or x <= 0):
+        raise refuse(f"must be a finite number of Δrel points above 0, got {x!r}",
+                     "give the largest Δrel difference you would call no change (e.g. 10), or leave it out")
+    return x
+
+
 class Report(Section):
     bootstrap: Annotated[int, AfterValidator(_resamples)] = Field(
         1000, description=f"speaker-level bootstrap resamples for the CIs (0: none; at most {MAX_RESAMPLES:,})")
     subset: str = Field("test", description="evaluation subset the report tabulates")
+    equivalence_margin: Annotated[Num | None, AfterValidator(_margin)] = Field(
+        None, description="Δrel points within which two conditions count as the same: the answer says \"no change\" "
+        "only when an equivalence test (two one-sided tests, 90 % CI) puts a difference inside +-this; none: "
+        "never said")
 
 
 class Executor(Section):

@@ -272,12 +272,17 @@ def estimate(jobs: list, states: dict[str, str] | None = None, profile: dict | N
     """One Estimate per job not done yet (by ``states``; without them every job is still to run);
     ``every_job``: done ones too, from the data they read (a finished study's estimate against what
     its jobs took)."""
-    profile = profile or load_profile()
     states = states or {}
-    todo = [j for j in jobs if states.get(j.name) != "done"]
-    ctx = Context(Models(jobs), profile, CheckContext(pending=[o for j in todo for o in j.outputs]),
-                  {os.path.abspath(j.out): (list(j.tables), dict(j.gender_map)) for j in jobs if j.kind == "merge"})
-    return [_one(j, ctx) for j in (jobs if every_job else todo)]
+    ctx = plan_context(jobs, states, profile or load_profile())
+    return [_one(j, ctx) for j in (jobs if every_job else [j for j in jobs if states.get(j.name) != "done"])]
+
+
+def plan_context(jobs: list, states: dict[str, str] | None = None, profile: dict | None = None) -> Context:
+    """What a dry run knows of the plan's data: the outputs of the jobs not done yet (not there to
+    read), and each pending merged table's inputs (merged in memory when read)."""
+    todo = [j for j in jobs if (states or {}).get(j.name) != "done"]
+    return Context(Models(jobs), profile or {}, CheckContext(pending=[o for j in todo for o in j.outputs]),
+                   {os.path.abspath(j.out): (list(j.tables), dict(j.gender_map)) for j in jobs if j.kind == "merge"})
 
 
 def _one(j, ctx: Context) -> Estimate:

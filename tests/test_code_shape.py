@@ -259,6 +259,7 @@ LAZY_IMPORTS = {
     "gendergap/cmd_study.py": {"gendergap.demo_record": "torch", "gendergap.study": "torch, pandas, numpy, soundfile, pydantic"},
     "gendergap/cmd_sweep.py": {"gendergap": "torch, pandas, numpy, soundfile, submitit, pydantic",
         "gendergap.config": "pydantic", "gendergap.cost": "torch, pandas, numpy, soundfile, pydantic",
+        "gendergap.design": "torch, pandas, numpy, scipy, soundfile, pydantic",
         "gendergap.plan": "torch, pandas, numpy, soundfile, pydantic",
         "gendergap.sweep": "torch, pandas, numpy, soundfile, submitit, pydantic"},
     "gendergap/cmd_trace.py": {"analysis.trace": "pandas",

@@ -258,7 +258,7 @@ def test_config_errors_name_the_key_and_its_line(tmp_path, old, new, line, words
 def test_null_means_the_default_and_defaults_fill_every_key(tmp_path):
     cfg = load_config(write(tmp_path, BLOCK.replace("  bootstrap: 10", "  bootstrap: null")
                             + "executor: {partition: null, parallel: 3}\n"))
-    assert cfg.data["report"] == {"bootstrap": 1000, "subset": "test"}
+    assert cfg.data["report"] == {"bootstrap": 1000, "subset": "test", "equivalence_margin": None}
     assert cfg.data["executor"] == {"name": "local", "parallel": 3, "partition": None, "account": None,
                                     "qos": None, "constraint": None, "setup": [], "array_parallelism": None}
     assert cfg.tasks["probes"] == {"type": "probes", "checkpoints": None, "after": [], "device": "auto",

@@ -134,13 +134,14 @@ def _runs(rng, n_f: int, n_m: int, rate_f: float, seeds: int = 3) -> tuple:
 @pytest.mark.parametrize("n_f, n_m", [(1, 5), (5, 1), (1, 1)])
 def test_one_test_speaker_of_a_gender_gives_no_interval_and_no_call(n_f, n_m):
     rng = np.random.default_rng(3)
-    conds = [Condition(f"share {s:g}", s, _runs(rng, n_f, n_m, rate)) for s, rate in ((1.0, 0.05), (0.5, 0.2), (0.0, 0.6))]
+    conds = [Condition(f"share {s:g}", s, (_runs(rng, n_f, n_m, rate),))
+             for s, rate in ((1.0, 0.05), (0.5, 0.2), (0.0, 0.6))]
     res = compare_conditions(WER, conds, n_resamples=200, seed=0)
-    for test in [*res["pairs"], res["trend"]]:
+    for test in res["tests"]:
         assert test["status"] == cond.FEW_SPEAKERS
         assert all(v is None for v in test["ci"].values()) and all(v is None for v in test["p"].values())
         assert not any(test["called"].values())
-        assert test["difference"]["delta_rel"] is not None        # the point difference is still shown
+        assert test["estimate"]["delta_rel"] is not None        # the point difference is still shown
     for c in res["conditions"].values():
         assert c["ci"]["delta_rel"] is None and c["ci"]["all"] is None
         for g, n in (("F", n_f), ("M", n_m)):
@@ -149,9 +150,10 @@ def test_one_test_speaker_of_a_gender_gives_no_interval_and_no_call(n_f, n_m):
 
 def test_five_speakers_of_each_gender_are_still_compared():
     rng = np.random.default_rng(3)
-    conds = [Condition(f"share {s:g}", s, _runs(rng, 5, 5, rate)) for s, rate in ((1.0, 0.05), (0.5, 0.2), (0.0, 0.6))]
+    conds = [Condition(f"share {s:g}", s, (_runs(rng, 5, 5, rate),)) for s, rate in ((1.0, 0.05), (0.5, 0.2), (0.0, 0.6))]
     res = compare_conditions(WER, conds, n_resamples=200, seed=0)
-    assert res["trend"]["status"] == "compared" and res["trend"]["ci"]["delta_rel"] is not None
+    primary = next(t for t in res["tests"] if t["name"] == res["primary"])
+    assert primary["status"] == "compared" and primary["ci"]["delta_rel"] is not None
 
 
 def _study(tmp_path: Path, speakers: list[str], rates: dict, seeds: int, metric: str = "wer",
@@ -215,7 +217,7 @@ def test_the_conditions_step_runs_when_delta_rel_is_undefined(tmp_path, capsys):
                           db=str(tmp_path / "results.db"), task_type="st", lang_pair="fr-en", bootstrap=100,
                           bootstrap_seed=0)
     step.run()
-    assert "Δrel slope undefined" in capsys.readouterr().out
+    assert "Δrel undefined" in capsys.readouterr().out
     write_report(tmp_path / "results.db", tmp_path / "report")
     sentence = next(line for line in (tmp_path / "report" / "report.md").read_text().splitlines()
                     if line.startswith("- **st fr-en"))

@@ -1,6 +1,7 @@
 """The study's question, per task: once every row (and seed) of a task is scored, one step
 compares its pretraining conditions (analysis.conditions.compare_and_store) and stores the
-comparison and trend rows that the report's answer and condition tables read."""
+test rows (the primary test, the secondary and reference families) that the report's answer and
+condition tables read."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -11,9 +12,11 @@ from gendergap.steps.base import Graph, Step
 
 @dataclass(kw_only=True)
 class ConditionsStep(Step):
-    """Compare the conditions of one task (and language pair). A checkpoint's female share comes
-    from the study's registry (Table 3's F and M shares, written by the checkpoints step)."""
+    """Compare the conditions of one task (and language pair). A checkpoint's female share and file
+    come from the study's registry (Table 3's F and M shares, written by the checkpoints step); the
+    Δrel equivalence margin from the config's ``report: equivalence_margin`` (None: no "no change")."""
     KIND = "conditions"
+    ADDED_FIELDS = ("equivalence_margin",)
     results: dict                 # checkpoint -> its runs' result JSON files (one per seed)
     result_key: str | None        # where the scoring result sits in each JSON (bleu), or None
     sets: dict                    # checkpoint -> the pretraining set it was made from (config), or None
@@ -24,24 +27,36 @@ class ConditionsStep(Step):
     lang_pair: str
     bootstrap: int
     bootstrap_seed: int
+    equivalence_margin: float | None = None
+
+    def key_extra(self) -> dict:
+        # the pretraining run as the unit, test families, MDEs, the gap and ratio (issue 61): rows made
+        # before have none of them, and the report cannot answer from them
+        return {"inference": "run-unit+families+mde"}
 
     def run(self) -> None:
         from analysis.conditions import compare_and_store, female_share
         from analysis.report import load_registry
 
-        entries = {e["name"]: e for e in load_registry(self.registry)} if Path(self.registry).is_file() else {}
-        checkpoints = {ck: {"reference": ck in self.references, "set": self.sets.get(ck),
+        registry = Path(self.registry)
+        entries = {e["name"]: e for e in load_registry(registry)} if registry.is_file() else {}
+
+        def path(ck):   # a registry path may be relative to the registry's folder
+            p = entries.get(ck, {}).get("path")
+            return str(registry.parent / p) if p and not Path(p).is_absolute() else p
+        checkpoints = {ck: {"reference": ck in self.references, "set": self.sets.get(ck), "path": path(ck),
                             "share": female_share(entries.get(ck, {}))} for ck in self.results}
         res = compare_and_store(self.results, self.result_key, checkpoints, self.db, self.task_type, self.lang_pair,
-                                self.bootstrap, self.bootstrap_seed)
+                                self.bootstrap, self.bootstrap_seed, margin=self.equivalence_margin)
         if res is None:
             print(f"{self.name}: fewer than two conditions with a known female share: nothing to compare", flush=True)
             return
-        trend = res["trend"]
-        slope = trend["slope"]["delta_rel"] if trend else None   # None: Δrel undefined (scores of 0)
-        print(f"{self.name}: {len(res['conditions'])} conditions, {len(res['pairs'])} comparisons"
-              + (f"; Δrel slope {slope:+.2f} per 10 points of female share ({trend['status']})" if slope is not None
-                 else "; Δrel slope undefined (a condition scores 0 for both genders)" if trend else ""), flush=True)
+        primary = next((t for t in res["tests"] if t["family"] == "primary"), None)
+        est = primary["estimate"]["delta_rel"] if primary else None   # None: Δrel undefined (scores of 0)
+        print(f"{self.name}: {len(res['conditions'])} conditions, {len(res['tests'])} tests, unit {res['unit']}"
+              + (f"; primary: {primary['name']} Δrel {est:+.2f} ({primary['status']})" if est is not None
+                 else f"; primary: {primary['name']} Δrel undefined (a condition scores 0 for both genders)"
+                 if primary else "; no primary test (fewer than two shares)"), flush=True)
 
 
 @dataclass
@@ -75,6 +90,7 @@ def plan_conditions(g: Graph) -> list[str]:
             name=f"conditions:{tname}" + (f":{pair}" if pair else ""), results=dict(block.files),
             result_key=block.result_key, sets=sets, references=[ck for ck in block.files if g.is_baseline(ck)],
             registry=g.registry, db=g.db, task_type=block.task_type, lang_pair=pair, bootstrap=g.bootstrap,
-            bootstrap_seed=g.seed, deps=sorted(set(block.deps)) + ["checkpoints"], task=tname, pair=pair or None))
+            bootstrap_seed=g.seed, equivalence_margin=g.d["report"].get("equivalence_margin"),
+            deps=sorted(set(block.deps)) + ["checkpoints"], task=tname, pair=pair or None))
         names.append(step.name)
     return names
