@@ -72,34 +72,18 @@ def quantile(q: float, df: float | None) -> float:
 
 # --- the documented defaults ------------------------------------------------------------------------
 
-def _built_in_fit(slope_ci_widths: tuple, seed_sds: tuple) -> dict[str, float]:
-    """Components of Δrel from what docs/measurements.md reports of the built-in study (6 test
-    voices per gender, 3 seeds, one checkpoint per share at shares 0, 0.5 and 1).
-
-    Its slope over those shares weighs female-only and male-only by +-0.1 (balanced: 0), so a
-    slope CI of width W gives the SE of a female-vs-male Δrel difference as 10 x W / 3.92, and its
-    variance V_pair, averaged over the recorded runs. var_seed: the seeds' variance of a
-    condition's Δrel (mini-full's three seeds, pooled over the pretrained conditions; an upper
-    bound, as it still holds run-by-speaker noise). That analysis pooled the seeds without a
-    separate run term, V_pair = 2 [c_spk (1/6 + 1/6) + var_seed / 3], so c_spk is what remains.
-    var_run cannot be estimated from a design with one checkpoint per share: it is taken equal to
-    var_seed (a guess, said in every dry-run line that uses it)."""
-    v_pair = sum((SLOPE_UNIT * w / 3.92) ** 2 for w in slope_ci_widths) / len(slope_ci_widths)
-    var_seed = sum(s * s for s in seed_sds) / len(seed_sds)
-    c_spk = (v_pair / 2 - var_seed / 3) / (1 / 6 + 1 / 6)
-    return {"speaker": round(c_spk, 1), "run": round(var_seed, 1), "seed": round(var_seed, 1)}
-
-
-# Placeholders until a built-in study is run with the components stored (then: fitted from its
-# results.db, `gendergap sweep --dry-run --variance-from`). Inputs, docs/measurements.md: the slope
-# CIs of the 2026-11-28 demo record (asr-frozen -3.0..+0.2, st fr-en +2.4..+5.1) and of 2026-11-27
-# (-2.8..+1.7, +1.7..+4.8); the Δrel seed sds of mini-full's table (asr-frozen 2.5, 5.1, 3.9; st 2.7,
-# 5.3, 3.5). asr-e2e and gender-st ran one seed per condition there, nothing to fit: asr-e2e takes
-# asr-frozen's (the same test voices and WER), gender-st st's (BLEU).
-_FROZEN = _built_in_fit((3.2, 4.5), (2.5, 5.1, 3.9))
-_ST = _built_in_fit((2.7, 3.1), (2.7, 5.3, 3.5))
-DEFAULT_COMPONENTS = {"asr-frozen": _FROZEN, "asr-e2e": dict(_FROZEN), "st": _ST, "gender-st": dict(_ST)}
-RUN_AS_SEED = "var_run taken as var_seed: not estimable with one checkpoint per share"
+# Fitted on the built-in study (configs/mini.yaml: 6 test voices per gender, 3 seeds, one checkpoint per
+# share at 0, 0.5 and 1; the 2026-11-29 run of docs/demo-results.json): its conditions steps' speaker
+# and seed components (components_from_db of its results.db). var_run cannot be estimated with one
+# checkpoint per share: the guess is the seeds' variance of a condition's Δrel in mini-full (asr-frozen
+# sds 2.5, 5.1, 3.9: 15.8; st 2.7, 5.3, 3.5: 15.9), said in every dry-run line that uses it. asr-e2e
+# and gender-st ran one seed per condition: their own speaker component, the seed and run ones of
+# asr-frozen (the same voices and WER) and st (BLEU).
+DEFAULT_COMPONENTS = {"asr-frozen": {"speaker": 60.7, "run": 15.8, "seed": 0.0},
+                      "asr-e2e": {"speaker": 30.3, "run": 15.8, "seed": 0.0},
+                      "st": {"speaker": 68.8, "run": 15.9, "seed": 4.9},
+                      "gender-st": {"speaker": 114.8, "run": 15.9, "seed": 4.9}}
+RUN_AS_SEED = "var_run a guess (mini-full's seed variance): not estimable with one checkpoint per share"
 
 
 # --- a planned design -------------------------------------------------------------------------------
