@@ -41,10 +41,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis.bootstrap import GENDERS, RESULT_KEYS, draw_counts, resample_scores
-from analysis.contrasts import (ALPHA, adjust_families, curvature_weights, excess_spread, expand, expansion,
-                                finite_part, run_test, slope_weights, speaker_df, t_draws, welch_df)
+from analysis.contrasts import (adjust_families, curvature_weights, excess_spread, expand, expansion,
+                                finite_part, run_test, slope_weights, speaker_df, t_draws)
 from analysis.compare import check_pairable, metric_from, speaker_arrays
 from analysis.delta import delta_rel_array
+from analysis.power import ALPHA, COMPONENTS_ROW, SLOPE_UNIT, TREND_MIN_SHARES, welch_df
 from analysis.store import ResultsStore
 from corpora.base.boundary import read_json
 from corpora.base.errors import UserError
@@ -52,8 +53,6 @@ from corpora.base.provenance import file_fingerprint, file_sha256
 
 STATS = (*RESULT_KEYS, "gap", "ratio")   # RESULT_KEYS, the F - M gap in points and the F / M ratio
 LINEAR = ("F", "M", "all")               # averaged over seeds and checkpoints; the others follow from F and M
-SLOPE_UNIT = 10.0                        # a slope is per 10 points (percent) of female share
-MIN_TREND_SHARES = 4                     # a slope and its lack of fit need this many distinct shares
 SLOPE = "female share (slope per 10 points)"
 CURVATURE = "lack of fit (curvature)"
 MIN_SPEAKERS = 2                         # test speakers per gender a speaker resample needs to vary at all
@@ -224,7 +223,7 @@ def _plan_tests(pre: list[Condition], ref: list[Condition]) -> list[dict]:
     def add(name, kind, weights, family, a=None, b=None):
         tests.append({"name": name, "kind": kind, "a": a, "b": b, "weights": weights, "family": family})
     primary_pair = None
-    if len(shares) >= MIN_TREND_SHARES:
+    if len(shares) >= TREND_MIN_SHARES:
         x = np.array([100.0 * c.share for c in pre])
         add(SLOPE, "slope", dict(zip([c.name for c in pre], slope_weights(x, SLOPE_UNIT).tolist())), "primary")
     elif len(shares) >= 2:
@@ -234,7 +233,7 @@ def _plan_tests(pre: list[Condition], ref: list[Condition]) -> list[dict]:
     for a, b in itertools.combinations(pre, 2):
         if (a.name, b.name) != primary_pair:
             add(f"{a.name} vs {b.name}", "pair", {a.name: 1.0, b.name: -1.0}, "secondary", a.name, b.name)
-    if len(shares) >= MIN_TREND_SHARES:
+    if len(shares) >= TREND_MIN_SHARES:
         x = np.array([100.0 * c.share for c in pre])
         add(CURVATURE, "curvature", dict(zip([c.name for c in pre], curvature_weights(x).tolist())), "secondary")
     for r in ref:
@@ -305,7 +304,6 @@ def _export_components(levels, pre, comp, ctx) -> dict:
 
 # --- a study's conditions: from the rows' result files to the results store -----------------------
 
-COMPONENTS = "variance components"   # the rows' checkpoint name for Δrel's variance components
 
 
 def female_share(entry: dict) -> float | None:
@@ -350,7 +348,7 @@ def conditions_rows(res: dict, task: str, lang_pair: str, signature: str, n_utts
     its family (``{m}:family:<family>``, value: the family's size) and per statistic the estimate
     (``{m}:diff``, ``slope`` or ``curvature``, with CI) and ``_compared``, ``_p``, ``_p_adj``, ``_se``,
     ``_df``, ``_mde``, ``_nonfinite``, ``_equivalent``, ``_margin``, ``_called``; Δrel's variance
-    components under ``COMPONENTS``. The gap and ratio rows: stat_row_key."""
+    components under ``COMPONENTS_ROW``. The gap and ratio rows: stat_row_key."""
     m, rows = res["metric"], []
     n_spk = {"F": res["n_speakers"]["F"], "M": res["n_speakers"]["M"]}
     total = n_spk["F"] + n_spk["M"]
@@ -392,7 +390,7 @@ def conditions_rows(res: dict, task: str, lang_pair: str, signature: str, n_utts
             rows.append(row(t["name"], k, f"{what}_called", bool(t["called"][k])))
     for part in ("speaker", "run", "seed"):
         if res["components"][part] is not None:
-            rows.append(row(COMPONENTS, "delta_rel", f"var_{part}", res["components"][part]))
+            rows.append(row(COMPONENTS_ROW, "delta_rel", f"var_{part}", res["components"][part]))
     return rows
 
 

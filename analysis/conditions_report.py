@@ -20,12 +20,12 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis.conditions import (COMPONENTS, CURVATURE, FEW_SPEAKERS, MIN_SPEAKERS, MIN_TREND_SHARES, ONE_RUN, SLOPE,
+from analysis.conditions import (COMPONENTS_ROW, CURVATURE, FEW_SPEAKERS, MIN_SPEAKERS, TREND_MIN_SHARES, ONE_RUN, SLOPE,
                                  STATS, design_unit, stat_row_key)
-from analysis.contrasts import ALPHA, FAMILIES, family_levels
+from analysis.contrasts import FAMILIES, family_levels
 from analysis.metrics import get_metric
 from analysis.plots import save_png
-from analysis.power import POWER
+from analysis.power import ALPHA, POWER
 from corpora.base.atomic import write_text
 from analysis.tables import ASR_TASK_TITLES, fmt, fmt_ci, latex_table, markdown_table, task_title
 
@@ -268,8 +268,8 @@ def _answer(part, b, t, m, r, design, nonfinite) -> str:
 
 def _trend_clause(part, b, m) -> str:
     """2-3 shares: no trend; 4+: the lack-of-fit test of the line."""
-    if b["n_shares"] < MIN_TREND_SHARES:
-        return (f"no trend can be estimated from {b['n_shares']} shares (a dose-response needs {MIN_TREND_SHARES} "
+    if b["n_shares"] < TREND_MIN_SHARES:
+        return (f"no trend can be estimated from {b['n_shares']} shares (a dose-response needs {TREND_MIN_SHARES} "
                 "or more)")
     r = _get(part, CURVATURE, m, "curvature", "delta_rel")
     p = _value(part, CURVATURE, m, "curvature_p_adj", "delta_rel")
@@ -433,8 +433,8 @@ def _wide(task: str, pair: str, m: str, part: pd.DataFrame, b: dict) -> pd.DataF
         row["run_ids"] = " ".join(str(int(x)) for x in dict.fromkeys(part["run_id"]))
         out.append(row)
     for comp in ("speaker", "run", "seed"):   # Δrel's variance components (what a dry run reuses)
-        out.append({"checkpoint": COMPONENTS, "task": task, "lang_pair": pair, "row": f"var_{comp}",
-                    "delta_rel": _value(part, COMPONENTS, m, f"var_{comp}", "delta_rel")})
+        out.append({"checkpoint": COMPONENTS_ROW, "task": task, "lang_pair": pair, "row": f"var_{comp}",
+                    "delta_rel": _value(part, COMPONENTS_ROW, m, f"var_{comp}", "delta_rel")})
     return pd.DataFrame(out)
 
 

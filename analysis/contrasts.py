@@ -23,9 +23,8 @@ import math
 import numpy as np
 
 from analysis.bootstrap import percentile_ci
-from analysis.power import POWER, mde, quantile
+from analysis.power import ALPHA, POWER, mde, quantile
 
-ALPHA = 0.05
 FAMILIES = ("primary", "secondary", "reference")
 
 
@@ -56,16 +55,6 @@ def family_levels(tests: list[dict], alpha: float = ALPHA) -> dict[str, float]:
 def family_alpha(family: str, size: int, level: float) -> float:
     """The level a test of a family of ``size`` tests at ``level`` is held to at Holm's first step."""
     return level / max(1, size)
-
-
-def welch_df(parts: list[tuple[float, float | None]]) -> float | None:
-    """Welch-Satterthwaite degrees of freedom of a sum of variances, each (variance, df); df None:
-    known (the speaker part, from many resamples). None when no part has finite df (a normal)."""
-    total = sum(v for v, _ in parts)
-    den = sum(v * v / df for v, df in parts if df is not None and df > 0)
-    if den <= 0 or total <= 0:
-        return None
-    return total * total / den
 
 
 def t_draws(rng, scale: float, df: float | None, n: int) -> np.ndarray:

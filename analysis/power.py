@@ -42,8 +42,9 @@ from analysis.tables import clean_scores
 from corpora.base.errors import UserError
 
 POWER = 0.80   # the power a minimum detectable difference is stated at
-# The test's definitions a planned design is sized with. analysis.conditions (which imports this
-# module, so it cannot be imported here) runs the same tests: keep these equal to its own.
+# The tests' definitions, declared here (the lowest of analysis.power, .contrasts, .conditions) and
+# imported by the study's tests, so a planned design is sized with the very ones it will run.
+ALPHA = 0.05               # the level of the primary test, and the whole table's family-wise error
 SLOPE_UNIT = 10.0          # a slope is per 10 points (percent) of female share
 TREND_MIN_SHARES = 4       # a dose-response (slope + curvature) needs this many distinct shares
 # Where analysis.conditions stores a task's variance components of Δrel: rows of subset
@@ -131,14 +132,17 @@ def _terms(comp: dict, n_f: int, n_m: int, k: int, s: int, unit: str) -> tuple[f
     return comp["speaker"] * (1 / n_f + 1 / n_m), (run / k if unit == "checkpoint" else 0.0) + seed / (k * s)
 
 
-def welch_df(v_speakers: float, v_runs: float, df_runs: int) -> float | None:
-    """Welch-Satterthwaite df of a variance that adds a known part (the speakers': many resamples)
-    to one estimated on ``df_runs`` df, as the study's tests take it (analysis.contrasts.welch_df);
-    None (a normal) when the estimated part is 0."""
-    return (v_speakers + v_runs) ** 2 / (v_runs ** 2 / df_runs) if v_runs > 0 else None
+def welch_df(parts: list[tuple[float, float | None]]) -> float | None:
+    """Welch-Satterthwaite degrees of freedom of a sum of variances, each (variance, df); df None:
+    known (the speaker part, from many resamples). None when no part has finite df (a normal)."""
+    total = sum(v for v, _ in parts)
+    den = sum(v * v / df for v, df in parts if df is not None and df > 0)
+    if den <= 0 or total <= 0:
+        return None
+    return total * total / den
 
 
-def design_power(components: dict, n_f: int, n_m: int, shares, checkpoints, seeds, alpha: float = 0.05,
+def design_power(components: dict, n_f: int, n_m: int, shares, checkpoints, seeds, alpha: float = ALPHA,
                  power: float = POWER, reference: bool = False) -> DesignPower:
     """The primary test of a planned design and its MDE (module docstring). ``components``:
     {"speaker", "run" (None: taken as "seed"), "seed"}; ``shares``: the distinct female shares
@@ -165,7 +169,7 @@ def design_power(components: dict, n_f: int, n_m: int, shares, checkpoints, seed
     def test(weights: list[float], level: float) -> tuple[float | None, float, float | None]:
         v_spk = sum(wi * wi * t[0] for wi, t in zip(weights, terms))
         v_run = sum(wi * wi * t[1] for wi, t in zip(weights, terms))
-        df = welch_df(v_spk, v_run, df_runs)
+        df = welch_df([(v_spk, None), (v_run, df_runs)])
         return mde(math.sqrt(v_spk + v_run), df, level, power), math.sqrt(v_spk + v_run), df
     primary, se, df = test(w, alpha)
     secondary = None
@@ -176,7 +180,7 @@ def design_power(components: dict, n_f: int, n_m: int, shares, checkpoints, seed
     return DesignPower(kind, primary, se, df, unit, n_secondary, secondary)
 
 
-def design_mde(components: dict, n_f: int, n_m: int, shares, checkpoints, seeds, alpha: float = 0.05,
+def design_mde(components: dict, n_f: int, n_m: int, shares, checkpoints, seeds, alpha: float = ALPHA,
                power: float = POWER) -> float | None:
     """The primary test's MDE in Δrel points (slope: per 10 points of share) for a planned design;
     None when it cannot be estimated (one run per condition). See design_power."""

@@ -2,7 +2,7 @@
 # A user's first GPU node: does the whole GPU path run here, and how fast? One GPU, a few minutes.
 #   1. the built-in synthetic corpus (real wavs) and its fairseq / SpeechBrain manifests;
 #   2. wav2vec 2.0 `base` pretraining at fp16 (the recipe's precision), ~100 updates;
-#   3. feature extraction from that checkpoint on cuda at fp16, and the lead's throughput
+#   3. feature extraction from that checkpoint on cuda at fp16, and the throughput
 #      benchmark (benchmarks/bench_features.py --throughput);
 #   4. a few frozen-feature CTC ASR steps on cuda.
 # Prints the device name, updates/s and audio-seconds/s. Without CUDA it stops at once, one line.

@@ -61,18 +61,23 @@ def _aged(path: Path) -> Path:
 
 # --------------------------------------------------------------------------- synthesis overlays
 
+def _planted_link(link: Path, tmp_path: Path) -> tuple[Path, Path]:
+    """A day-old symlink at a leftover's name, pointing at someone's folder holding keep.txt."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("mine")
+    link.symlink_to(victim, target_is_directory=True)
+    _aged(link)
+    return link, victim
+
+
 def test_a_planted_overlay_name_never_crashes_the_synthesis_nor_is_followed(tmpdir_of_our_own, tmp_path):
     """A name with a number no pid has used to reach os.kill: OverflowError, every user's `corpus
     synth` broken by one planted folder. A planted symlink to someone's folder is never removed
     through (nor is the link: it is not a real folder)."""
     from corpora.synth.build import OVERLAY_PREFIX, _remove_stale_overlays
     huge = [_aged(tmpdir_of_our_own / f"{OVERLAY_PREFIX}{n}-x") for n in ("9" * 30, "99999999999", "4294967296")]
-    victim = tmp_path / "victim"
-    victim.mkdir()
-    (victim / "keep.txt").write_text("mine")
-    link = tmpdir_of_our_own / f"{OVERLAY_PREFIX}{_dead_pid()}-lnk"
-    link.symlink_to(victim, target_is_directory=True)
-    _aged(link)
+    link, victim = _planted_link(tmpdir_of_our_own / f"{OVERLAY_PREFIX}{_dead_pid()}-lnk", tmp_path)
     _remove_stale_overlays()   # no OverflowError
     assert all(p.is_dir() for p in huge)   # not well-formed: not ours to judge
     assert link.is_symlink() and (victim / "keep.txt").read_text() == "mine"
@@ -199,12 +204,7 @@ def test_a_later_sweep_removes_only_stale_socket_folders_of_this_user(tmpdir_of_
     fresh = tmpdir_of_our_own / f"gg-warm-{dead}-fresh123"   # another host's live sweep
     fresh.mkdir()
     planted = _aged(tmpdir_of_our_own / f"gg-warm-{'9' * 40}-x")
-    victim = tmp_path / "victim"
-    victim.mkdir()
-    (victim / "keep.txt").write_text("mine")
-    link = tmpdir_of_our_own / f"gg-warm-{dead}-lnk"
-    link.symlink_to(victim, target_is_directory=True)
-    _aged(link)
+    link, victim = _planted_link(tmpdir_of_our_own / f"gg-warm-{dead}-lnk", tmp_path)
     server = Server(tmp_path / "server.log")   # the cleanup runs here; the server is not started
     try:
         assert not stale.exists()

@@ -39,6 +39,9 @@ DB_COMMANDS = {
     "score-asr": lambda d, db: ["score", "asr", "--refs", d / "ref.tsv", "--hyps", d / "hyp.tsv", "--speakers",
                                 d / "utts.tsv", "--db", db, "--checkpoint", "F-tiny"],
     "trace": lambda d, db: ["trace", "--db", db, "--run", 1],
+    # an earlier study's variance components, read before the dry run plans anything
+    "sweep-variance-from": lambda d, db: ["sweep", "--config", Path(__file__).resolve().parents[1] / "configs" / "mini.yaml",
+                                          "--dry-run", "--out", d / "o", "--variance-from", db],
 }
 
 

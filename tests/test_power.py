@@ -345,14 +345,3 @@ def test_dry_run_groups_replicates_by_share_and_leaves_unknown_shares_out(tmp_pa
                                    "seeds, 6/6 test speakers; variance components from defaults fitted on the built-in "
                                    "study; var_run a guess (mini-full's seed variance): not estimable with one checkpoint per share")
     assert lines["st fr-en"].startswith("nothing to compare: 1 pretraining share(s) known")
-
-
-def test_the_design_is_sized_with_the_studys_own_definitions():
-    """analysis.power cannot import analysis.conditions (which imports it): the definitions both use
-    must stay equal (the slope's unit, the shares a trend needs, the level, the components' rows)."""
-    import inspect
-
-    from analysis import conditions, contrasts, power
-    assert power.SLOPE_UNIT == conditions.SLOPE_UNIT and power.TREND_MIN_SHARES == conditions.MIN_TREND_SHARES
-    assert power.COMPONENTS_ROW == conditions.COMPONENTS
-    assert inspect.signature(design_power).parameters["alpha"].default == contrasts.ALPHA == conditions.ALPHA
