@@ -99,13 +99,14 @@ def test_female_voices_are_far_higher_than_male(tiny):
 
 
 def test_evaluation_voices_of_one_variant_are_distinct_voices(tmp_path):
-    """The mini corpus's valid and test voices (6 test voices per gender from 2 variants each): two
-    voices of one variant differ by at least 10 Hz of median F0, measured on their own audio."""
+    """The mini corpus's valid and test voices (12 test voices per gender from 4 variants each): two
+    voices of one variant differ by at least 10 Hz of median F0, measured on their own audio, and the
+    test voices stay in their gender's range (female above 140 Hz, male below 135 Hz)."""
     from corpora.synth.build import SIZES, _run_speakers
     texts = ["Bonjour, je suis très content de vous voir aujourd'hui.", "Le chat noir dort sur le tapis rouge.",
              "Nous partirons demain matin à la première heure."]
     speakers = [s for role in EVAL_ROLES for s in make_speakers("fr", role, *SIZES["mini"].fr[role][:2], seed=0)]
-    assert sum(s.role == "test" and s.gender == "F" for s in speakers) >= 6
+    assert sum(s.role == "test" and s.gender == "F" for s in speakers) >= 12
     facts = _run_speakers(tmp_path, [(str(tmp_path), s, 0, [(f"{s.id}-{j}", t) for j, t in enumerate(texts)])
                                      for s in speakers], workers=2)
     f0 = {s.id: float(np.median([facts[f"{s.id}-{j}"]["f0"] for j in range(len(texts))])) for s in speakers}
@@ -113,12 +114,14 @@ def test_evaluation_voices_of_one_variant_are_distinct_voices(tmp_path):
         for b in speakers:
             if a.id < b.id and a.role == b.role and a.variant == b.variant:
                 assert abs(f0[a.id] - f0[b.id]) >= 10, (a.id, b.id, f0)
+    assert all(f0[s.id] > 140 if s.gender == "F" else f0[s.id] < 135 for s in speakers), f0
 
 
-def test_project_variants_speak_as_distinct_reproducible_female_voices(tmp_path, monkeypatch):
+def test_project_variants_speak_as_distinct_reproducible_voices_of_their_gender(tmp_path, monkeypatch):
     """The mini pretraining pool's female voices: 8 distinct variants, 4 of them the project's own
-    (corpora/synth/espeak_variants), which load from the overlay data folder, speak bit-identically in
-    two runs of fresh processes and at a female F0; the package's own data folder gains nothing."""
+    (corpora/synth/espeak_variants); the test role's other 4 (two female, two male), each variant in
+    one role only. They load from the overlay data folder, speak bit-identically in two runs of fresh
+    processes and at their gender's F0; the package's own data folder gains nothing."""
     import espeakng_loader
 
     from corpora.synth.build import OVERLAY_PREFIX, SIZES, _run_speakers
@@ -127,9 +130,12 @@ def test_project_variants_speak_as_distinct_reproducible_female_voices(tmp_path,
     pool = make_speakers("fr", "pretrain", *SIZES["mini"].fr["pretrain"][:2], seed=0)
     female = [s for s in pool if s.gender == "F"]
     assert len({s.variant for s in female}) == len(female) == len({s.variant for s in pool if s.gender == "M"})
-    assert sorted(s.variant for s in female if s.variant in own) == own and len(own) == 4
+    in_pool = sorted(s.variant for s in female if s.variant in own)
+    tested = make_speakers("fr", "test", 4, 4, seed=0)   # one speaker per test variant
+    in_test = sorted(s.variant for s in tested if s.variant in own)
+    assert len(in_pool) == len(in_test) == 4 and sorted(in_pool + in_test) == own
     texts = ["Le petit chat dort sur la chaise de la cuisine.", "Elle a vendu sa maison au bord de la mer."]
-    ours = [s for s in female if s.variant in own]
+    ours = [s for s in female + tested if s.variant in own]
     (tmp_path / "tmp").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))   # where the overlay data folder goes
     # a killed run's overlay (its process is gone) is removed by the next run; a live one's is kept
@@ -144,7 +150,8 @@ def test_project_variants_speak_as_distinct_reproducible_female_voices(tmp_path,
                           workers=2) for k in (0, 1)]
     assert {u: f["sha256"] for u, f in runs[0].items()} == {u: f["sha256"] for u, f in runs[1].items()}
     assert len({f["sha256"] for f in runs[0].values()}) == len(ours) * len(texts)   # distinct voices
-    assert all(f["f0"] > 170 for f in runs[0].values()), runs[0]
+    gender = {s.id: s.gender for s in ours}
+    assert all(f["f0"] > 170 if gender[u.rsplit("-", 1)[0]] == "F" else f["f0"] < 135 for u, f in runs[0].items()), runs[0]
     assert not set(own) & {p.name for p in (Path(espeakng_loader.get_data_path()) / "voices" / "!v").iterdir()}
     # the overlay is removed after each run; the stale one too, the live process's is not
     assert [p.name for p in (tmp_path / "tmp").glob(f"{OVERLAY_PREFIX}*")] == [live.name]

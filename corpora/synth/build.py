@@ -51,7 +51,7 @@ from corpora.synth.espeak import overlay_data_dir
 from corpora.synth.voices import Speaker, make_speakers
 from corpora.synth.worker import SAMPLE_RATE, speak_speaker
 
-GENERATOR_VERSION = 3  # bump when a change alters the generated files
+GENERATOR_VERSION = 4  # bump when a change alters the generated files
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ SIZES = {
     # test-only: a few utterances per role, seconds to build
     "tiny": Size(fr={"pretrain": (1, 1, 3), "train": (1, 1, 5), "valid": (1, 1, 2), "test": (1, 1, 12)},
                  gender={"train": (1, 1, 4), "valid": (1, 1, 2), "test": (1, 1, 4)}, train_sentences=8),
-    "mini": Size(fr={"pretrain": (8, 8, 180), "train": (3, 3, 340), "valid": (2, 2, 50), "test": (6, 6, 34)},
+    "mini": Size(fr={"pretrain": (8, 8, 180), "train": (3, 3, 340), "valid": (2, 2, 50), "test": (12, 12, 17)},
                  gender={"train": (3, 3, 300), "valid": (1, 1, 50), "test": (2, 2, 150)}, train_sentences=700),
     "small": Size(fr={"pretrain": (6, 6, 500), "train": (4, 4, 600), "valid": (2, 2, 100), "test": (6, 6, 84)},
                   gender={"train": (4, 4, 800), "valid": (1, 1, 100), "test": (2, 2, 300)}, train_sentences=2000),

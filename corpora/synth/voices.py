@@ -12,7 +12,7 @@ unseen voices); a role that needs more speakers than it has variants reuses a va
 a different pitch and rate.
 
 The evaluation roles (valid, test) need more distinct voices than espeak-ng has reproducible
-variants (the built-in study tests on 6 voices per gender, from 2 variants each). A reused
+variants (the built-in study tests on 12 voices per gender, from 4 variants each). A reused
 variant there is a new voice by its pitch: the k-th reuse moves the speaker's espeak-ng pitch
 by ``EVAL_PITCH_STEP`` x (1, -1, 2, -2, ...) from the variant's first speaker and keeps its pitch
 range (a wider range alone raised one voice's median F0 by ~20 Hz and undid the step): measured
@@ -41,8 +41,16 @@ VARIANTS = {
                  "M": ("m2", "m4", "m6", "m8", "Lee", "boris", "iven", "robert")},
     "train": {"F": ("f1", "belinda", "Andrea"), "M": ("m1", "m3", "m7", "Andy", "john")},
     "valid": {"F": ("aunty",), "M": ("m5",)},
-    "test": {"F": ("f4", "Annie"), "M": ("Denis", "Hugo")},
+    "test": {"F": ("f4", "Annie", "gg-f5", "gg-f6"), "M": ("Denis", "Hugo", "gg-m1", "gg-m2")},
 }
+# The test role's gg-* variants (2026-11-29, corpus generator 4): twelve test voices a gender from two
+# stock variants would put six voices on each, and espeak-ng's pitch steps are too uneven at the
+# ends of a variant's range for six to stay 10 Hz apart (measured: two Denis voices 5 Hz apart, and
+# male voices up to 142 Hz). Two more variants a gender (formants moved 8-14 %, each gender's own
+# pitch) give three voices a variant, the rule the valid and test roles already had. Checked with
+# scripts/check_voice_variants.py: bit-identical in fresh processes; median F0 gg-f5 204, gg-f6 218,
+# gg-m1 98, gg-m2 108 Hz; P(female) 0.87 / 0.90 / 0.21 / 0.12; nearest stock variant at distance
+# 3.1 / 4.4 / 2.7 / 2.2 (Annie, linda, m2, m3), none a near-copy of a training or pretraining voice.
 # The gg-f* variants: espeak-ng's reproducible female variants are all used above (except
 # anikaRobot, a robotic anika, and steph2/steph3, which share steph's formant frequencies), so the
 # female pretraining pool adds four variants written for this project (corpora/synth/espeak_variants:
