@@ -241,3 +241,32 @@ def mde_table(task: str, speakers=(6, 12, 24), runs=(1, 2, 3), seeds=(1, 3), sha
                 unit = "" if k >= 2 else " (checkpoint vs checkpoint)"
                 lines.append(f"| {n_shares} ({test}) | {k}{unit} | {s} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+# --- what one more of each replicate buys -----------------------------------------------------------
+
+SPEND_OPTIONS = ("test voices", "pretraining run", "downstream seed")
+
+
+def spend_table(components: dict, n: int, shares, runs: int, seeds: int, costs: dict[str, float],
+                voices_step: int | None = None) -> list[dict]:
+    """For a planned design (``n`` test voices a gender, ``runs`` pretraining runs per share, ``seeds``
+    downstream seeds per run), what each way of spending more buys: ``voices_step`` more test voices a
+    gender (default ``n``: twice as many), one more pretraining run per share, one more seed per run.
+    ``costs``: CPU-seconds of one more test voice pair (one female, one male voice through every job),
+    of one more run of every share (pretraining and its downstream jobs), of one more seed on every
+    run. Each row: option, what it adds, CPU-s, the primary test's MDE before and after, and the MDE
+    points it removes per 1,000 CPU-s (None where an MDE cannot be estimated)."""
+    step = voices_step or n
+    before = design_mde(components, n, n, shares, runs, seeds)
+    plans = {"test voices": (f"+{step} a gender", step * costs["voice_pair"], (n + step, runs, seeds)),
+             "pretraining run": ("+1 a share", costs["run"], (n, runs + 1, seeds)),
+             "downstream seed": ("+1 a run", costs["seed"], (n, runs, seeds + 1))}
+    rows = []
+    for option in SPEND_OPTIONS:
+        what, cpu, (n2, k2, s2) = plans[option]
+        after = design_mde(components, n2, n2, shares, k2, s2)
+        gain = None if before is None or after is None or cpu <= 0 else (before - after) / cpu * 1000
+        rows.append({"option": option, "adds": what, "cpu_s": cpu, "mde_before": before, "mde_after": after,
+                     "per_1000_cpu_s": gain})
+    return rows

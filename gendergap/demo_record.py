@@ -58,6 +58,25 @@ def _scores(report: Path) -> dict:
     return out
 
 
+def _conditions(report: Path) -> dict:
+    """{task label: {condition: {share, all, delta_rel, runs}}} from the report's conditions CSVs: a
+    condition's estimate is the mean over its pretraining runs (analysis.conditions)."""
+    out: dict = {}
+    for path in sorted(report.glob("conditions_*.csv")):
+        with open(path, encoding="utf-8", newline="") as f:
+            for row in csv.DictReader(f):
+                if row.get("row") != "condition" or row.get("all") in (None, ""):
+                    continue
+                label = " ".join(x for x in (row["task"], row.get("lang_pair") or "") if x)
+                share = row.get("female_share")
+                out.setdefault(label, {})[row["checkpoint"]] = {
+                    "share": round(float(share), 4) if share not in (None, "") else None,
+                    "all": round(float(row["all"]), 2),
+                    "delta_rel": round(float(row["delta_rel"]), 1) if row.get("delta_rel") else None,
+                    "runs": int(float(row.get("runs") or 1))}
+    return out
+
+
 def _answers(report_md: Path) -> dict:
     """{task label: the answer's first clause} from the report's "The answer" section."""
     out, on = {}, False
@@ -117,24 +136,44 @@ def make_record(config: Path, out: Path, rows: list[dict], parallel: int) -> dic
             "stages": {k: {"jobs": v["jobs"], "job_s": round(v["job_s"]), "span_s": round(v["last"] - v["first"]),
                            **({} if cpu is None else {"cpu_s": round(v["cpu_s"])})}
                        for k, v in stages.items()},
-            "scores": _scores(out / "report"), "answers": _answers(out / "report" / "report.md")}
+            "scores": _scores(out / "report"), "conditions": _conditions(out / "report"),
+            "answers": _answers(out / "report" / "report.md")}
+
+
+def _cell(s: dict | None) -> str:
+    if s is None:
+        return "-"
+    return f"{s['all']:.1f} ({s['delta_rel']:+.1f})" if s["delta_rel"] is not None else f"{s['all']:.1f}"
+
+
+def _render_conditions(rec: dict) -> list[str]:
+    """One row per task, one column per pretraining condition (female share, highest first, then the
+    reference): All and Δrel as the mean over the condition's runs, how many runs, the answer."""
+    conds: dict[str, float | None] = {}
+    for per in rec["conditions"].values():
+        for name, c in per.items():
+            conds.setdefault(name, c["share"])
+    order = sorted(conds, key=lambda n: (conds[n] is None, -(conds[n] or 0.0)))
+    head = [n if conds[n] is None else f"{n} ({100 * conds[n]:.0f} % F)" for n in order]
+    lines = ["| task (metric: All, Δrel; runs per condition) | " + " | ".join(head) + " | the report's answer |",
+             "|---|" + "---:|" * len(order) + "---|"]
+    for task, per in rec["conditions"].items():
+        metric = next(iter(rec["scores"].get(task, {}).values()), {}).get("metric", "")
+        runs = sorted({c["runs"] for n, c in per.items() if conds[n] is not None}) or [1]
+        count = f"{runs[0]}" if len(runs) == 1 else f"{runs[0]}-{runs[-1]}"
+        label = f"{task} ({metric}; {count} run{'s' if runs[-1] > 1 else ''})"
+        lines.append(f"| {label} | " + " | ".join(_cell(per.get(n)) for n in order)
+                     + f" | {rec['answers'].get(task, '-')} |")
+    return lines
 
 
 def render(rec: dict) -> str:
-    """The README's results block: one row per task (All and Δrel per checkpoint), the answer, the time."""
-    ckpts = list(dict.fromkeys(c for task in rec["scores"].values() for c in task))
-    lines = ["| task (metric: All, Δrel) | " + " | ".join(ckpts) + " | the report's answer |",
-             "|---|" + "---:|" * len(ckpts) + "---|"]
-    for task, per in rec["scores"].items():
-        metric = next(iter(per.values()))["metric"]
-        cells = []
-        for c in ckpts:
-            s = per.get(c)
-            cells.append("-" if s is None else f"{s['all']:.1f} ({s['delta_rel']:+.1f})" if s["delta_rel"] is not None
-                         else f"{s['all']:.1f}")
-        seeds = max(s["n_seeds"] for s in per.values())
-        label = f"{task} ({metric}{f', {seeds} seeds' if seeds > 1 else ''})"
-        lines.append(f"| {label} | " + " | ".join(cells) + f" | {rec['answers'].get(task, '-')} |")
+    """The README's results block: one row per task (All and Δrel per pretraining condition, or per
+    checkpoint in a record without conditions), the answer, the time."""
+    if rec.get("conditions"):
+        lines = _render_conditions(rec)
+    else:
+        lines = _render_checkpoints(rec)
     m = rec["machine"]
     stages = ", ".join(f"{k} {v['job_s']:,} s" for k, v in rec["stages"].items())
     cpu = f"{rec['cpu_s']:,} CPU-seconds (user + system) in its jobs, " if "cpu_s" in rec else ""
@@ -142,6 +181,21 @@ def render(rec: dict) -> str:
                   f"{cpu}{m['jobs_at_once']} jobs at once on {m['cores']} cores ({m['cpu']}); recorded {rec['recorded']} "
                   f"at git {rec['git_sha'][:12]}. Job time per stage: {stages}."]
     return "\n".join(lines)
+
+
+def _render_checkpoints(rec: dict) -> list[str]:
+    ckpts = list(dict.fromkeys(c for task in rec["scores"].values() for c in task))
+    lines = ["| task (metric: All, Δrel) | " + " | ".join(ckpts) + " | the report's answer |",
+             "|---|" + "---:|" * len(ckpts) + "---|"]
+    for task, per in rec["scores"].items():
+        metric = next(iter(per.values()))["metric"]
+        cells = []
+        for c in ckpts:
+            cells.append(_cell(per.get(c)))
+        seeds = max(s["n_seeds"] for s in per.values())
+        label = f"{task} ({metric}{f', {seeds} seeds' if seeds > 1 else ''})"
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {rec['answers'].get(task, '-')} |")
+    return lines
 
 
 def readme_block(text: str) -> str:

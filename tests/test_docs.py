@@ -119,3 +119,28 @@ def test_every_command_leaf_has_a_description_and_an_example():
             problems.append(f"{leaf}: {len(siblings)} example lines of other `{group}` commands "
                             f"(e.g. {siblings[0][:60]!r}) against {len(examples)} of its own")
     assert not problems, "\n".join(problems)
+
+
+def test_the_demo_record_renders_one_column_per_condition(tmp_path):
+    """With the report's conditions CSVs the README block has a column per pretraining condition (its
+    runs' mean), highest female share first and the reference last, not one per checkpoint; the runs counted are the pretrained conditions'."""
+    from gendergap.demo_record import make_record, render
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / "report.md").write_text("## The answer\n\n- **asr-frozen (WER)**: no difference detected (this "
+                                      "design detects 9.9 points): the slope\n")
+    (report / "table4_asr.csv").write_text("task,lang_pair,checkpoint,all,delta_rel,n_seeds\n"
+                                           "asr-frozen,,F-a,50.0,-30.0,1\nasr-frozen,,F-b,52.0,-20.0,1\n"
+                                           "asr-frozen,,M-a,40.0,-10.0,1\nasr-frozen,,FBANK,60.0,-5.0,3\n")
+    (report / "conditions_asr-frozen.csv").write_text(
+        "checkpoint,task,lang_pair,row,female_share,runs,all,delta_rel\n"
+        "male,asr-frozen,,condition,0.0,1,40.0,-10.0\nfemale,asr-frozen,,condition,1.0,2,51.0,-25.0\n"
+        "FBANK,asr-frozen,,condition,,3,60.0,-5.0\nfemale vs male,asr-frozen,,test,,,11.0,-15.0\n")
+    config = tmp_path / "mini.yaml"
+    config.write_text("name: x\n")
+    rows = [{"job": "a", "kind": "st", "seconds": 10.0, "cpu_s": 9.4, "started": 0.0, "finished": 10.0}]
+    block = render(make_record(config, tmp_path, rows, parallel=2)).splitlines()
+    assert block[0] == ("| task (metric: All, Δrel; runs per condition) | female (100 % F) | male (0 % F) | FBANK "
+                        "| the report's answer |")
+    assert block[2] == "| asr-frozen (WER; 1-2 runs) | 51.0 (-25.0) | 40.0 (-10.0) | 60.0 (-5.0) | no difference detected " \
+                       "(this design detects 9.9 points) |"

@@ -345,3 +345,22 @@ def test_dry_run_groups_replicates_by_share_and_leaves_unknown_shares_out(tmp_pa
                                    "seeds, 6/6 test speakers; variance components from defaults fitted on the built-in "
                                    "study; var_run a guess (mini-full's seed variance): not estimable with one checkpoint per share")
     assert lines["st fr-en"].startswith("nothing to compare: 1 pretraining share(s) known")
+
+
+def test_spend_table_prices_voices_runs_and_seeds_on_the_design_relation():
+    """What one more of each replicate buys: each row's MDE is design_mde of the design it describes,
+    and a component at 0 buys nothing (seeds when var_seed is 0)."""
+    from analysis.power import spend_table
+    comp = {"speaker": 60.0, "run": 16.0, "seed": 0.0}
+    shares = [0.0, 0.25, 0.5, 0.75, 1.0]
+    rows = {r["option"]: r for r in spend_table(comp, 12, shares, 2, 1, {"voice_pair": 40.0, "run": 8000.0,
+                                                                         "seed": 1800.0})}
+    base = design_mde(comp, 12, 12, shares, 2, 1)
+    assert rows["test voices"]["mde_after"] == design_mde(comp, 24, 24, shares, 2, 1) < base
+    assert rows["test voices"]["cpu_s"] == 12 * 40.0 and rows["test voices"]["adds"] == "+12 a gender"
+    assert rows["pretraining run"]["mde_after"] == design_mde(comp, 12, 12, shares, 3, 1) < base
+    assert rows["downstream seed"]["mde_after"] == pytest.approx(base) and rows["downstream seed"]["per_1000_cpu_s"] \
+        == pytest.approx(0.0, abs=1e-9)
+    per = {o: r["per_1000_cpu_s"] for o, r in rows.items()}
+    assert per["test voices"] > per["pretraining run"] > 0
+    assert per["test voices"] == pytest.approx((base - rows["test voices"]["mde_after"]) / 480 * 1000)
