@@ -256,7 +256,7 @@ def _answer(part, b, t, m, r, design, nonfinite) -> str:
         text += ("; with one checkpoint per share, the share's effect and the pretraining run's cannot be told apart "
                  f"({design})")
     else:
-        text += f" ({design})"
+        text += f" ({design}{_run_spread(part, m, b)})"
     if nonfinite:
         text += f"; {nonfinite} resamples with an undefined Δrel left out"
     if reference:
@@ -264,6 +264,17 @@ def _answer(part, b, t, m, r, design, nonfinite) -> str:
                 f"without pretraining, {text}." + _others(part, b, t, m))
     text += "; " + _trend_clause(part, b, m) + "."
     return text + _others(part, b, t, m)
+
+
+def _run_spread(part, m, b) -> str:
+    """With the pretraining run as the unit: how far Δrel moves between runs of one share beyond what
+    the test speakers move it (sqrt var_run; 0 when the runs agree within the speakers' noise)."""
+    if b["unit"] != "checkpoint":
+        return ""
+    var = _value(part, COMPONENTS_ROW, m, "var_run", "delta_rel")
+    if var is None:
+        return ""
+    return f"; Δrel's sd between pretraining runs of a share, beyond the speakers': {math.sqrt(max(var, 0.0)):.1f} points"
 
 
 def _trend_clause(part, b, m) -> str:

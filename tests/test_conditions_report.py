@@ -15,6 +15,7 @@ cell, and an answer sentence per design that claims only what the design support
 Names added by the fix are looked up inside the tests, so each fails on the code before it."""
 from __future__ import annotations
 
+import math
 import json
 import shutil
 from pathlib import Path
@@ -233,6 +234,9 @@ def test_five_shares_two_checkpoints_give_a_slope_with_its_lack_of_fit(tmp_path)
     assert f"{slope['estimate']['delta_rel']:+.1f} per 10 points" in sentence, sentence
     assert f"lack of fit (curvature) {curve['estimate']['delta_rel']:+.1f} points, Holm p" in sentence, sentence
     assert "5 shares x 2 checkpoints x 1 seed; 6 F, 6 M test speakers" in sentence and "told apart" not in sentence
+    # the pretraining run's own spread, the unit's variance component, in points
+    run_sd = math.sqrt(res["components"]["run"])
+    assert f"Δrel's sd between pretraining runs of a share, beyond the speakers': {run_sd:.1f} points" in sentence
     assert "per 10 points of share, women's WER is lower by" in sentence, sentence
     md = (tmp_path / "report" / "conditions_asr-frozen.md").read_text()
     assert "lack of fit (curvature)" in md and "p Holm (secondary, 11 tests, at 0.05, behind the primary test)" in md and "Unit: the pretraining run" in (
