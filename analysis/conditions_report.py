@@ -25,7 +25,7 @@ from analysis.conditions import (COMPONENTS_ROW, CURVATURE, FEW_SPEAKERS, MIN_SP
 from analysis.contrasts import FAMILIES, family_levels
 from analysis.metrics import get_metric
 from analysis.plots import save_png
-from analysis.power import ALPHA, POWER
+from analysis.power import ALPHA, POWER, SLOPE_UNIT
 from corpora.base.atomic import write_text
 from analysis.tables import ASR_TASK_TITLES, fmt, fmt_ci, latex_table, markdown_table, task_title
 
@@ -246,7 +246,8 @@ def _answer(part, b, t, m, r, design, nonfinite) -> str:
                 "(equivalence test)")
     else:
         text = (f"no {'slope' if slope else 'difference'} detected (this design detects "
-                f"{'slopes' if slope else 'differences'} of {mde:.1f}{per} or more): {numbers}"
+                f"{'slopes' if slope else 'differences'} of {mde:.1f}{per} or more{_over_span(b, mde) if slope else ''}): "
+                f"{numbers}"
                 if mde is not None else f"no {'slope' if slope else 'difference'} detected: {numbers}")
         if margin is not None:
             text += f"; not shown equivalent within ±{margin:.1f}{per} either"
@@ -264,6 +265,13 @@ def _answer(part, b, t, m, r, design, nonfinite) -> str:
                 f"without pretraining, {text}." + _others(part, b, t, m))
     text += "; " + _trend_clause(part, b, m) + "."
     return text + _others(part, b, t, m)
+
+
+def _over_span(b: dict, per_unit: float) -> str:
+    """A slope per 10 points read over the shares' span: `, 16.0 from 0 to 100 % female`."""
+    shares = [c["share"] for c in b["conditions"].values() if c["share"] is not None]
+    lo, hi = 100 * min(shares), 100 * max(shares)
+    return f", {per_unit * (hi - lo) / SLOPE_UNIT:.1f} from {lo:.0f} to {hi:.0f} % female"
 
 
 def _run_spread(part, m, b) -> str:

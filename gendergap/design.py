@@ -196,6 +196,9 @@ def design_line(d: TaskDesign, measured: dict | None, source: str) -> str:
                 + (f"; with 2 seeds per checkpoint: {more.mde:.1f} Δrel points" + (f" per {SLOPE_UNIT:g} points of share"
                    if more.primary == "slope" else "") if more and more.mde is not None else ""))
     per = f" per {SLOPE_UNIT:g} points of share" if p.primary == "slope" else ""
+    if p.primary == "slope":   # the same test read as a difference between the lowest and highest share
+        span = 100 * (max(d.shares) - min(d.shares))
+        per += f" ({p.mde * span / SLOPE_UNIT:.1f} from {100 * min(d.shares):.0f} to {100 * max(d.shares):.0f} % female)"
     note = ("one pretraining run per share: a checkpoint against a checkpoint, the share's effect not told from the "
             "run's" if p.unit == "seed" else RUN_AS_SEED if run_guessed else "")
     return (head + f"{test} {p.mde:.1f} Δrel points{per} with {layout}; variance components from {where}"

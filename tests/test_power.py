@@ -339,10 +339,10 @@ def test_dry_run_groups_replicates_by_share_and_leaves_unknown_shares_out(tmp_pa
     rc, out, err = run_text(capsys, "sweep", "--config", cfg, "--out", tmp_path / "o", "--dry-run")
     assert rc == 0, err
     lines = _mde_lines(out)
-    two = design_power(DEFAULT_COMPONENTS["asr-frozen"], 6, 6, [1.0, 0.0], 2, 2)
+    two = design_power(DEFAULT_COMPONENTS["asr-frozen"], 12, 12, [1.0, 0.0], 2, 2)
     assert two.unit == "checkpoint"
     assert lines["asr-frozen"] == (f"100% F vs male {two.mde:.1f} Δrel points with 2 shares x 2 pretraining runs x 2 "
-                                   "seeds, 6/6 test speakers; variance components from defaults fitted on the built-in "
+                                   "seeds, 12/12 test speakers; variance components from defaults fitted on the built-in "
                                    "study; var_run a guess (mini-full's seed variance): not estimable with one checkpoint per share")
     assert lines["st fr-en"].startswith("nothing to compare: 1 pretraining share(s) known")
 
