@@ -269,8 +269,8 @@ def _answer(part, b, t, m, r, design, nonfinite) -> str:
 
 def _over_span(b: dict, per_unit: float) -> str:
     """A slope per 10 points read over the shares' span: `, 16.0 from 0 to 100 % female`."""
-    shares = [c["share"] for c in b["conditions"].values() if c["share"] is not None]
-    lo, hi = 100 * min(shares), 100 * max(shares)
+    shares = [c["share"] for c in b["conditions"].values() if c["share"] is not None]   # stored in percent
+    lo, hi = min(shares), max(shares)
     return f", {per_unit * (hi - lo) / SLOPE_UNIT:.1f} from {lo:.0f} to {hi:.0f} % female"
 
 

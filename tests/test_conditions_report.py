@@ -370,3 +370,17 @@ def test_the_margin_is_a_config_key_that_reaches_the_step(tmp_path):
         with pytest.raises(UserError) as e:
             load_config(path)
         assert str(e.value).startswith(f"{path}:9: 'report.equivalence_margin'") and "\n" not in str(e.value), e.value
+
+
+def test_a_slope_not_detected_says_its_mde_per_10_points_and_over_the_span(tmp_path):
+    """No effect planted: "no slope detected", with the slope the design detects per 10 points of
+    share and the same read as a difference between the lowest and the highest share."""
+    results, checkpoints = _study(tmp_path, _five_by_two(0.0), 1, run_sd=0.05)
+    res = compare_and_store(results, None, checkpoints, str(tmp_path / "results.db"), "asr-frozen", "",
+                            bootstrap=1000, seed=0)
+    slope = _test(res, cond.SLOPE)
+    assert not slope["called"]["delta_rel"]
+    mde = slope["mde"]["delta_rel"]
+    sentence = _sentence(tmp_path)
+    assert (f"no slope detected (this design detects slopes of {mde:.1f} Δrel points per 10 points of share or "
+            f"more, {10 * mde:.1f} from 0 to 100 % female)") in sentence, sentence
