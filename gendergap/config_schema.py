@@ -112,6 +112,10 @@ Pct = Annotated[Num | None, _amount("a percentage", hi=100)]
 Seeds = Annotated[list[int] | None, AfterValidator(_distinct_seeds), Field(
     description="training seeds: train once per seed; the task's rows report mean ± sd over seeds and a CI "
                 "pooled over seeds and speakers (default: one run, the study's seed)")]
+ReferenceSeeds = Annotated[list[int] | None, AfterValidator(_distinct_seeds), Field(
+    description="training seeds for the reference row (FBANK) only, in place of `seeds`: it has no pretraining run "
+                "to replicate, so its spread between training seeds stands in for a condition's run-to-run spread "
+                "when the pretrained rows are compared with it (default: `seeds`)")]
 Hparams = Annotated[str | None, Field(
     description="a YAML file of plain KEY: VALUE hyper-parameter overrides (e.g. `lr: 1.0e-3`, `text_norm: "
                 "{lowercase: false}`), applied over the recipe's own template (downstream_asr/hparams/); read as "
@@ -185,6 +189,7 @@ class AsrFrozenTask(TaskBase):
     hparams: Hparams = None
     overrides: AsrOverrides = []
     seeds: Seeds = None
+    reference_seeds: ReferenceSeeds = None
 
 
 class StTask(TaskBase):
@@ -207,6 +212,7 @@ class StTask(TaskBase):
     mustshe: str | None = Field(None, description="MuST-SHE TSV to score the test hypotheses with (gender-st; "
                                 "with seeds, the first seed's hypotheses)")
     seeds: Seeds = None
+    reference_seeds: ReferenceSeeds = None
 
     @model_validator(mode="after")
     def _fairseq_precision(self) -> "StTask":
@@ -230,8 +236,9 @@ class Checkpoint(Section):
     baseline: Literal["fbank"] | None = Field(
         None, description="a reference row without pretraining: `fbank` (80-d log-mel filterbanks stacked to "
         "20 ms; the checkpoint must be named FBANK). Runs the frozen-feature tasks, not asr-e2e")
-    shipped: str | None = Field(None, description="a checkpoint shipped with gendergap (tiny-female, tiny-male, "
-                                "tiny-balanced)")
+    shipped: str | None = Field(None, description="a checkpoint shipped with gendergap: tiny-female, tiny-f75, "
+                                "tiny-balanced, tiny-f25, tiny-male (two runs each: add -2 for the second; "
+                                "ssl_pretrain/shipped/PROVENANCE.md)")
     path: str | None = Field(None, description="a fairseq .pt, or a transformers folder of a supported family: "
                              "wav2vec2 (XLS-R, MMS), hubert, wavlm, data2vec-audio, wav2vec2-conformer, wav2vec2-bert")
     registered: str | None = Field(None, description="or: the name of an entry of the study's `registry` (`gendergap "
@@ -246,6 +253,10 @@ class Checkpoint(Section):
                                  "takes hours and gender shares from its selection_report.json")
     preset: str = Field("tiny", description="pretraining preset when `pretrain` is set")
     updates: int = Field(1000, description="pretraining updates when `pretrain` is set")
+    seed: int | None = Field(None, description="pretraining seed when `pretrain` is set (or under `study "
+                             "--pretrain`): one pretraining run of its set; two checkpoints of one set with "
+                             "different seeds are two runs, the replicates of a share's effect (default: the "
+                             "study's seed)")
     continue_updates: int = Field(0, description="then continue the accepted checkpoint by this many updates (a warm "
                                   "start: fresh optimizer and schedule); the shipped checkpoints: 1000, then 5000")
     note: str | None = Field(None, description="free text for the registry")

@@ -48,28 +48,33 @@ def test_builtin_configs_validate_and_plan():
     mini = load_config(CONFIG_DIR / "mini.yaml")
     jobs = plan_jobs(mini, "/tmp/never-written")
     names = [j.name for j in jobs]
-    # three checkpoints x (e2e, frozen, st, gender-st, mustshe, probes) + their data and features
-    for ck in ("F-tiny", "M-tiny", "B-tiny"):
-        for prefix in ("asr-e2e:", "asr-frozen:", "probes:", "features:"):
-            assert any(n.startswith(prefix + ck) for n in names), (prefix, ck)
-        assert f"st:{ck}:fr-en" in names and f"gender-st:{ck}:en-fr" in names and f"mustshe:{ck}:en-fr" in names
+    by = {j.name: j for j in jobs}
+    # five shares x two pretraining runs: frozen ASR and ST on all ten, once each (the run is the
+    # replicate); fine-tuning, the gender set and the probes on each share's first run
+    runs = [f"{s}-tiny{r}" for s in ("F", "F75", "B", "F25", "M") for r in ("", "-2")]
+    firsts = [r for r in runs if not r.endswith("-2")]
+    for ck in runs:
+        assert f"asr-frozen:{ck}" in names and f"st:{ck}:fr-en" in names and f"features:{ck}" in by
+        assert by[f"asr-frozen:{ck}"].kind == "asr-frozen" and by[f"st:{ck}:fr-en"].kind == "st"   # no seeds
+        assert (f"asr-e2e:{ck}" in names) == (f"gender-st:{ck}:en-fr" in names) == (f"probes:{ck}" in names) \
+            == (ck in firsts), ck
+    assert sum(j.kind == "features" for j in jobs) == 11   # the ten checkpoints and FBANK
     position = {n: i for i, n in enumerate(names)}
     for job in jobs:  # dependency order: every job after what it needs
         assert all(position[d] < position[job.name] for d in job.deps)
-    by = {j.name: j for j in jobs}
     assert by["mustshe:F-tiny:en-fr"].deps == ["gender-st:F-tiny:en-fr"]       # ST before MuST-SHE scoring
-    # one extraction per checkpoint feeds every frozen-feature task: every layer of both corpora
-    # asr-frozen and st train three seeds each, pooled under the row's name
-    assert by["st:F-tiny:fr-en:seed0"].deps == ["features:F-tiny"] and by["st:F-tiny:fr-en"].kind == "seeds"
-    assert by["asr-frozen:F-tiny"].deps == [f"asr-frozen:F-tiny:seed{s}" for s in (0, 1, 2)]
-    assert "features:F-tiny" in by["asr-frozen:F-tiny:seed1"].deps and "features:F-tiny" in by["probes:F-tiny"].deps
-    # each task's conditions compared once its rows are pooled, before the report
-    assert by["conditions:asr-frozen"].deps == ["asr-frozen:B-tiny", "asr-frozen:F-tiny", "asr-frozen:FBANK",
-                                                "asr-frozen:M-tiny", "checkpoints"]
+    # the reference row has no pretraining run: its replicates are three training seeds, pooled
+    assert by["st:FBANK:fr-en:seed0"].deps == ["features:FBANK"] and by["st:FBANK:fr-en"].kind == "seeds"
+    assert by["asr-frozen:FBANK"].deps == [f"asr-frozen:FBANK:seed{s}" for s in (0, 1, 2)]
+    assert "features:F-tiny" in by["asr-frozen:F-tiny"].deps and "features:F-tiny" in by["probes:F-tiny"].deps
+    # each task's conditions compared once its rows are in, before the report
+    assert by["conditions:asr-frozen"].deps == sorted([f"asr-frozen:{ck}" for ck in runs + ["FBANK"]] + ["checkpoints"])
     assert by["conditions:asr-frozen"].references == ["FBANK"] and by["conditions:st:fr-en"].result_key == "bleu"
-    assert len(by["conditions:st:fr-en"].results["M-tiny"]) == 3 and len(by["conditions:asr-e2e"].results["M-tiny"]) == 1
+    assert len(by["conditions:st:fr-en"].results["FBANK"]) == 3 and len(by["conditions:st:fr-en"].results["M-tiny"]) == 1
     assert {"conditions:asr-e2e", "conditions:asr-frozen", "conditions:st:fr-en"} <= set(by["report"].deps)
-    assert sum(j.kind == "features" for j in jobs) == 4  # the three checkpoints and FBANK
+    # two runs of a share differ in their pretraining seed only (run 2: the seed rule from 10)
+    entries = {e["name"]: e for e in by["checkpoints"].entries}
+    assert entries["F-tiny"]["make_up"] == entries["F-tiny-2"]["make_up"] and len(entries) == 10
     # the FBANK reference row: frozen ASR, fr-en ST and probes on its one output, nothing to fine-tune
     assert {"asr-frozen:FBANK", "st:FBANK:fr-en", "probes:FBANK", "features:FBANK"} <= set(names)
     assert not any(n.startswith(("asr-e2e:FBANK", "gender-st:FBANK")) for n in names)
@@ -79,6 +84,12 @@ def test_builtin_configs_validate_and_plan():
     requests = by["features:F-tiny"].requests
     assert sorted((r["corpus"], r["layers"], str(r["probe_seed"])) for r in requests) == [
         ("synth-fr", "1", "None"), ("synth-fr", "all", "0"), ("synth-fr", "all", "None"), ("synth-gender", "1", "None")]
+    assert sorted((r["corpus"], r["layers"], str(r["probe_seed"])) for r in by["features:F-tiny-2"].requests) == [
+        ("synth-fr", "1", "None"), ("synth-fr", "all", "None")]   # no probes, no gender set on a second run
+    # the earlier three-share design stays runnable (its cost is compared with this one's)
+    three = {j.name: j for j in plan_jobs(load_config(CONFIG_DIR / "mini-three-shares.yaml"), "/tmp/never-written")}
+    assert three["asr-frozen:F-tiny"].deps == [f"asr-frozen:F-tiny:seed{s}" for s in (0, 1, 2)]
+    assert sum(j.kind == "features" for j in three.values()) == 4
     # auto without resources.gpus runs on the CPU: a job never takes a GPU it did not ask for
     assert {(j.device, j.precision) for j in jobs if j.kind in ("asr-e2e", "asr-frozen", "st", "probes")} == {
         ("cpu", "fp32")}
@@ -429,3 +440,44 @@ def test_the_slurm_executor_settings_reach_each_array_sbatch_script(tmp_path):
         assert line in script.splitlines(), script
     setup = script.split("# setup\n")[1].split("\n\n")[0].splitlines()
     assert setup == ["module load cuda/12.1", "export X=1"], script
+
+
+def test_study_pretrain_makes_all_ten_runs_again_with_their_own_seeds():
+    """`gendergap study --pretrain`: every shipped checkpoint of the built-in study becomes a pretraining
+    job on its set; a share's two runs differ in the seed their seed rule starts from (0 and 10)."""
+    from gendergap.study import with_pretraining
+    jobs = {j.name: j for j in plan_jobs(with_pretraining(load_config(CONFIG_DIR / "mini.yaml")), "/tmp/never-written")}
+    pre = {n.split(":", 1)[1]: j for n, j in jobs.items() if j.kind == "pretrain"}
+    assert len(pre) == 10
+    assert {ck: j.seed for ck, j in pre.items()} == {ck: 10 if ck.endswith("-2") else 0 for ck in pre}
+    assert {Path(j.manifest).name for j in pre.values()} == {"female", "f75", "balanced", "f25", "male"}
+    assert pre["F25-tiny"].manifest == pre["F25-tiny-2"].manifest and pre["F25-tiny"].key != pre["F25-tiny-2"].key
+    assert all(j.updates == 1000 and j.continue_updates == 5000 for j in pre.values())
+    assert all(e["pretrain_dir"] and e["path"] is None for e in jobs["checkpoints"].entries)
+
+
+def test_a_checkpoint_seed_is_an_integer(tmp_path):
+    bad = write(tmp_path, GOOD.replace("F-tiny: {shipped: tiny-female, pretrained_on: female}",
+                                    "F-tiny: {shipped: tiny-female, pretrained_on: female, seed: ten}"))
+    err = cli("sweep", "--config", str(bad), "--out", str(tmp_path / "o"), "--dry-run")
+    assert err.returncode == 2 and "seed" in err.stderr and len(err.stderr.strip().splitlines()) == 1, err.stderr
+
+
+def test_reference_seeds_replicate_the_reference_row_only(tmp_path):
+    """`reference_seeds`: FBANK (no pretraining run to replicate) trains once per seed and pools them;
+    the pretrained rows keep `seeds` (here none: one run each, the pretraining run the replicate)."""
+    text = GOOD.replace("  M-tiny: {shipped: tiny-male, pretrained_on: male}\n",
+                        "  M-tiny: {shipped: tiny-male, pretrained_on: male}\n  FBANK: {baseline: fbank}\n")
+    text = text.replace("asr-frozen: {corpus: synth-fr, overrides: [max_steps=2]}",
+                        "asr-frozen: {corpus: synth-fr, overrides: [max_steps=2], reference_seeds: [4, 5]}")
+    text = text.replace("checkpoints: [F-tiny]}", "checkpoints: [F-tiny, FBANK], reference_seeds: [1, 2, 3]}")
+    by = {j.name: j for j in plan_jobs(load_config(write(tmp_path, text)), tmp_path / "o")}
+    assert by["asr-frozen:F-tiny"].kind == "asr-frozen" and "asr-frozen:F-tiny:seed4" not in by
+    assert by["asr-frozen:FBANK"].kind == "seeds" and by["asr-frozen:FBANK"].seeds == [4, 5]
+    assert "seed=5" in by["asr-frozen:FBANK:seed5"].overrides
+    assert by["st:FBANK:fr-en"].seeds == [1, 2, 3] and by["st:FBANK:fr-en:seed3"].train_seed == 3
+    assert by["st:F-tiny:fr-en"].kind == "st"
+    assert [len(by["conditions:asr-frozen"].results[c]) for c in ("F-tiny", "M-tiny", "FBANK")] == [1, 1, 2]
+    bad = write(tmp_path, text.replace("reference_seeds: [4, 5]", "reference_seeds: [4, 4]"))
+    err = cli("sweep", "--config", str(bad), "--out", str(tmp_path / "o"), "--dry-run")
+    assert err.returncode == 2 and "distinct" in err.stderr and len(err.stderr.strip().splitlines()) == 1, err.stderr

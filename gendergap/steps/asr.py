@@ -90,15 +90,16 @@ def plan_asr(g: Graph, tname: str, t: dict) -> None:
             layer=g.layer(ck, t["layer"]) if frozen else None, feature_store=g.store if frozen else None,
             deps=["checkpoints", data.name] + ([g.features_of(ck, t)] if frozen else []),
             resources=dict(t["resources"]), task=tname, checkpoint=ck, outputs=[str(run)])
-        if not t["seeds"]:
+        seeds = g.seeds_of(t, ck)
+        if not seeds:
             g.add(step)
             declare_results(g, tname, t, ck, [str(run / f"{SUBSET}.wer.json")], step.name)
             continue
-        declare_results(g, tname, t, ck, [str(run / f"seed{s}" / f"{SUBSET}.wer.json") for s in t["seeds"]], step.name)
+        declare_results(g, tname, t, ck, [str(run / f"seed{s}" / f"{SUBSET}.wer.json") for s in seeds], step.name)
         add_seeded(g, step, [(s, dataclasses.replace(
             step, name=f"{step.name}:seed{s}", out=str(run / f"seed{s}"), subset=f"{SUBSET}@seed{s}",
             overrides=[*t["overrides"], f"seed={s}"], deps=list(step.deps), outputs=[str(run / f"seed{s}")]),
-            str(run / f"seed{s}" / f"{SUBSET}.wer.json")) for s in t["seeds"]])
+            str(run / f"seed{s}" / f"{SUBSET}.wer.json")) for s in seeds])
 
 
 def _refuse_unfinetunable(g: Graph, tname: str, ck: str) -> None:

@@ -234,6 +234,13 @@ class Graph:
     def is_baseline(self, ck: str) -> bool:
         return bool(self.cfg.checkpoints[ck]["baseline"])
 
+    def seeds_of(self, t: dict, ck: str) -> list[int] | None:
+        """The training seeds a task runs on a checkpoint: the reference row (FBANK) takes the task's
+        ``reference_seeds`` where given (it has no pretraining run to replicate), every other row ``seeds``."""
+        if self.is_baseline(ck) and t.get("reference_seeds"):
+            return t["reference_seeds"]
+        return t["seeds"]
+
     def layer(self, ck: str, layer) -> str:
         """The layer a task reads; filterbanks have one output (0), so any layer but `all` means it."""
         return str(layer) if not self.is_baseline(ck) or str(layer) == "all" else "0"

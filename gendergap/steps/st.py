@@ -153,7 +153,8 @@ def plan_st(g: Graph, tname: str, t: dict) -> None:
                 train_seed=g.seed + 1, overrides=list(t["overrides"]), db=g.db, bootstrap=g.bootstrap, bootstrap_seed=g.seed,
                 **task_runtime(t), trust=g.trust, deps=[g.features_of(ck, t)], resources=dict(t["resources"]),
                 eval_corpus=t["eval_corpus"], task=tname, checkpoint=ck, pair=pair, outputs=[str(model)])
-            if not t["seeds"]:
+            seeds = g.seeds_of(t, ck)
+            if not seeds:
                 g.add(step)
                 hyp, scored = model / "test.hyp", step.name
                 declare_results(g, tname, t, ck, [f"{hyp}.json"], step.name, pair=pair, result_key="bleu")
@@ -161,11 +162,11 @@ def plan_st(g: Graph, tname: str, t: dict) -> None:
                 add_seeded(g, step, result_key="bleu", per_seed=[(s, dataclasses.replace(
                     step, name=f"{step.name}:seed{s}", out=str(model / f"seed{s}"), train_seed=s,
                     subset=f"{SUBSET}@seed{s}", deps=list(step.deps), outputs=[str(model / f"seed{s}")]),
-                    str(model / f"seed{s}" / "test.hyp.json")) for s in t["seeds"]])
-                declare_results(g, tname, t, ck, [str(model / f"seed{s}" / "test.hyp.json") for s in t["seeds"]],
+                    str(model / f"seed{s}" / "test.hyp.json")) for s in seeds])
+                declare_results(g, tname, t, ck, [str(model / f"seed{s}" / "test.hyp.json") for s in seeds],
                                 step.name, pair=pair, result_key="bleu")
-                hyp = model / f"seed{t['seeds'][0]}" / "test.hyp"  # MuST-SHE: the first seed's output
-                scored = f"{step.name}:seed{t['seeds'][0]}"
+                hyp = model / f"seed{seeds[0]}" / "test.hyp"  # MuST-SHE: the first seed's output
+                scored = f"{step.name}:seed{seeds[0]}"
             if t["mustshe"]:
                 g.add(MustsheStep(name=f"mustshe:{ck}:{pair}", tsv=g.path(t["mustshe"], base=Path(g.table).parent),
                                   hyps=str(hyp), db=g.db, ckpt=ck, lang_pair=pair, deps=[scored], task=tname,
