@@ -270,3 +270,16 @@ def spend_table(components: dict, n: int, shares, runs: int, seeds: int, costs: 
         rows.append({"option": option, "adds": what, "cpu_s": cpu, "mde_before": before, "mde_after": after,
                      "per_1000_cpu_s": gain})
     return rows
+
+
+def spend_markdown(task: str, n: int, shares, runs: int, seeds: int, costs: dict[str, float],
+                   components: dict | None = None) -> str:
+    """spend_table as the docs' Markdown table, for ``task``'s DEFAULT_COMPONENTS (or ``components``)."""
+    rows = spend_table(components or DEFAULT_COMPONENTS[task], n, shares, runs, seeds, costs)
+    lines = ["| one more | adds | CPU-s | primary MDE before | after | MDE points per 1,000 CPU-s |",
+             "|---|---|---:|---:|---:|---:|"]
+    for r in rows:
+        gain = "–" if r["per_1000_cpu_s"] is None else f"{r['per_1000_cpu_s']:.3f}"
+        lines.append(f"| {r['option']} | {r['adds']} | {r['cpu_s']:,.0f} | {_cell(r['mde_before'])} | "
+                     f"{_cell(r['mde_after'])} | {gain} |")
+    return "\n".join(lines)

@@ -237,8 +237,8 @@ class Checkpoint(Section):
         None, description="a reference row without pretraining: `fbank` (80-d log-mel filterbanks stacked to "
         "20 ms; the checkpoint must be named FBANK). Runs the frozen-feature tasks, not asr-e2e")
     shipped: str | None = Field(None, description="a checkpoint shipped with gendergap: tiny-female, tiny-f75, "
-                                "tiny-balanced, tiny-f25, tiny-male (two runs each: add -2 for the second; "
-                                "ssl_pretrain/shipped/PROVENANCE.md)")
+                                "tiny-balanced, tiny-f25, tiny-male, and the second runs tiny-female-2, tiny-f75-2, "
+                                "tiny-balanced-2, tiny-male-2 (ssl_pretrain/shipped/PROVENANCE.md)")
     path: str | None = Field(None, description="a fairseq .pt, or a transformers folder of a supported family: "
                              "wav2vec2 (XLS-R, MMS), hubert, wavlm, data2vec-audio, wav2vec2-conformer, wav2vec2-bert")
     registered: str | None = Field(None, description="or: the name of an entry of the study's `registry` (`gendergap "

@@ -188,15 +188,17 @@ def test_dry_run_of_the_built_in_study_prints_each_tasks_mde(tmp_path, capsys):
     assert rc == 0, err
     lines = _mde_lines(out)
     assert set(lines) == {"asr-e2e", "asr-frozen", "st fr-en", "gender-st en-fr"}, out
-    frozen = design_mde(DEFAULT_COMPONENTS["asr-frozen"], 6, 6, [1.0, 0.5, 0.0], 1, 3)
-    assert lines["asr-frozen"].startswith(f"female vs male {frozen:.1f} Δrel points with 3 shares x 1 pretraining run "
-                                          "x 3 seeds, 6/6 test speakers; variance components from defaults fitted on "
-                                          "the built-in study; one pretraining run per share: a checkpoint against")
-    st = design_mde(DEFAULT_COMPONENTS["st"], 6, 6, [1.0, 0.5, 0.0], 1, 3)
-    assert lines["st fr-en"].startswith(f"female vs male {st:.1f} Δrel points")
-    # one fine-tuning run and one gender-set ST run per condition: nothing to estimate, and what a seed more gives
-    assert lines["asr-e2e"].startswith("female vs male: cannot be estimated: one run per condition (3 shares x 1 "
-                                       "pretraining run x 1 seed, 6/6 test speakers); with 2 seeds per checkpoint: ")
+    shares = [1.0, 0.75, 0.5, 0.25, 0.0]
+    for task, label in (("asr-frozen", "asr-frozen"), ("st", "st fr-en")):
+        slope = design_mde(DEFAULT_COMPONENTS[task], 12, 12, shares, [2, 2, 2, 1, 2], 1)
+        assert lines[label].startswith(
+            f"the slope over female share {slope:.1f} Δrel points per 10 points of share ({10 * slope:.1f} from 0 to "
+            "100 % female) with 5 shares x 1-2 pretraining runs x 1 seed, 12/12 test speakers; variance components from "
+            "defaults fitted on the built-in study"), lines[label]
+    # one fine-tuning run and one gender-set ST run per share: nothing to estimate, and what a seed more gives
+    assert lines["asr-e2e"].startswith("the slope over female share: cannot be estimated: one run per condition (5 "
+                                       "shares x 1 pretraining run x 1 seed, 12/12 test speakers); with 2 seeds per "
+                                       "checkpoint: ")
     assert "2/2 test speakers" in lines["gender-st en-fr"]
     assert out.index("what the design can detect") < out.index("inputs checked") and not (tmp_path / "o").exists()
     # the docs show these lines as they are printed
@@ -214,16 +216,17 @@ def test_variance_from_an_earlier_study_changes_the_number(tmp_path, capsys):
                             "--dry-run", "--variance-from", study)
     assert rc == 0, err
     lines = _mde_lines(out)
-    expected = design_mde(measured, 6, 6, [1.0, 0.5, 0.0], 1, 3)
-    assert expected != design_mde(DEFAULT_COMPONENTS["asr-frozen"], 6, 6, [1.0, 0.5, 0.0], 1, 3)
-    assert lines["asr-frozen"].startswith(f"female vs male {expected:.1f} Δrel points") and \
+    shares = [1.0, 0.75, 0.5, 0.25, 0.0]
+    expected = design_mde(measured, 12, 12, shares, [2, 2, 2, 1, 2], 1)
+    assert expected != design_mde(DEFAULT_COMPONENTS["asr-frozen"], 12, 12, shares, [2, 2, 2, 1, 2], 1)
+    assert lines["asr-frozen"].startswith(f"the slope over female share {expected:.1f} Δrel points") and \
         f"variance components from {study};" in lines["asr-frozen"]
     # a task type the earlier study did not compare keeps the defaults, and says so
     assert f"variance components from defaults fitted on the built-in study ({study} has none for st)" in lines["st fr-en"]
     # the DB file itself works as well as its folder
     rc, again, _ = run_text(capsys, "sweep", "--config", CONFIG_DIR / "mini.yaml", "--out", tmp_path / "o",
                             "--dry-run", "--variance-from", study / "results.db")
-    assert rc == 0 and f"female vs male {expected:.1f} Δrel points" in _mde_lines(again)["asr-frozen"]
+    assert rc == 0 and f"the slope over female share {expected:.1f} Δrel points" in _mde_lines(again)["asr-frozen"]
 
 
 def _bad_sources(tmp_path: Path) -> dict[str, tuple[Path, str]]:
