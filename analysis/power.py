@@ -73,18 +73,18 @@ def quantile(q: float, df: float | None) -> float:
 
 # --- the documented defaults ------------------------------------------------------------------------
 
-# Fitted on the built-in study (configs/mini.yaml: 6 test voices per gender, 3 seeds, one checkpoint per
-# share at 0, 0.5 and 1; the 2026-11-29 run of docs/demo-results.json): its conditions steps' speaker
-# and seed components (components_from_db of its results.db). var_run cannot be estimated with one
-# checkpoint per share: the guess is the seeds' variance of a condition's Δrel in mini-full (asr-frozen
-# sds 2.5, 5.1, 3.9: 15.8; st 2.7, 5.3, 3.5: 15.9), said in every dry-run line that uses it. asr-e2e
-# and gender-st ran one seed per condition: their own speaker component, the seed and run ones of
-# asr-frozen (the same voices and WER) and st (BLEU).
-DEFAULT_COMPONENTS = {"asr-frozen": {"speaker": 60.7, "run": 15.8, "seed": 0.0},
-                      "asr-e2e": {"speaker": 30.3, "run": 15.8, "seed": 0.0},
-                      "st": {"speaker": 68.8, "run": 15.9, "seed": 4.9},
-                      "gender-st": {"speaker": 114.8, "run": 15.9, "seed": 4.9}}
-RUN_AS_SEED = "var_run a guess (mini-full's seed variance): not estimable with one checkpoint per share"
+# Fitted on the built-in study (configs/mini.yaml: 12 test voices per gender, 5 shares x 2 pretraining
+# runs (1 at 25 %) x 1 seed; the 2026-11-29 run of docs/demo-results.json): its conditions steps'
+# speaker and run components (components_from_db of its results.db); with one seed per run its run
+# component holds the seeds' variance too. The seed component is the earlier three-seed design's
+# (configs/mini-three-shares.yaml, 6 test voices: asr-frozen 0.0, st 4.9). asr-e2e and gender-st ran
+# one run per share: their own speaker component, the run and seed ones of asr-frozen (the same voices
+# and WER) and st (BLEU). st's runs agreed within the speakers' noise (run 0.0, on 4 df).
+DEFAULT_COMPONENTS = {"asr-frozen": {"speaker": 57.0, "run": 12.8, "seed": 0.0},
+                      "asr-e2e": {"speaker": 33.7, "run": 12.8, "seed": 0.0},
+                      "st": {"speaker": 97.1, "run": 0.0, "seed": 4.9},
+                      "gender-st": {"speaker": 177.4, "run": 0.0, "seed": 4.9}}
+RUN_AS_SEED = "var_run from the defaults: that study could not estimate it (one checkpoint per share)"
 
 
 # --- a planned design -------------------------------------------------------------------------------
@@ -283,3 +283,22 @@ def spend_markdown(task: str, n: int, shares, runs: int, seeds: int, costs: dict
         lines.append(f"| {r['option']} | {r['adds']} | {r['cpu_s']:,.0f} | {_cell(r['mde_before'])} | "
                      f"{_cell(r['mde_after'])} | {gain} |")
     return "\n".join(lines)
+
+
+# The built-in study's design (configs/mini.yaml) as planned: 12 test voices a gender, five shares,
+# two pretraining runs per share, one downstream seed per run.
+BUILTIN_DESIGN = {"voices": 12, "shares": (0.0, 0.25, 0.5, 0.75, 1.0), "runs": 2, "seeds": 1}
+# What one more of each replicate costs that design, in CPU-seconds, from its recorded run of 2026-11-29
+# (2-core AMD EPYC, docs/measurements.md), per task: a test voice pair (two voices' 17 utterances each,
+# extracted by every checkpoint and FBANK, 7.6 ms an utterance, and decoded by every job of the task: ST's
+# beam search 8.6 ms an utterance, frozen ASR's greedy decoding within its job's noise),
+# a run of every share (pretraining with its first seed accepted, ~1,090 CPU-s, then the run's
+# feature extraction and the task's job), and a seed on every run (the task's job on each).
+SPEND_COSTS = {"asr-frozen": {"voice_pair": 3.0, "run": 5 * (1090 + 20 + 61), "seed": 10 * 61},
+               "st": {"voice_pair": 6.0, "run": 5 * (1090 + 20 + 102), "seed": 10 * 102}}
+
+
+def builtin_spend_markdown(task: str) -> str:
+    """The docs' table of what one more voice pair, run or seed buys the built-in design (SPEND_COSTS)."""
+    d = BUILTIN_DESIGN
+    return spend_markdown(task, d["voices"], list(d["shares"]), d["runs"], d["seeds"], SPEND_COSTS[task])

@@ -154,7 +154,7 @@ def _render_conditions(rec: dict) -> list[str]:
         for name, c in per.items():
             conds.setdefault(name, c["share"])
     order = sorted(conds, key=lambda n: (conds[n] is None, -(conds[n] or 0.0)))
-    head = [n if conds[n] is None else f"{n} ({100 * conds[n]:.0f} % F)" for n in order]
+    head = [n if conds[n] is None else f"{n} ({conds[n]:.0f} % F)" for n in order]   # the report's shares: percent
     lines = ["| task (metric: All, Δrel; runs per condition) | " + " | ".join(head) + " | the report's answer |",
              "|---|" + "---:|" * len(order) + "---|"]
     for task, per in rec["conditions"].items():

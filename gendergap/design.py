@@ -156,7 +156,7 @@ def _components(d: TaskDesign, measured: dict | None, source: str) -> tuple[dict
     and whether var_run is a guess (taken as var_seed)."""
     default = DEFAULT_COMPONENTS.get(d.task_type)
     if measured is None:
-        return default, source, True   # fitted on one checkpoint per share: var_run not estimable there
+        return default, source, False   # fitted on two pretraining runs per share: var_run measured there
     got = measured.get(d.task_type)
     if got is None:
         return default, (f"{DEFAULTS_SOURCE} ({source} has none for {d.task_type})" if default else source), True

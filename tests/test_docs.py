@@ -134,7 +134,7 @@ def test_the_demo_record_renders_one_column_per_condition(tmp_path):
                                            "asr-frozen,,M-a,40.0,-10.0,1\nasr-frozen,,FBANK,60.0,-5.0,3\n")
     (report / "conditions_asr-frozen.csv").write_text(
         "checkpoint,task,lang_pair,row,female_share,runs,all,delta_rel\n"
-        "male,asr-frozen,,condition,0.0,1,40.0,-10.0\nfemale,asr-frozen,,condition,1.0,2,51.0,-25.0\n"
+        "male,asr-frozen,,condition,0.0,1,40.0,-10.0\nfemale,asr-frozen,,condition,100.0,2,51.0,-25.0\n"
         "FBANK,asr-frozen,,condition,,3,60.0,-5.0\nfemale vs male,asr-frozen,,test,,,11.0,-15.0\n")
     config = tmp_path / "mini.yaml"
     config.write_text("name: x\n")

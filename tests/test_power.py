@@ -346,7 +346,7 @@ def test_dry_run_groups_replicates_by_share_and_leaves_unknown_shares_out(tmp_pa
     assert two.unit == "checkpoint"
     assert lines["asr-frozen"] == (f"100% F vs male {two.mde:.1f} Δrel points with 2 shares x 2 pretraining runs x 2 "
                                    "seeds, 12/12 test speakers; variance components from defaults fitted on the built-in "
-                                   "study; var_run a guess (mini-full's seed variance): not estimable with one checkpoint per share")
+                                   "study")   # its var_run measured on two runs per share: no guess to own up to
     assert lines["st fr-en"].startswith("nothing to compare: 1 pretraining share(s) known")
 
 
@@ -367,3 +367,13 @@ def test_spend_table_prices_voices_runs_and_seeds_on_the_design_relation():
     per = {o: r["per_1000_cpu_s"] for o, r in rows.items()}
     assert per["test voices"] > per["pretraining run"] > 0
     assert per["test voices"] == pytest.approx((base - rows["test voices"]["mde_after"]) / 480 * 1000)
+
+
+def test_the_docs_spend_tables_are_the_functions_output():
+    from analysis.power import builtin_spend_markdown
+    page = (REPO / "docs" / "design-power.md").read_text(encoding="utf-8")
+    for task in ("asr-frozen", "st"):
+        start = f'<!-- generated: analysis.power.spend_markdown("{task}"); tests/test_power.py checks it -->\n'
+        body = page[page.index(start) + len(start):]
+        assert body[:body.index("\n<!-- end of the generated table -->")] == builtin_spend_markdown(task), (
+            f"docs/design-power.md's {task} spend table is stale: paste analysis.power.builtin_spend_markdown({task!r})")
