@@ -34,6 +34,7 @@ import pandas as pd
 
 from analysis import plots, tables
 from analysis.conditions_report import SUBSET as CONDITIONS, answer_lines, condition_sections
+from analysis.mixed_report import SUBSET as MIXED, mixed_runs, mixed_section
 from analysis.probing.run import probe_table
 from analysis.store import ResultsStore
 from corpora.base.atomic import atomic_open, swap_in_dir, write_text
@@ -96,19 +97,20 @@ def write_report(db_path: str | os.PathLike, out_dir: str | os.PathLike, subset:
     """
     out_dir = Path(out_dir)
     entries = load_registry(registry) if registry is not None else None  # bad file: fail before writing
-    df, speaker, conditions = _subset_rows(db_path, subset)
+    df, speaker, conditions, mixed = _subset_rows(db_path, subset)
     if entries is not None:
         df, speaker = _registry_order(df, entries), _registry_order(speaker, entries)
     with staged_report(out_dir) as stage:
-        written = _write_all(db_path, subset, data, entries, registry, df, speaker, conditions, stage, titles)
+        written = _write_all(db_path, subset, data, entries, registry, df, speaker, conditions, stage, titles, mixed)
     return {name: out_dir / path.name for name, path in written.items()}
 
 
 def _write_all(db_path, subset: str, data: dict | None, entries: list[dict] | None, registry, df: pd.DataFrame,
                speaker: pd.DataFrame, conditions: pd.DataFrame, out_dir: Path,
-               titles: dict[str, str] | None = None) -> dict[str, Path]:
+               titles: dict[str, str] | None = None, mixed: pd.DataFrame | None = None) -> dict[str, Path]:
     """Every file of the report, written into ``out_dir`` (the staging directory). The answer to the
-    study's question comes first; the conditions' tables follow the score tables they compare."""
+    study's question comes first; the conditions' tables follow the score tables they compare, and
+    the per-utterance mixed models (analysis.mixed_report) follow the comparisons."""
     written: dict[str, Path] = {}
     md = _intro(db_path, subset, df) + answer_lines(conditions)
     if data:
@@ -119,6 +121,8 @@ def _write_all(db_path, subset: str, data: dict | None, entries: list[dict] | No
     md += _asr_section(asr, out_dir, written, titles)
     md += _st_section(st, out_dir, written)
     md += condition_sections(conditions, out_dir, written, _write_csv, titles)
+    md += mixed_section(mixed if mixed is not None else df.iloc[:0], mixed_runs(db_path), out_dir, written, _write_csv,
+                        titles)
     md += _mustshe_section(df, out_dir, written)
     md += _winomt_section(df, out_dir, written)
     md += _probes_section(df, out_dir, written)
@@ -141,7 +145,8 @@ COMMAND = "gendergap report"
 # a record (or a folder an earlier version wrote without one) makes the report drop only these.
 REPORT_FILES = re.compile(r"report\.md|table[12]_(pretraining|downstream)_data\.(md|csv)|winomt\.csv|other_scores\.csv"
                           r"|(table3_pretraining|table4_asr|table5_st|gender_translation|conditions_[A-Za-z0-9_-]+)"
-                          r"\.(md|tex|csv)|probes\.csv|(delta_rel|per_speaker|probes_by_layer|trend_[A-Za-z0-9_-]+)\.png")
+                          r"\.(md|tex|csv)|probes\.csv|mixed_[A-Za-z0-9_-]+\.(md|csv)"
+                          r"|(delta_rel|per_speaker|probes_by_layer|trend_[A-Za-z0-9_-]+|f0_[A-Za-z0-9_-]+)\.png")
 FIX = "pass --out a new or empty folder, or one an earlier report wrote"
 
 
@@ -261,19 +266,20 @@ def _registry_order(df: pd.DataFrame, entries: list[dict]) -> pd.DataFrame:
     return df.iloc[df["checkpoint"].map(key).argsort(kind="stable")]
 
 
-def _subset_rows(db_path: str | os.PathLike, subset: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """The DB's rows of ``subset`` (not empty), its per-speaker rows with a ``speaker`` column, and its
-    conditions rows (analysis.conditions)."""
+def _subset_rows(db_path: str | os.PathLike, subset: str) -> tuple[pd.DataFrame, ...]:
+    """The DB's rows of ``subset`` (not empty), its per-speaker rows with a ``speaker`` column, its
+    conditions rows (analysis.conditions) and its mixed-model rows (analysis.mixed_model)."""
     scores = load_scores(db_path)
     conditions = scores[scores["subset"] == CONDITIONS]
+    mixed = scores[scores["subset"] == MIXED]
     speaker = scores[scores["subset"].astype(str).str.startswith(SPEAKER_PREFIX)].copy()
     speaker["speaker"] = speaker["subset"].str[len(SPEAKER_PREFIX):]
     df = scores[scores["subset"] == subset]
     if df.empty:
-        found = sorted(set(scores["subset"]) - set(speaker["subset"]) - {CONDITIONS})
+        found = sorted(set(scores["subset"]) - set(speaker["subset"]) - {CONDITIONS, MIXED})
         raise UserError(f"no scores for subset {subset!r} (subsets in the DB: {', '.join(found) or 'none'})",
                         path=db_path, fix="pass --subset one of those")
-    return df, speaker, conditions
+    return df, speaker, conditions, mixed
 
 
 def _intro(db_path: str | os.PathLike, subset: str, df: pd.DataFrame) -> list[str]:

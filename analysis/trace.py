@@ -46,10 +46,13 @@ def cell_score_ids(report_dir: str | os.PathLike, table: str, row: str, column: 
     if "checkpoint" not in df.columns or not any(c.endswith("_score_id") for c in df.columns):
         raise UserError("this table carries no score ids", path=path,
                         fix="re-run `gendergap report` with this gendergap (older reports lack them)")
+    direct = re.sub(r"[^a-z0-9]+", "_", column.strip().lower()).strip("_")
     words = [w for w in re.split(r"[\s,%\[\]]+", column.strip()) if w]
     pairs = [w for w in words if re.fullmatch(r"[a-z]{2,3}-[a-z]{2,3}", w)]
     genders = [_GENDER_WORDS[w.lower()] if w.lower() in _GENDER_WORDS else _GENDER_WORDS.get(w) for w in words]
     genders = [g for g in genders if g]
+    if f"{direct}_score_id" in df.columns:   # a column named as the CSV names it (mixed_*: ratio, ratio adjusted)
+        genders = [direct]
     if len(genders) != 1:
         raise UserError(f"column {column!r} names no single cell", path=path,
                         fix="say M, F, All or Δrel (with the pair for Table 5: 'fr-en All')")

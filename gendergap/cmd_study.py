@@ -9,14 +9,17 @@ from gendergap.options import out_dir, out_file
 
 DESCRIPTION = """\
 Run the whole study in miniature on the built-in synthetic gendered corpus, on a CPU: generate
-the corpus, build female-only / male-only / balanced pretraining manifests, register three tiny
-wav2vec 2.0 checkpoints (shipped, or --pretrain them here), then per checkpoint: fine-tuned CTC
-ASR, frozen-feature ASR and fr->en ST (three training seeds each for the frozen tasks), en->fr
-ST on the gender set with MuST-SHE scoring, gender probes on every layer; score per gender with
-speaker-level confidence intervals; compare the pretraining conditions (female-only, balanced,
-male-only, FBANK) per task, the pretraining run as the unit; write report.md, which opens with the answer
-(does the female share of pretraining change the gap?), then Tables 3, 4, 5, the comparison
-tables and trend plots, gender translation, probes.
+the corpus (12 test voices per gender), build pretraining manifests of five female shares (0, 25,
+50, 75, 100 %), register nine tiny wav2vec 2.0 checkpoints (two pretraining runs per share, one for
+25 %; shipped, or --pretrain them here), then: frozen-feature ASR and fr->en ST once per
+pretraining run (FBANK, without pretraining, with three training seeds), fine-tuned CTC ASR, en->fr
+ST on the gender set with MuST-SHE scoring and gender probes on each share's first run; score per
+gender with speaker-level confidence intervals; compare the conditions per task, the pretraining
+run as the unit (the trend over the shares, its lack of fit, the smallest difference the design
+could detect); model each ASR task per utterance (a mixed model with the test voices' pitch,
+speaking rate, length and SNR, fitted by R's glmmTMB); write report.md, which opens with the
+answer (does the female share of pretraining change the gap?), then Tables 3, 4, 5, the
+comparison tables and trend plots, the gap by utterance, gender translation, probes.
 
 It is `gendergap sweep --config configs/mini.yaml` run here two jobs at a time. Re-running
 skips finished jobs (a no-op when all are done); a killed study resumes where it stopped.
@@ -24,7 +27,7 @@ skips finished jobs (a no-op when all are done); a killed study resumes where it
 examples:
   gendergap study                        # everything, into ./study
   gendergap study --out /tmp/s --seed 1
-  gendergap study --pretrain             # pretrain the three tiny checkpoints too (~+35 min, 6,000 updates each)
+  gendergap study --pretrain             # pretrain the nine tiny checkpoints too (hours: ~18 CPU-min each, plus seed retries)
   gendergap study --config configs/mini-full.yaml --out study-full   # longer frozen ASR and fine-tuning
   gendergap study --config my_study.yaml # another study config (see `gendergap sweep --schema`)
 """
@@ -37,7 +40,7 @@ def register(subparsers, group: str, help_: str) -> None:
     p.add_argument("--out", type=out_dir("--out"), default="study", help="output directory (default: ./study)")
     p.add_argument("--seed", type=int, default=None, help="seed for corpus, selections and training (default: the config's, 0)")
     p.add_argument("--pretrain", action="store_true",
-                   help="pretrain the three tiny checkpoints anew instead of using the shipped ones")
+                   help="pretrain the nine tiny checkpoints anew instead of using the shipped ones")
     p.add_argument("--parallel", type=int, default=None, help="jobs at once (default: the config's, 2)")
     p.add_argument("--retry-failed", action="store_true", help="run jobs that failed in an earlier run again")
     p.add_argument("--trust-checkpoint", action="store_true", help=TRUST_HELP)

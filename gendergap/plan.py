@@ -3,7 +3,8 @@
 The graph: corpus -> pretraining manifests -> (pretraining) -> checkpoints -> per task:
 ASR data -> asr-e2e; features (one step per checkpoint: every layer and row its frozen-feature
 tasks read, into the shared feature store) -> asr-frozen / st -> MuST-SHE scoring / probes;
-each task's conditions compared -> report. Each task type's planner lives in its step module (gendergap/steps/).
+each task's conditions compared, and modelled per utterance with the test voices' measures (mixed
+model) -> report. Each task type's planner lives in its step module (gendergap/steps/).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from gendergap.tasks import TASKS, titles
 from gendergap.steps import Graph, Step
 from gendergap.steps.conditions import plan_conditions
 from gendergap.steps.data import plan_corpus
+from gendergap.steps.mixed import plan_mixed
 from gendergap.steps.models import plan_checkpoints, plan_features
 from gendergap.steps.report import ReportStep, study_data
 
@@ -37,6 +39,7 @@ def plan_jobs(cfg: StudyConfig, out: str | Path, only: list[str] | None = None) 
                              if s.task == tname and not re.search(r":seed\d+$", s.name)]
     _order_after(g, task_steps)
     compared = plan_conditions(g)   # the study's question: each task's pretraining conditions compared
+    compared += plan_mixed(g)       # and modelled per utterance, with the voice's own measures
     g.add(ReportStep(name="report", db=g.db, out=str(g.out / "report"), registry=g.registry,
                      subset=g.d["report"]["subset"], data=study_data(g), outputs=[str(g.out / "report")],
                      titles=titles(t["type"] for t in cfg.tasks.values()) or None,

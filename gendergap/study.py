@@ -17,6 +17,7 @@ from gendergap.plan import plan_jobs
 from gendergap.preflight import preflight
 from gendergap.steps.conditions import ConditionsStep
 from gendergap.steps.data import AsrDataStep, CorpusStep, ManifestStep, MergeStep
+from gendergap.steps.mixed import MixedModelStep, VoiceMeasuresStep
 from gendergap.steps.models import CheckpointsStep, FeaturesStep, PretrainStep
 from gendergap.steps.report import ReportStep
 from gendergap.steps.seeds import PoolSeedsStep
@@ -30,7 +31,7 @@ DEFAULT_CONFIG = CONFIG_DIR / "mini.yaml"
 # registrations (gendergap.tasks.step_kinds), so a new task kind needs no line here.
 BEFORE_TASKS = tuple(c.KIND for c in (CorpusStep, MergeStep, ManifestStep, PretrainStep, CheckpointsStep,
                                       SelectionStep, AsrDataStep, FeaturesStep))
-AFTER_TASKS = tuple(c.KIND for c in (PoolSeedsStep, ConditionsStep, ReportStep))
+AFTER_TASKS = tuple(c.KIND for c in (PoolSeedsStep, ConditionsStep, VoiceMeasuresStep, MixedModelStep, ReportStep))
 
 
 def stage_order(kinds) -> list[str]:

@@ -9,7 +9,7 @@ VENV=.venv
 PY=${PYTHON:-python3}
 CONSTRAINTS=requirements/constraints-cpu.txt
 STAMP=$VENV/.gendergap-installed
-inputs_hash=$(cat setup.cfg pyproject.toml "$CONSTRAINTS" scripts/install.sh | sha256sum | cut -d' ' -f1)
+inputs_hash=$(cat setup.cfg pyproject.toml "$CONSTRAINTS" scripts/install.sh scripts/install_r.sh | sha256sum | cut -d' ' -f1)
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$inputs_hash" ]; then
   exit 0
@@ -38,6 +38,8 @@ if spec is not None:
         for so in glob.glob(os.path.join(os.path.dirname(spec.origin), "lib", "*.so")):
             os.remove(so)
 PY
-"$VENV/bin/python" -c "import fairseq, speechbrain, transformers, torchaudio, kaldiio, sacrebleu, jiwer, eflomal, spacy; spacy.load('fr_core_news_sm')"
+"$VENV/bin/python" -c "import fairseq, speechbrain, transformers, torchaudio, kaldiio, sacrebleu, jiwer, eflomal, spacy, parselmouth; spacy.load('fr_core_news_sm')"
+# 5. R with glmmTMB for the mixed model (Debian packages, as root; says why and goes on otherwise).
+bash scripts/install_r.sh
 echo "$inputs_hash" > "$STAMP"
 echo "[install] done"

@@ -5,7 +5,7 @@ A study's frozen-feature tasks each want some rows of a table at some layers of 
 Extracting each request on its own would extract an utterance once per task; instead the
 requests are merged: a request whose rows and layers an entry already holds adds nothing, one
 with the same layers as an entry adds its rows to it. Rows are compared by their audio segment
-(ssl_pretrain.segment_content), so the same segment asked for by two corpora counts once. Each
+(corpora.segment_content), so the same segment asked for by two corpora counts once. Each
 segment is then extracted once per distinct layer set (ssl_pretrain.feature_store keys an entry
 by extractor, segments and layers).
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import pandas as pd
 
 from ssl_pretrain.feature_store import FeatureStore
-from ssl_pretrain.segment_content import segment_keys
+from corpora.segment_content import segment_keys
 
 
 def union_layers(options: list[str], n_outputs: int) -> list[int]:

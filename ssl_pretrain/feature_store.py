@@ -9,7 +9,7 @@
 
 ``rows`` is a table with ``id, audio, offset, duration`` (an utterance table, or a SpeechBrain
 CSV turned into one). A row's identity is its *segment*: the content of its audio file (sha256)
-and the exact samples read from it (ssl_pretrain.segment_content), so the same utterance asked
+and the exact samples read from it (corpora.segment_content), so the same utterance asked
 for by a SpeechBrain CSV and by the utterance table, or the same talk segment of two corpora
 whose audio is two copies of one file, is one entry row, extracted and stored once.
 
@@ -64,7 +64,7 @@ from corpora.base.boundary import locked
 from corpora.base.errors import UserError
 from corpora.base.provenance import canonical_json
 from ssl_pretrain.device import runtime_info
-from ssl_pretrain.segment_content import segment_keys
+from corpora.segment_content import segment_keys
 from ssl_pretrain.store_files import (COUNTERS, DTYPES, EntryChanged, bytes_on_disk, entry_members,  # noqa: F401
                                       export_view, mismatch, plan_shards, read_meta, record, record_found,
                                       remove_stale_temporaries, shard_names, write_kaldi, write_meta, write_shard)

@@ -14,12 +14,10 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
-import soundfile as sf
 import torch
 
-from corpora.base.boundary import MAX_RATE, MIN_RATE  # the sample rates a model folder's preprocessor may name, too
 from corpora.base.errors import UserError
-from corpora.prepared_audio import open_audio  # a .wav.gz (WinoST) is read from its decompressed bytes
+from corpora.segment_audio import read_native
 from ssl_pretrain.device import autocast
 from ssl_pretrain.precision_canary import Shapes
 from ssl_pretrain.families import frame_shift_s
@@ -112,37 +110,12 @@ def to_model_rate(wave, native_rate: int, sample_rate: int):
     return y.numpy() if as_numpy else y
 
 
-MAX_UTTERANCE_SECONDS = 3600.0           # ~460 MB as float32 at 16 kHz, before any model sees it
-
-
 def read_segment(path: str, offset: float, duration: float, sample_rate: int) -> np.ndarray:
-    """One utterance (mono float32, at ``sample_rate``) from a file, by offset/duration in seconds.
-
-    The segment is cut at the file's own rate (seconds x native rate), channels are averaged,
-    then it is resampled to ``sample_rate`` if the file has another rate (to_model_rate)."""
-    with open_audio(path) as src:
-        try:
-            info = sf.info(src)
-        except (RuntimeError, OSError, EOFError) as e:  # libsndfile's errors for a corrupt or cut file
-            raise UserError(f"cannot read the audio ({str(e).splitlines()[0][:120]})", path=path,
-                            fix="replace the file, or leave its row out of the table") from None
-        native = int(info.samplerate)
-        start = int(round(offset * native))
-        frames = int(round(duration * native)) if duration and duration > 0 else -1
-        # bounded before any sample is decoded: a 1 Hz header would make resampling allocate
-        # 16,000 samples per stored one, and a segment hours long is no utterance
-        if not MIN_RATE <= native <= MAX_RATE:
-            raise UserError(f"the audio's sample rate {native} Hz is outside {MIN_RATE}-{MAX_RATE} Hz", path=path,
-                            fix="resample the file (e.g. sox IN -r 16000 OUT), or leave its row out of the table")
-        seconds = (frames if frames >= 0 else max(info.frames - start, 0)) / native
-        if seconds > MAX_UTTERANCE_SECONDS:
-            raise UserError(f"one utterance of {seconds:,.0f} s (at most {MAX_UTTERANCE_SECONDS:,.0f} s are read at "
-                            "once)", path=path, fix="segment the recording: give each utterance its offset and duration")
-        if hasattr(src, "seek"):
-            src.seek(0)
-        wav, _ = sf.read(src, start=start, frames=frames, dtype="float32", always_2d=True)
-    mono = wav.mean(axis=1) if wav.shape[1] > 1 else wav[:, 0]
-    return to_model_rate(mono, native, sample_rate)
+    """One utterance (mono float32, at ``sample_rate``) from a file, by offset/duration in seconds:
+    cut at the file's own rate (corpora.segment_audio.read_native), then resampled to
+    ``sample_rate`` if the file has another rate (to_model_rate)."""
+    wave, native = read_native(path, offset, duration)
+    return to_model_rate(wave, native, sample_rate)
 
 
 def length_buckets(durations: list[float], max_batch_seconds: float, max_batch_size: int = 64) -> list[list[int]]:

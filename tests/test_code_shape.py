@@ -248,7 +248,8 @@ LAZY_IMPORTS = {
         "ssl_pretrain.model_choice": "torch, pandas, numpy, soundfile, pydantic", "ssl_pretrain.registry": "pydantic"},
     "gendergap/cmd_corpus.py": {"corpora.index": "pandas, numpy, soundfile", "corpora.merge": "pandas",
         "corpora.readers": "pandas, numpy, soundfile", "corpora.stats": "pandas",
-        "corpora.synth": "scipy, numpy, soundfile"},
+        "corpora.synth": "scipy, numpy, soundfile", "corpora.utterances": "pandas",
+        "corpora.voice_measures": "pandas, numpy, soundfile"},
     "gendergap/cmd_manifest.py": {"manifests.build": "pandas, numpy, soundfile", "manifests.stats": "pandas, numpy"},
     "gendergap/cmd_probe.py": {"analysis.probing.figures": "torch, pandas, matplotlib, sklearn, scipy, numpy"},
     "gendergap/cmd_report.py": {"analysis.report": "torch, pandas, matplotlib, sklearn, numpy"},
@@ -293,6 +294,9 @@ LAZY_IMPORTS = {
         "corpora.synth": "scipy, numpy, soundfile",
         "corpora.synth.build": "scipy, numpy, soundfile", "manifests.build": "pandas, numpy, soundfile",
         "manifests.export_speechbrain": "pandas"},
+    "gendergap/steps/mixed.py": {"analysis.conditions": "pandas, sacrebleu, numpy, jiwer",
+        "analysis.mixed_model": "pandas, sacrebleu, numpy, jiwer", "analysis.store": "pandas",
+        "corpora.utterances": "pandas", "corpora.voice_measures": "pandas, numpy, soundfile"},
     "gendergap/steps/models.py": {"analysis.probing": "sklearn"},
     "gendergap/steps/probes.py": {"analysis.probing": "sklearn"},
     "gendergap/steps/released.py": {"corpora.checks": "pandas"},
@@ -368,6 +372,7 @@ NOT_TABLES = {
     "downstream_st/data.py": "a feature index TSV (id, feature path, frames)",
     "analysis/trace.py": "a report's CSV table",
     "analysis/score_runs.py": "a SpeechBrain test CSV (ID, spk_id, gender)",
+    "corpora/voice_measures.py": "its own measures TSV and cache (id, speaker, gender, measures)",
 }
 # the loader: one TSV (corpora/table.py), several merged (corpora/merge.py), the value (corpora/utterances.py)
 TABLE_LOADER = {"corpora/table.py", "corpora/merge.py", "corpora/utterances.py"}

@@ -35,17 +35,9 @@ class ConditionsStep(Step):
         return {"inference": "run-unit+families+mde"}
 
     def run(self) -> None:
-        from analysis.conditions import compare_and_store, female_share
-        from analysis.report import load_registry
+        from analysis.conditions import compare_and_store
 
-        registry = Path(self.registry)
-        entries = {e["name"]: e for e in load_registry(registry)} if registry.is_file() else {}
-
-        def path(ck):   # a registry path may be relative to the registry's folder
-            p = entries.get(ck, {}).get("path")
-            return str(registry.parent / p) if p and not Path(p).is_absolute() else p
-        checkpoints = {ck: {"reference": ck in self.references, "set": self.sets.get(ck), "path": path(ck),
-                            "share": female_share(entries.get(ck, {}))} for ck in self.results}
+        checkpoints = checkpoint_facts(self.registry, self.results, self.sets, self.references)
         res = compare_and_store(self.results, self.result_key, checkpoints, self.db, self.task_type, self.lang_pair,
                                 self.bootstrap, self.bootstrap_seed, margin=self.equivalence_margin)
         if res is None:
@@ -57,6 +49,23 @@ class ConditionsStep(Step):
               + (f"; primary: {primary['name']} Δrel {est:+.2f} ({primary['status']})" if est is not None
                  else f"; primary: {primary['name']} Δrel undefined (a condition scores 0 for both genders)"
                  if primary else "; no primary test (fewer than two shares)"), flush=True)
+
+
+def checkpoint_facts(registry: str, results: dict, sets: dict, references: list) -> dict[str, dict]:
+    """What analysis.conditions.group_conditions takes for each checkpoint of ``results``: whether it
+    is a reference row, its pretraining set, its file and female share (from the study's registry:
+    Table 3's F and M shares, written by the checkpoints step)."""
+    from analysis.conditions import female_share
+    from analysis.report import load_registry
+
+    registry = Path(registry)
+    entries = {e["name"]: e for e in load_registry(registry)} if registry.is_file() else {}
+
+    def path(ck):   # a registry path may be relative to the registry's folder
+        p = entries.get(ck, {}).get("path")
+        return str(registry.parent / p) if p and not Path(p).is_absolute() else p
+    return {ck: {"reference": ck in references, "set": sets.get(ck), "path": path(ck),
+                 "share": female_share(entries.get(ck, {}))} for ck in results}
 
 
 @dataclass
