@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
 
 from analysis.mixed_model import SUBSET, TREND_ROW, VOICE_TERMS
 from analysis.plots import GENDER_COLOURS, save_png
@@ -21,6 +22,7 @@ from analysis.tables import fmt, fmt_ci, markdown_table, task_title
 from corpora.base.atomic import write_text
 from corpora.base.boundary import parse_json
 
+F0_TICKS = (60, 80, 100, 150, 200, 300, 400)   # Hz: plain numbers on the log axis
 INTRO = ("Per scored utterance of every checkpoint and seed: its errors, with its reference words as exposure, in a "
          "Poisson mixed model (a negative binomial where the Poisson is overdispersed) fitted by glmmTMB: the gender "
          "effect per condition as fixed effects, random intercepts for the speaker, the pretraining run, the "
@@ -29,7 +31,8 @@ INTRO = ("Per scored utterance of every checkpoint and seed: its errors, with it
          "with its 95 % Wald CI; **after voice** is the same with the utterance's median F0 (per octave), speaking "
          "rate (per word/s), speech length (per doubling) and SNR (per 10 dB) in the model. The **trend** row is "
          "the trend model over the pretrained checkpoints: the factor by which F/M changes per 10 points more "
-         "female speech in pretraining.")
+         "female speech in pretraining. The voice measures are those of the same test voices under every condition: "
+         "they move the level of F/M, hardly its trend.")
 
 
 def mixed_runs(db: str | Path) -> dict[tuple[str, str], dict]:
@@ -122,6 +125,7 @@ def plot_f0_error(speakers: pd.DataFrame, path: Path, title: str) -> Path | None
     nrows = math.ceil(len(conds) / ncols)
     fig = Figure(figsize=(3.6 * ncols, 2.9 * nrows), layout="constrained")
     top = float(np.nanmax(speakers["rate"])) * 1.05 if len(speakers) else 1.0
+    lo, hi = float(np.nanmin(speakers["f0"])) / 1.1, float(np.nanmax(speakers["f0"])) * 1.1
     for i, c in enumerate(conds):
         ax = fig.add_subplot(nrows, ncols, i + 1)
         d = speakers[speakers["condition"] == c]
@@ -129,6 +133,9 @@ def plot_f0_error(speakers: pd.DataFrame, path: Path, title: str) -> Path | None
             s = d[d["gender"] == g]
             ax.plot(s["f0"], s["rate"], "o", color=colour, label={"F": "women", "M": "men"}[g], ms=4)
         ax.set_xscale("log")
+        ax.set_xticks(F0_TICKS, [str(t) for t in F0_TICKS])
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlim(lo, hi)
         ax.set_ylim(0, top)
         ax.set_title(c, fontsize=9)
         ax.set_xlabel("median F0, Hz (log)", fontsize=8)

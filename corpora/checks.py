@@ -171,8 +171,9 @@ def _test_gender_findings(test: pd.DataFrame) -> list[Finding]:
         return [Finding(f"{len(spk)} test speaker(s) have no gender (U): {', '.join(spk[:EXAMPLES])}"
                         f"{', ...' if len(spk) > EXAMPLES else ''} ({len(unknown)} row(s)); a gender gap "
                         "compares F and M, their rows count in neither",
-                        "give their gender (corpus index --speaker-genders, or a gender map), or move "
-                        "them out of the test split")]
+                        "give their gender (corpus index --speaker-genders, or a gender map), or drop them "
+                        "from the test split: gendergap corpus filter TABLE --drop-unknown-gender test "
+                        "--out NEW.tsv")]
     if test["gender"].nunique() < 2:
         return [Finding(f"the test split holds {test['gender'].iloc[0]} speakers only: no gender gap "
                         "can be measured", "test on a split with female and male speakers")]

@@ -25,6 +25,19 @@ examples:
   gendergap corpus merge tables/mtedx_fr-fr.tsv tables/mtedx_fr-en.tsv --out tables/mtedx.tsv
   gendergap corpus stats tables/mtedx_fr-en.tsv --format markdown
   gendergap corpus measure tables/mtedx_fr-en.tsv --split test --out mtedx_test.measures.tsv
+  gendergap corpus filter tables/cv_fr.tsv --drop-unknown-gender valid,test --out tables/cv_fr.known.tsv
+"""
+
+FILTER_DESCRIPTION = """\
+Write a table without the speakers of unknown gender (U) in the splits named; the other splits keep
+them. A gender gap compares women and men, so a study refuses test speakers of unknown gender;
+Common Voice leaves most speakers' gender blank. Whether to drop them, and from which splits, is
+yours to decide: pretraining rows of unknown gender are best kept (they are speech the model
+hears, and Table 3 reports them as the U share). The original table is left as it is.
+
+examples:
+  gendergap corpus filter cv_fr.tsv --drop-unknown-gender test --out cv_fr.test-known.tsv
+  gendergap corpus filter cv_fr.tsv --drop-unknown-gender valid,test --out cv_fr.known.tsv
 """
 
 MEASURE_DESCRIPTION = """\
@@ -207,6 +220,15 @@ def register(subparsers, group: str, help_: str) -> None:
     ms.add_argument("--cache", default="runs/voice-measures", help="cache folder (default: runs/voice-measures)")
     ms.set_defaults(func=run_measure)
 
+    fl = sub.add_parser("filter", help="drop the speakers of unknown gender from the splits named",
+                        description=FILTER_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    fl.add_argument("table", metavar="TABLE.tsv", help="utterance table")
+    fl.add_argument("--drop-unknown-gender", required=True, metavar="SPLIT[,SPLIT]",
+                    type=lambda v: [x.strip() for x in v.split(",") if x.strip()],
+                    help="splits whose speakers of unknown gender are dropped (e.g. test or valid,test)")
+    fl.add_argument("--out", type=out_file("--out"), required=True, help="the filtered table to write (TSV)")
+    fl.set_defaults(func=run_filter)
+
     sy = sub.add_parser("synth", help="generate the built-in synthetic gendered corpus", description=SYNTH_DESCRIPTION,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     sy.add_argument("--out", type=out_dir("--out"), required=True, help="output directory")
@@ -308,6 +330,16 @@ def run_measure(args) -> int:
     f0 = measures.groupby("gender")["f0_median_hz"].median()
     print(f"wrote {args.out}: {len(measures)} utterances, {measures['speaker'].nunique()} speakers; median F0 "
           + ", ".join(f"{g} {v:.0f} Hz" for g, v in f0.items() if v == v))
+    return 0
+
+
+def run_filter(args) -> int:
+    from corpora.filter import filter_table
+
+    for s in filter_table(args.table, args.out, args.drop_unknown_gender):
+        print(f"{s['split']}: {s['speakers_dropped']} speaker(s), {s['rows_dropped']} row(s) of unknown gender dropped; "
+              f"{s['speakers_kept']} speaker(s), {s['rows_kept']} row(s) kept")
+    print(f"wrote {args.out}")
     return 0
 
 

@@ -105,11 +105,11 @@ def test_study_stage_reaches_the_report_with_tables_1_to_5(walked):
     assert study.returncode == 0, study.stdout[-5000:] + study.stderr[-5000:]
     # the dry run costs the plan: every stage, a total, the wall time under the executor's parallelism
     out = study.stdout + study.stderr
-    cost = out[out.index("cost estimate (23 job(s) to run; throughput: "):]
+    cost = out[out.index("cost estimate (25 job(s) to run; throughput: "):]
     for stage in ("merge", "checkpoints", "selection", "features", "asr-e2e", "asr-frozen", "st", "probes", "report"):
         # known before anything ran: the merged table is merged in memory, ST's epochs counted in batches
         assert re.search(rf"^  {re.escape(stage)} +\d+ +[\d.]+ [kMG]?B +[\d.]+ (s|min|h) ", cost, re.M), stage
-    assert re.search(r"^  total +23 +\S+ \S*B ", cost, re.M) and "wall time with 2 job(s) at once: about " in cost
+    assert re.search(r"^  total +25 +\S+ \S*B ", cost, re.M) and "wall time with 2 job(s) at once: about " in cost
     # the checkpoints came from the data stage's registry: its files, its Table 3 facts
     mine = {e["name"]: e for e in json.loads((work / "study" / "checkpoints.json").read_text())["checkpoints"]}
     theirs = {e["name"]: e for e in json.loads((work / "checkpoints.json").read_text())["checkpoints"]}
@@ -170,4 +170,4 @@ def test_study_stage_reaches_the_report_with_tables_1_to_5(walked):
         assert len(forked) == 2 and json.loads((d / "done.json").read_text())["cpu_s"] >= sum(forked) > 1.0
     # a second run is a no-op
     again = run_stage("study", cfg, work)
-    assert again.returncode == 0 and re.search(r"23 jobs: 23 done already, 0 to run", again.stdout + again.stderr)
+    assert again.returncode == 0 and re.search(r"25 jobs: 25 done already, 0 to run", again.stdout + again.stderr)

@@ -249,7 +249,7 @@ LAZY_IMPORTS = {
     "gendergap/cmd_corpus.py": {"corpora.index": "pandas, numpy, soundfile", "corpora.merge": "pandas",
         "corpora.readers": "pandas, numpy, soundfile", "corpora.stats": "pandas",
         "corpora.synth": "scipy, numpy, soundfile", "corpora.utterances": "pandas",
-        "corpora.voice_measures": "pandas, numpy, soundfile"},
+        "corpora.voice_measures": "pandas, numpy, soundfile", "corpora.filter": "pandas"},
     "gendergap/cmd_manifest.py": {"manifests.build": "pandas, numpy, soundfile", "manifests.stats": "pandas, numpy"},
     "gendergap/cmd_probe.py": {"analysis.probing.figures": "torch, pandas, matplotlib, sklearn, scipy, numpy"},
     "gendergap/cmd_report.py": {"analysis.report": "torch, pandas, matplotlib, sklearn, numpy"},

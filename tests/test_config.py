@@ -117,7 +117,7 @@ def test_keys_change_downstream_only(tmp_path):
     b = {j.name: j.key for j in plan_jobs(load_config(write(tmp_path, GOOD.replace("max_steps=2", "max_steps=3"))),
                                                   tmp_path / "o")}
     changed = {n for n in a if a[n] != b[n]}
-    assert changed == {"asr-frozen:F-tiny", "asr-frozen:M-tiny", "conditions:asr-frozen", "report"}
+    assert changed == {"asr-frozen:F-tiny", "asr-frozen:M-tiny", "conditions:asr-frozen", "mixed-model", "report"}
 
 
 def test_dry_run_prints_plan_and_writes_nothing(tmp_path):
@@ -127,7 +127,7 @@ def test_dry_run_prints_plan_and_writes_nothing(tmp_path):
     problems = [x for x in r.stderr.splitlines() if x.startswith(str(CONFIG_DIR / "boito2022.yaml") + ":")]
     assert r.returncode == 2 and f"{len(problems)} problem(s) with the study's inputs" in r.stderr, r.stderr
     assert all("/path/to/" in x for x in problems) and any(": corpus.table: " in x for x in problems), r.stderr
-    assert "41 jobs" in r.stdout and "conditions:fr-pt-st:fr-pt" in r.stdout and "st:LB-3K-Large:fr-pt" in r.stdout and "StStep(task_type='st', ckpt='LB-3K-Large'" in r.stdout and "preset='xs'" in r.stdout
+    assert "43 jobs" in r.stdout and "conditions:fr-pt-st:fr-pt" in r.stdout and "st:LB-3K-Large:fr-pt" in r.stdout and "StStep(task_type='st', ckpt='LB-3K-Large'" in r.stdout and "preset='xs'" in r.stdout
     assert not (tmp_path / "o").exists()
 
 

@@ -231,6 +231,8 @@ CASES = [
     # a FIFO given as any command's input or output (cli.main's one check: options.refuse_special_paths)
     *[(f"fifo-arg-{'-'.join(a[:2])}", a, fifo("f.fifo"), "not a") for a in [
         ["corpus", "stats", "{tmp}/f.fifo"],
+        ["corpus", "measure", "{tmp}/f.fifo", "--out", "{out}/m.tsv"],
+        ["corpus", "filter", "{tmp}/f.fifo", "--drop-unknown-gender", "test", "--out", "{out}/f.tsv"],
         ["corpus", "synth", "--out", "{tmp}/f.fifo"],
         ["manifest", "stats", "{tmp}/f.fifo"],
         ["pretrain", "run", "--preset", "tiny", "--manifest", "{tmp}/f.fifo", "--out", "{out}"],
@@ -274,6 +276,8 @@ CASES = [
                                  "100000000000000000000", "--out", "{out}/k.tsv"], kaldi_dir(), "bad --sample-rates"),
     ("stats-sample-rate-1e20", ["corpus", "stats", "{tmp}/c/table.tsv"], table(column="sample_rate", value="1e20"),
      "sample_rate 1e20 is not a whole number in [1000, 384000]"),
+    ("measure-sample-rate-1e20", ["corpus", "measure", "{tmp}/c/table.tsv", "--out", "{out}/m.tsv"],
+     table(column="sample_rate", value="1e20"), "sample_rate 1e20 is not a whole number in [1000, 384000]"),
     ("kaldi-pipe-rate-1e20", ["corpus", "index", "--kind", "kaldi", "--root", "{tmp}/data/train", "--sample-rates",
                               "any", "--out", "{out}/k.tsv"], kaldi_dir(rate="100000000000000000000"),
      "the sample rate the piped command names 100000000000000000000 is not a whole number"),

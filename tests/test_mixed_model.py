@@ -241,3 +241,21 @@ def test_the_study_step_fits_stores_reports_and_every_cell_traces(tmp_path, caps
     assert row["metric"] == "wer:rate_ratio_adjusted" and row["value"] == pytest.approx(
         table.loc["female", "ratio_adjusted"])
     assert "glmmTMB" in row["signature"] and chain["runs"][0]["kind"] == "mixed-model"
+
+
+def test_the_built_in_study_measures_its_test_set_once_and_models_each_asr_task():
+    """configs/mini.yaml's graph: one voice-measures step (the French test set both ASR tasks score),
+    one mixed-model step after every compared row with the ASR tasks to fit and the ST tasks' reason,
+    and the report after it."""
+    from gendergap.config import CONFIG_DIR, load_config
+    from gendergap.plan import plan_jobs
+    jobs = {j.name: j for j in plan_jobs(load_config(CONFIG_DIR / "mini.yaml"), "/tmp/never-written")}
+    measures = [j for j in jobs.values() if j.kind == "voice-measures"]
+    assert [(m.corpus, m.split) for m in measures] == [("synth-fr", "test")]
+    mixed = jobs["mixed-model"]
+    assert sorted(mixed.blocks) == ["asr-e2e", "asr-frozen"]
+    assert sorted(mixed.not_modelled) == ["gender-st:en-fr", "st:fr-en"]
+    assert all("BLEU is not a count" in b["reason"] for b in mixed.not_modelled.values())
+    assert len(mixed.blocks["asr-frozen"]["results"]) == 10          # nine pretraining runs and FBANK
+    assert len(mixed.blocks["asr-frozen"]["results"]["FBANK"]) == 3  # its three training seeds
+    assert measures[0].name in mixed.deps and "mixed-model" in jobs["report"].deps

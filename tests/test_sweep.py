@@ -69,7 +69,8 @@ def test_killed_sweep_resumes_without_redoing_or_duplicating(tmp_path):
     orphans = submitted - set(before)
     found = int(re.search(r"(\d+) done already", r.stdout).group(1))
     assert len(orphans) <= 1 and found in (len(before), len(before) + len(orphans)), (r.stdout, before, orphans)
-    assert len(after) == 11  # corpus, 2 manifests, asr-data, checkpoints, 2 features, 2 asr-frozen, conditions, report
+    assert len(after) == 13  # corpus, 2 manifests, asr-data, checkpoints, 2 features, 2 asr-frozen, conditions,
+    # voice measures, mixed model, report
     for name, d in before.items():  # finished jobs were not run again
         assert after[name] == d, name
     keys = score_keys(out / "results.db")
@@ -79,11 +80,11 @@ def test_killed_sweep_resumes_without_redoing_or_duplicating(tmp_path):
     assert (out / "report" / "report.md").is_file()
 
     again = sweep(cfg, out)  # everything finished: a no-op
-    assert again.returncode == 0 and "11 done already, 0 to run" in again.stdout, again.stdout
+    assert again.returncode == 0 and "13 done already, 0 to run" in again.stdout, again.stdout
     assert score_keys(out / "results.db") == keys and done_files(out) == after
 
     status = sweep(cfg, out, "status")
-    assert status.returncode == 0 and "11 done" in status.stdout
+    assert status.returncode == 0 and "13 done" in status.stdout
     line = next(x for x in status.stdout.splitlines() if "asr-frozen:F-tiny" in x)
     log = Path(line.split()[-1])
     assert log.is_file() and "== asr-frozen:F-tiny: AsrStep(recipe='frozen', ckpt='F-tiny'" in log.read_text()
@@ -98,7 +99,8 @@ def test_failed_job_blocks_dependents_and_waits_for_retry(tmp_path):
     r = sweep(cfg, out)
     assert r.returncode == 1
     assert "FAILED   features:F-tiny  UserError:" in r.stdout and "layer 99 does not exist" in r.stdout
-    assert "blocked" in r.stdout and "asr-frozen:F-tiny, asr-frozen:M-tiny, conditions:asr-frozen, report;" in r.stdout
+    assert "blocked" in r.stdout
+    assert "asr-frozen:F-tiny, asr-frozen:M-tiny, conditions:asr-frozen, mixed-model, report;" in r.stdout
     failed = out / "sweep" / "jobs" / "features_F-tiny" / "failed.json"
     first = failed.read_text()
 

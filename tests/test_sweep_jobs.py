@@ -83,11 +83,13 @@ def test_100_checkpoints_x_6_tasks_plan(tmp_path):
     jobs = plan_jobs(load_config(big_config(tmp_path, 100)), tmp_path / "o")
     # per checkpoint: asr-e2e, 2 asr-frozen, 3 st, gender-st + mustshe, probes, features = 10;
     # plus one shared ASR export, the checkpoint registry and the report, and one conditions job per
-    # task block (asr-e2e, 2 asr-frozen, 3 st pairs, gender-st)
-    assert len(jobs) == 100 * 10 + 3 + 7
+    # task block (asr-e2e, 2 asr-frozen, 3 st pairs, gender-st); the ASR tasks' test set's voice
+    # measures and the one mixed-model job
+    assert len(jobs) == 100 * 10 + 3 + 7 + 2
     assert len({j.name for j in jobs}) == len(jobs) and len({j.key for j in jobs}) == len(jobs)
     groups = sweep.slurm_groups(jobs, {j.name: "pending" for j in jobs})
-    assert sum(len(g) for g in groups) == len(jobs) and len(groups) == 13   # conditions: two waves
+    # conditions: two waves; the voice measures and the mixed model one each
+    assert sum(len(g) for g in groups) == len(jobs) and len(groups) == 15
     position = {j.name: i for i, j in enumerate(jobs)}
     assert all(position[d] < position[j.name] for j in jobs for d in j.deps)
 

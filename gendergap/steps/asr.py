@@ -173,6 +173,7 @@ def estimate_asr(j: AsrStep, ctx) -> tuple[float | None, dict]:
 
 # the report titles these kinds' rows itself (analysis.tables.ASR_TASK_TITLES): no title here
 register_task("asr-e2e", AsrE2ETask, plan_asr, check=check_asr, estimate=estimate_asr, order=10,
+              error_counts=True,
               also=[StepKind("asr-e2e-layers", estimate=estimate_asr)])   # ssl_layers=all: rows of its own
 register_task("asr-frozen", AsrFrozenTask, plan_asr, features=Graph.split_request, check=check_asr,
-              estimate=estimate_asr, order=20)
+              estimate=estimate_asr, order=20, error_counts=True)

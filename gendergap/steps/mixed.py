@@ -8,11 +8,8 @@ from dataclasses import dataclass
 
 from corpora.base.atomic import atomic_open
 from corpora.base.provenance import file_fingerprint
-from gendergap.steps.base import Graph, Step
+from gendergap.steps.base import TASKS, Graph, Step
 from gendergap.steps.conditions import checkpoint_facts
-
-# task types whose rows are transcripts scored by error counts (WER): the ones a count model fits
-COUNT_TASKS = ("asr-e2e", "asr-frozen", "asr-released")
 
 
 @dataclass(kw_only=True)
@@ -96,10 +93,11 @@ def plan_mixed(g: Graph) -> list[str]:
             continue
         label = tname + (f":{pair}" if pair else "")
         t = g.cfg.tasks[tname]
-        if t["type"] not in COUNT_TASKS or not t.get("splits"):
+        if not TASKS[t["type"]].error_counts or not t.get("splits"):   # the registration says what its rows are
+            metric = (block.result_key or "").upper()
             not_modelled[label] = {"task": block.task_type, "pair": pair,
-                                   "reason": NOT_COUNTS.format(metric="BLEU") if t["type"] in ("st", "gender-st")
-                                   else f"{t['type']} rows are not error counts"}
+                                   "reason": NOT_COUNTS.format(metric=metric) if metric == "BLEU"
+                                   else f"its rows ({t['type']}) are not per-utterance error counts"}
             continue
         corpus, split = t.get("eval_corpus") or t["corpus"], t["splits"]["test"]
         name = f"voice-measures:{corpus}:{split}"
