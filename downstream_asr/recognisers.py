@@ -44,7 +44,7 @@ from ssl_pretrain.safe_load import check_model_folder
 KINDS = ("run", "export", "speechbrain", "hf-ctc", "hf-seq2seq")
 FOLDER_FIX = ("give a local folder: a transformers model (config.json + weights + processor), a SpeechBrain "
               "model (hyperparams.yaml), an `asr export` folder or an `asr finetune` run directory; download "
-              "hub models first (e.g. `huggingface-cli download ID --local-dir DIR`)")
+              "hub models first (e.g. `hf download ID --local-dir DIR`)")
 
 
 def detect(folder: str | os.PathLike) -> str:

@@ -13,7 +13,7 @@ from gendergap.runs.transcribe import asr_export, asr_transcribe
 
 TRANSCRIBE_EPILOG = """\
 --model is a LOCAL folder (nothing is ever downloaded; fetch hub models first, e.g.
-`huggingface-cli download openai/whisper-small --local-dir models/whisper-small`), one of:
+`hf download openai/whisper-small --local-dir models/whisper-small`), one of:
   a transformers CTC model (wav2vec2, HuBERT, ...: config.json + weights + processor/tokenizer)
   a transformers sequence-to-sequence speech model (Whisper, Speech2Text, ...), with --language/--task
   a SpeechBrain folder (hyperparams.yaml + checkpoints): HyperPyYAML runs code while it loads, so it

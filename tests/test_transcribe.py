@@ -409,7 +409,7 @@ def test_not_a_local_folder_is_one_line(hf_ctc, tmp_path):
     p = cli("asr", "transcribe", "--model", "openai/whisper-small", "--table", hf_ctc["table"], "--out", tmp_path,
             check=False)
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1
-    assert "never downloads" in p.stderr and "huggingface-cli download" in p.stderr
+    assert "never downloads" in p.stderr and "hf download" in p.stderr
 
 
 def test_help_teaches_with_examples():
