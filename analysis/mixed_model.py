@@ -71,7 +71,8 @@ INSTALL_FIX = "install R's glmmTMB (Debian: apt-get install r-base-core r-cran-g
 
 
 class ModelUnavailable(Exception):
-    """R or glmmTMB is missing: no model can be fitted on this machine (one line says why)."""
+    """No model could be fitted: R or glmmTMB is missing, or the R process failed or ran out of time
+    (one line says why; the report shows it where the section's numbers would be)."""
 
 
 def utterance_counts(result: dict, source) -> pd.DataFrame:
@@ -115,12 +116,12 @@ def voice_covariates(measures: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, st
 
 
 def model_data(results: dict[str, list[str]], conditions: dict[str, tuple[str, float | None]],
-               measures: pd.DataFrame, result_key: str | None = None) -> tuple[pd.DataFrame, str]:
+               measures: pd.DataFrame, voice: pd.DataFrame, result_key: str | None = None) -> tuple[pd.DataFrame, str]:
     """One row per scored utterance, checkpoint and seed: errors, words, speaker, gender, condition,
-    share, checkpoint, seed and the voice covariates; and the metric's name. ``results``: checkpoint ->
-    its seeds' result JSONs; ``conditions``: checkpoint -> (condition, female share or None)."""
+    share, checkpoint, seed and the voice covariates (``voice``: voice_covariates of ``measures``); and
+    the metric's name. ``results``: checkpoint -> its seeds' result JSONs; ``conditions``: checkpoint ->
+    (condition, female share or None)."""
     frames, metric = [], None
-    voice, _ = voice_covariates(measures)
     who = measures[["id", "speaker", "gender"]].astype(str)
     for ck, files in results.items():
         if ck not in conditions:
@@ -185,7 +186,7 @@ def fit_specs(task: str, d: pd.DataFrame, voice_terms: list[str]) -> tuple[list[
 
 def run_glmm(frames: dict[str, pd.DataFrame], fits: list[dict], timeout: float = R_TIMEOUT_S) -> dict:
     """Fit ``fits`` on ``frames`` ({fit data name: rows}) in one Rscript process; glmm.R's output.
-    ModelUnavailable when R or glmmTMB is missing; UserError when R fails otherwise."""
+    ModelUnavailable when R or glmmTMB is missing, or the R process fails or times out."""
     rscript = shutil.which("Rscript")
     if rscript is None:
         raise ModelUnavailable(f"R is not installed (no Rscript on PATH): {INSTALL_FIX}")
@@ -204,13 +205,12 @@ def run_glmm(frames: dict[str, pd.DataFrame], fits: list[dict], timeout: float =
             done = subprocess.run([rscript, "--vanilla", str(R_SCRIPT), "data.csv", "spec.json", "out.json"],
                                   cwd=tmp, capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise UserError(f"the mixed models took over {timeout:.0f} s", fix="fit fewer rows or tasks") from None
+            raise ModelUnavailable(f"the mixed models took over {timeout:.0f} s in R and were stopped") from None
         if done.returncode != 0:
             last = [ln for ln in done.stderr.strip().splitlines() if ln.strip()] or ["no message"]
             if "there is no package called" in done.stderr:
                 raise ModelUnavailable(f"R has no glmmTMB ({last[-1].strip()[:120]}): {INSTALL_FIX}")
-            raise UserError(f"R failed fitting the mixed models: {last[-1].strip()[:200]}",
-                            fix="run analysis/glmm.R by hand on the data it was given to see the whole message")
+            raise ModelUnavailable(f"R failed fitting the mixed models: {last[-1].strip()[:200]}")
         return parse_json((tmp / "out.json").read_text(encoding="utf-8"), "glmm.R output", path=tmp / "out.json")
 
 
@@ -286,15 +286,15 @@ def fit_study(blocks: dict[str, dict], measures: dict[str, pd.DataFrame], timeou
     tasks, frames, all_fits, plan = {}, {}, [], {}
     for label, b in blocks.items():
         m = measures[b["measures"]]
-        d, metric = model_data(b["results"], b["conditions"], m, b.get("result_key"))
+        voice, left_out = voice_covariates(m)
+        d, metric = model_data(b["results"], b["conditions"], m, voice, b.get("result_key"))
         if metric and metric not in COUNT_METRICS:
             tasks[label] = {"task": label, "metric": metric, "status": "not modelled",
                             "reason": NOT_COUNTS.format(metric=metric.upper())}
             continue
-        if d.empty or d["condition"].nunique() < 1:
+        if d.empty:
             tasks[label] = {"task": label, "metric": metric, "status": "not modelled", "reason": "no scored rows"}
             continue
-        voice, left_out = voice_covariates(m)
         terms = [t for t in VOICE_TERMS if t in voice.columns]
         complete = d.dropna(subset=terms)
         if len(complete) < len(d):

@@ -87,17 +87,23 @@ def declare_results(g: Graph, tname: str, t: dict, ck: str, files: list[str], fi
     block.deps.append(final_step)
 
 
+def block_checkpoints(g: Graph, block: RowResults) -> tuple[dict, list[str]]:
+    """A block's checkpoints: each one's pretraining set (config), and those without pretraining."""
+    sets = {ck: (g.cfg.checkpoints[ck].get("pretrain") or g.cfg.checkpoints[ck].get("pretrained_on"))
+            for ck in block.files}
+    return sets, [ck for ck in block.files if g.is_baseline(ck)]
+
+
 def plan_conditions(g: Graph) -> list[str]:
     """One ConditionsStep per declared block with two or more checkpoints; returns their names."""
     names = []
     for (tname, pair), block in g.row_results.items():
         if len(block.files) < 2:
             continue
-        sets = {ck: (g.cfg.checkpoints[ck].get("pretrain") or g.cfg.checkpoints[ck].get("pretrained_on"))
-                for ck in block.files}
+        sets, references = block_checkpoints(g, block)
         step = g.add(ConditionsStep(
             name=f"conditions:{tname}" + (f":{pair}" if pair else ""), results=dict(block.files),
-            result_key=block.result_key, sets=sets, references=[ck for ck in block.files if g.is_baseline(ck)],
+            result_key=block.result_key, sets=sets, references=references,
             registry=g.registry, db=g.db, task_type=block.task_type, lang_pair=pair, bootstrap=g.bootstrap,
             bootstrap_seed=g.seed, equivalence_margin=g.d["report"].get("equivalence_margin"),
             deps=sorted(set(block.deps)) + ["checkpoints"], task=tname, pair=pair or None))

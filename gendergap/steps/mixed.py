@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from corpora.base.atomic import atomic_open
 from corpora.base.provenance import file_fingerprint
 from gendergap.steps.base import TASKS, Graph, Step
-from gendergap.steps.conditions import checkpoint_facts
+from gendergap.steps.conditions import block_checkpoints, checkpoint_facts
 
 
 @dataclass(kw_only=True)
@@ -106,11 +106,9 @@ def plan_mixed(g: Graph) -> list[str]:
             g.add(VoiceMeasuresStep(name=name, table=g.table, corpus=corpus, split=split, out=out,
                                     cache=str(g.out / "voice-measures" / "cache"), deps=list(g.table_deps),
                                     outputs=[out]))
-        sets = {ck: (g.cfg.checkpoints[ck].get("pretrain") or g.cfg.checkpoints[ck].get("pretrained_on"))
-                for ck in block.files}
+        sets, references = block_checkpoints(g, block)
         blocks[label] = {"task": block.task_type, "pair": pair, "results": dict(block.files),
-                         "result_key": block.result_key, "sets": sets,
-                         "references": [ck for ck in block.files if g.is_baseline(ck)], "measures": out}
+                         "result_key": block.result_key, "sets": sets, "references": references, "measures": out}
         deps |= set(block.deps) | {name}
     if not blocks and not not_modelled:
         return []
