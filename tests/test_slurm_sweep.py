@@ -129,10 +129,10 @@ def test_rerun_waits_on_the_earlier_runs_slurm_job(slurm_cluster, tmp_path):
                                  if (lock_dir / "submitted.json").is_file() else None))
         prereq_id = sub["job_id"]  # queued or running (the node may be busy): either way run 2 must wait on it
         run2 = _sweep_in_background(specs, out, slurm_cluster.partition, throttle=1)
-        dep_sub = state_dir(out.resolve(), "dep:a") / "submitted.json"
-        _wait_for(lambda: dep_sub.is_file())
-        dep_ids = [json.loads((state_dir(out.resolve(), n) / "submitted.json").read_text())["job_id"]
-                   for n in ("dep:a", "dep:b")]
+        # the sweep records an array's members one after the other: wait for both records
+        dep_subs = [state_dir(out.resolve(), n) / "submitted.json" for n in ("dep:a", "dep:b")]
+        _wait_for(lambda: all(p.is_file() for p in dep_subs))
+        dep_ids = [json.loads(p.read_text())["job_id"] for p in dep_subs]
         info = _scontrol(dep_ids[0])
         assert f"afterok:{prereq_id}" in info["Dependency"], info.get("Dependency")
         assert info["ArrayTaskThrottle"] == "1", info
