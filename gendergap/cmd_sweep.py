@@ -135,11 +135,13 @@ def print_cost(jobs, states: dict, parallel: int, executor: str, profile: str | 
                force: bool = False) -> None:
     """The cost table of the jobs still to run (gendergap.cost), a note where jobs ask for a GPU
     this machine lacks, and the disk check: a UserError per file system too small, unless --force."""
-    from gendergap.cost import check_space, cost_table, estimate, load_profile
+    from gendergap.cost import check_space, cost_table, estimate, load_profile, store_lines
 
     prof = load_profile(profile)
     est = estimate(jobs, states, prof)
     print(cost_table(est, parallel if executor == "local" else len(est), prof))
+    for line in store_lines(est):
+        print(line)
     gpu = [j.name for j in jobs if (j.resources or {}).get("gpus") and states.get(j.name) != "done"]
     if gpu and executor == "local":
         import torch

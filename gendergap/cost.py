@@ -77,6 +77,7 @@ class Estimate:
     seconds: float | None                   # compute time of the step on its device (None: unknown)
     device: str                             # cpu or cuda
     disk: dict[str, float] = field(default_factory=dict)   # location -> bytes written
+    store: dict | None = None               # a features step: {path, layers, per_layer} of its store entries
 
 
 def load_profile(path: str | os.PathLike | None = None) -> dict:
@@ -164,6 +165,7 @@ class Context:
     pending: CheckContext        # outputs of steps not yet done: their files are not there to read
     merges: dict = field(default_factory=dict)   # a pending merged table -> (its input tables, gender map)
     tables: dict = field(default_factory=dict)
+    stores: dict = field(default_factory=dict)   # features step name -> its store entries, computed once
 
     def known(self, path: str) -> bool:
         """The table's rows can be read now: it is there, or it is the study's merge of tables that are."""
@@ -205,21 +207,46 @@ def _device(j) -> str:
 
 # An estimator: (step, Context) -> (seconds or None when unknown, {location: bytes}) (gendergap.tasks.Estimator)
 
-def _features(j, ctx: Context) -> tuple[float | None, dict]:
-    dev = _device(j)
+def _store_entries(j, ctx: Context) -> tuple[list, dict] | None:
+    """A features step's store entries, (rows, layers) each with every audio segment once, and its
+    model's facts; None when the model or the table cannot be read yet."""
+    if j.name in ctx.stores:
+        return ctx.stores[j.name]
     f = ctx.models.facts(j.ckpt)
     if f is None or not ctx.known(j.table):
-        return None, {}
+        return None
     table = ctx.table(j.table)
     # the same segment under two corpora is stored once: here known from headers (file name and
     # size, as corpus merge does), in the store from the files' content
     segments = dict(zip(table.rows["id"], stats.segment_keys(table.rows)))
     entries = cover([(request_rows(table, req), set(union_layers([req["layers"]], f["outputs"])))
                      for req in j.requests], lambda rows: rows["id"].map(segments).tolist())
-    entries = [(rows[~rows["id"].map(segments).duplicated()], layers) for rows, layers in entries]
+    ctx.stores[j.name] = [(rows[~rows["id"].map(segments).duplicated()], layers) for rows, layers in entries], f
+    return ctx.stores[j.name]
+
+
+def _features(j, ctx: Context) -> tuple[float | None, dict]:
+    found = _store_entries(j, ctx)
+    if found is None:
+        return None, {}
+    entries, f = found
+    dev = _device(j)
     audio = sum(ctx.audio_seconds(rows) for rows, _ in entries)
     return (ctx.extraction_seconds(audio, f, dev) + ctx.figures(dev)["job_overhead_s"],
             {j.store: sum(ctx.feature_bytes(rows, len(layers), f) for rows, layers in entries)})
+
+
+def store_plan(j, ctx: Context) -> dict | None:
+    """What a features step keeps, for the dry run: its store folder, the layers stored and the bytes
+    one layer of them takes (over the rows stored with that layer)."""
+    found = _store_entries(j, ctx)
+    if found is None:
+        return None
+    entries, f = found
+    layers = sorted({layer for _, ls in entries for layer in ls})
+    widest = max((ctx.feature_bytes(rows, 1, f) for rows, _ in entries), default=0.0)
+    return {"path": j.store, "layers": len(layers), "per_layer": widest,
+            "bytes": sum(ctx.feature_bytes(rows, len(ls), f) for rows, ls in entries)}
 
 
 def _pretrain(j, ctx: Context) -> tuple[float | None, dict]:
@@ -292,7 +319,10 @@ def _one(j, ctx: Context) -> Estimate:
         seconds, disk = estimator(j.kind)(j, ctx)
     except (UserError, ValueError, KeyError, TypeError, OSError, AttributeError, IndexError):
         seconds, disk = None, {}
-    return Estimate(j.name, j.kind, seconds, _device(j), dict(disk))
+    store = None
+    if j.kind == "features" and seconds is not None:
+        store = store_plan(j, ctx)
+    return Estimate(j.name, j.kind, seconds, _device(j), dict(disk), store)
 
 
 # --------------------------------------------------------------------------- the table
@@ -353,6 +383,27 @@ def _existing(path: str | os.PathLike) -> Path:
 def free_bytes(path: str | os.PathLike) -> int:
     """Free bytes on the file system that holds ``path`` (or would: its nearest existing parent)."""
     return shutil.disk_usage(_existing(path)).free
+
+
+def store_lines(estimates: list[Estimate]) -> list[str]:
+    """The dry run's feature-store plan: per store folder, each features step's layers and the size
+    of one layer, the total, and the free space of the folder's file system (said when too small)."""
+    by_path: dict[str, list[Estimate]] = {}
+    for e in estimates:
+        if e.store:
+            by_path.setdefault(str(Path(e.store["path"]).resolve()), []).append(e)
+    lines = []
+    for path, ests in sorted(by_path.items()):
+        total, free = sum(e.store["bytes"] for e in ests), free_bytes(path)
+        lines.append(f"feature store {path}:")
+        for e in ests:
+            lines.append(f"  {e.step:36s} {e.store['layers']:3d} layer(s), {bytes_label(e.store['per_layer'])} per layer"
+                         f" -> {bytes_label(e.store['bytes'])}")
+        verdict = (f"more than the {bytes_label(free)} free on its file system: store fewer layers (`layer:` "
+                   "instead of `all`), select fewer hours (`selections:`), or move --out to a larger disk"
+                   if total > free else f"{bytes_label(free)} free on its file system")
+        lines.append(f"  {'total':36s} {bytes_label(total)}; {verdict}")
+    return lines
 
 
 def check_space(estimates: list[Estimate], force: bool = False) -> list[str]:

@@ -79,6 +79,13 @@ def test_dry_run_prints_the_cost_table_and_the_store_estimate_holds(study, tmp_p
     from ssl_pretrain.feature_store import bytes_on_disk
     written = bytes_on_disk(out / "features")
     assert abs(store_estimate - written) <= 0.25 * written, (store_estimate, written)
+    # the dry run's store plan: per features step its layers and one layer's size, summing to its disk
+    f = est["features:F-tiny"].store
+    assert f["layers"] > 1 and f["bytes"] == pytest.approx(sum(est["features:F-tiny"].disk.values()))
+    assert f["per_layer"] * f["layers"] == pytest.approx(f["bytes"], rel=0.01)
+    plan = text[text.index("feature store "):]
+    assert re.search(rf"features:F-tiny +{f['layers']} layer\(s\), [\d.]+ [KMGT]?B per layer -> ", plan), plan
+    assert re.search(r"^  total +[\d.]+ [KMGT]?B; [\d.]+ [KMGT]?B free on its file system$", plan, re.M), plan
 
 
 def test_a_plan_that_does_not_fit_is_refused_per_file_system(study, tmp_path, capsys, monkeypatch):
@@ -95,6 +102,9 @@ def test_a_plan_that_does_not_fit_is_refused_per_file_system(study, tmp_path, ca
     assert main(["sweep", "--config", str(cfg), "--out", str(out), "--dry-run", "--force"]) == 0
     captured = capsys.readouterr()
     assert "warning: needs" in captured.out and "cost estimate" in captured.out
+    # the store plan says which folder is too small and what to do about it
+    assert re.search(r"^  total +[\d.]+ [KMGT]?B; more than the 1 KB free on its file system: store fewer layers",
+                     captured.out, re.M), captured.out
     assert not (out / "sweep" / "jobs").exists()
 
 
