@@ -315,6 +315,18 @@ def female_share(entry: dict) -> float | None:
     return round(float(f) / (float(f) + float(m)), 4)
 
 
+def unknown_share_note(name: str, entry: dict) -> str | None:
+    """Where a checkpoint's pretraining speech is partly of unknown gender (Table 3's U), what its
+    female share means: F/(F+M) of the speech of known gender, and the range of its share of all
+    its speech (U counted as all male .. all female); None when U is 0 or not recorded."""
+    share, u = female_share(entry), entry.get("unknown_pct")
+    if share is None or not u:
+        return None
+    f = float(entry["female_pct"])
+    return (f"{name}: {100 * share:.1f} % F of its speech of known gender; {float(u):g} % of its speech is of "
+            f"unknown gender, so its female share of all its speech is {f:g}-{f + float(u):g} %")
+
+
 def group_conditions(checkpoints: dict[str, dict]) -> tuple[dict[str, tuple[str, float | None]], list[str]]:
     """``{ckpt: {"share": float|None, "set": name|None, "reference": bool}}`` -> (ckpt -> (condition
     name, share)), ckpts left out. Checkpoints of one share are replicates of one condition, named by
@@ -364,6 +376,8 @@ def conditions_rows(res: dict, task: str, lang_pair: str, signature: str, n_utts
         rows += [row(ck, "all", f"in_condition:{name}", s) for ck, s in zip(c["checkpoint_names"], c["n_seeds"])]
         if c["share"] is not None:
             rows.append(row(name, "all", "female_share", 100 * c["share"]))
+        if c.get("unknown_pct") is not None:
+            rows.append(row(name, "all", "unknown_share", c["unknown_pct"]))
         for k in STATS:
             if c["mean"][k] is None:
                 continue
@@ -469,6 +483,9 @@ def compare_and_store(results: dict[str, list[str]], result_key: str | None, che
                             tuple(cks)) for (name, share), cks in members.items()]
     res = compare_conditions(metric_from(first), conditions, n_resamples=bootstrap, seed=seed, margin=margin)
     res["left_out"] = left_out
+    for (name, _), cks in members.items():   # Table 3's U, kept beside the share it is not part of
+        unknown = [float(checkpoints[ck]["unknown_pct"]) for ck in cks if checkpoints[ck].get("unknown_pct") is not None]
+        res["conditions"][name]["unknown_pct"] = sum(unknown) / len(unknown) if unknown else None
     signature = (first["signature"].split("|ci:")[0] + f"|conditions:{len(conditions)}|checkpoints:"
                  + ",".join(str(len(c.checkpoints)) for c in conditions) + "|runs:"
                  + ",".join(str(len(c.runs)) for c in conditions) + f"|unit:{res['unit']}"

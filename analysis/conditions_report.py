@@ -90,7 +90,8 @@ def read_block(part: pd.DataFrame, m: str) -> dict:
     conds = {}
     for n in _conditions(part, m):
         members = part[part["metric"] == f"{m}:in_condition:{n}"]
-        conds[n] = {"share": _value(part, n, m, "female_share"), "n_runs": int(_value(part, n, m, "n_runs")),
+        conds[n] = {"share": _value(part, n, m, "female_share"), "unknown": _value(part, n, m, "unknown_share"),
+                    "n_runs": int(_value(part, n, m, "n_runs")),
                     "n_checkpoints": int(_value(part, n, m, "n_checkpoints") or 1),
                     "checkpoints": list(members["checkpoint"]), "seeds": [int(v) for v in members["value"]]}
     tests = []
@@ -398,7 +399,7 @@ def condition_sections(rows: pd.DataFrame, out_dir: Path, written: dict, write_c
     md = ["## Pretraining conditions compared\n", CAPTION + "\n"]
     for task, pair, m, part in _blocks(rows):
         stem, b = _stem(task, pair), read_block(part, m)
-        cond_rows = [[n, fmt(c["share"], 0) if c["share"] is not None else "reference",
+        cond_rows = [[n, _share_cell(c),
                       ", ".join(c["checkpoints"]) or str(c["n_checkpoints"]), str(c["n_runs"])]
                      + [fmt_ci(_value(part, n, m, "condition", k), None, None, sd=_value(part, n, m, "condition_sd", k))
                         for k in ("all", "F", "M", "gap", "ratio", "delta_rel")]
@@ -417,12 +418,28 @@ def condition_sections(rows: pd.DataFrame, out_dir: Path, written: dict, write_c
         md += [f"### {task_title(task, titles)}" + (f", {pair}" if pair else "") + f" ({m.upper()})\n",
                _unit_line(b) + "\n",
                markdown_table(["Condition", "female share, %", "checkpoints", "runs", f"{m.upper()} All", "F", "M",
-                               "F − M", "F/M", "Δrel"], cond_rows) + "\n", body + "\n"]
+                               "F − M", "F/M", "Δrel"], cond_rows) + "\n"] + _unknown_note(b) + [body + "\n"]
         png = _trend_plot(part, m, out_dir / f"trend_{stem[len('conditions_'):]}.png", _title(task, pair, m))
         if png:
             written[png.name] = png
             md.append(f"![Δrel against female share of pretraining: {_title(task, pair, m)}]({png.name})\n")
     return md
+
+
+def _share_cell(c: dict) -> str:
+    """``36``, or ``36 (U 63)`` where part of the pretraining speech is of unknown gender."""
+    if c["share"] is None:
+        return "reference"
+    return fmt(c["share"], 0) + (f" (U {fmt(c['unknown'], 0)})" if c.get("unknown") else "")
+
+
+def _unknown_note(b: dict) -> list[str]:
+    """The sentence under a conditions table whose shares leave speech of unknown gender out."""
+    if not any(c.get("unknown") for c in b["conditions"].values()):
+        return []
+    return ["The female share is F/(F+M) of each condition's pretraining speech of known gender; U is the % of its "
+            "speech of unknown gender (Table 3), which the share leaves out: a condition with U > 0 stands for a "
+            "female share of all its speech anywhere from F to F + U, and the trend reads its known part only.\n"]
 
 
 def _wide(task: str, pair: str, m: str, part: pd.DataFrame, b: dict) -> pd.DataFrame:
@@ -435,7 +452,7 @@ def _wide(task: str, pair: str, m: str, part: pd.DataFrame, b: dict) -> pd.DataF
         row = {"checkpoint": n, "task": task, "lang_pair": pair, "row": kind}
         if t is None:
             c = b["conditions"][n]
-            row.update(female_share=c["share"], checkpoints=" ".join(c["checkpoints"]),
+            row.update(female_share=c["share"], unknown_share=c["unknown"], checkpoints=" ".join(c["checkpoints"]),
                        n_checkpoints=c["n_checkpoints"], runs=c["n_runs"])
         else:
             row.update(kind=what, family=t["family"], family_size=t["size"], status=t["status"],

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.conditions import ALPHA, female_share, group_conditions
+from analysis.conditions import ALPHA, female_share, group_conditions, unknown_share_note
 from analysis.power import (DEFAULT_COMPONENTS, DEFAULTS_SOURCE, POWER, RUN_AS_SEED, SLOPE_UNIT, components_from_db,
                             design_power)
 from corpora.base.boundary import printable
@@ -214,4 +214,16 @@ def design_lines(cfg, jobs: list, states: dict, variance_from: str | None = None
     if not designs:
         return []
     measured, source = components or variance_source(variance_from)
-    return [f"what the design can detect ({DESIGN_DOC}):"] + [design_line(d, measured, source) for d in designs]
+    return ([f"what the design can detect ({DESIGN_DOC}):"] + [design_line(d, measured, source) for d in designs]
+            + unknown_lines(cfg, jobs))
+
+
+def unknown_lines(cfg, jobs: list) -> list[str]:
+    """The checkpoints whose pretraining speech is partly of unknown gender: their female share (the
+    trend's x) is of the speech of known gender, said with the range it stands for (never silently)."""
+    entries = {e["name"]: e for j in jobs if j.kind == "checkpoints" for e in j.entries}
+    notes = [unknown_share_note(ck, {**entries.get(ck, {}), **{k: v for k, v in c.items() if v is not None}})
+             for ck, c in cfg.checkpoints.items()]
+    notes = [n for n in notes if n]
+    return (["female shares with speech of unknown gender (the trend reads the share of known gender):"]
+            + [f"  {n}" for n in notes]) if notes else []

@@ -214,6 +214,9 @@ def _report(request: dict, input_summary: dict, dropped: list, targets: dict, up
 def _balance(df: pd.DataFrame) -> dict:
     f = float(df.loc[df["gender"] == "F", "duration"].sum())
     m = float(df.loc[df["gender"] == "M", "duration"].sum())
+    u = float(df.loc[df["gender"] == "U", "duration"].sum())
+    # female_share is of the speech of known gender; the unknown part is given beside it, never folded in
     return {"female_share": round(f / (f + m), 6) if f + m else None,
+            "unknown_share": round(u / (f + m + u), 6) if f + m + u else None,
             "F_minus_M_seconds": round(f - m, 3),
             "relative_difference": round(abs(f - m) / max(f, m), 6) if f and m else None}

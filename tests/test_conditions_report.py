@@ -384,3 +384,32 @@ def test_a_slope_not_detected_says_its_mde_per_10_points_and_over_the_span(tmp_p
     sentence = _sentence(tmp_path)
     assert (f"no slope detected (this design detects slopes of {mde:.1f} Δrel points per 10 points of share or "
             f"more, {10 * mde:.1f} from 0 to 100 % female)") in sentence, sentence
+
+
+def test_speech_of_unknown_gender_is_said_beside_the_share_never_folded_into_it(tmp_path):
+    """LeBenchmark's 7K model: 13.4 % F, 23.9 % M, 62.6 % U (Table 3). Its share is F/(F+M) of the
+    speech of known gender, and the report says so with its U beside it, in the table, the note and
+    the CSV; a condition without U keeps a plain share."""
+    design = {"F-1K": (1.0, None, (0.10, 0.30)), "M-1K": (0.0, None, (0.30, 0.30)),
+              "LB-7K": (female_share({"female_pct": 13.4, "male_pct": 23.9}), None, (0.2, 0.3))}
+    results, checkpoints = _study(tmp_path, design, 2)
+    checkpoints["LB-7K"].update(female_pct=13.4, unknown_pct=62.6)
+    checkpoints["F-1K"].update(female_pct=100.0, unknown_pct=0.0)
+    res = compare_and_store(results, None, checkpoints, str(tmp_path / "results.db"), "asr-frozen", "",
+                            bootstrap=200, seed=0)
+    name = next(n for n, c in res["conditions"].items() if c["share"] and 0 < c["share"] < 1)
+    assert name == "36% F" and res["conditions"][name]["unknown_pct"] == pytest.approx(62.6)
+    write_report(tmp_path / "results.db", tmp_path / "report")
+    report = (tmp_path / "report" / "report.md").read_text()
+    row = next(line for line in report.splitlines() if line.startswith(f"| {name} |"))
+    assert "| 36 (U 63) |" in row, row
+    assert "| 100 |" in next(line for line in report.splitlines() if line.startswith("| 100% F |"))
+    assert "F/(F+M) of each condition's pretraining speech of known gender" in report
+    csv = pd.read_csv(tmp_path / "report" / "conditions_asr-frozen.csv")
+    got = csv.set_index("checkpoint")["unknown_share"]
+    assert got[name] == pytest.approx(62.6) and got["100% F"] == 0.0
+    # the dry run's line for such a checkpoint gives the range its share of all speech stands for
+    note = cond.unknown_share_note("LB-7K-Large", {"female_pct": 13.4, "male_pct": 23.9, "unknown_pct": 62.6})
+    assert note == ("LB-7K-Large: 35.9 % F of its speech of known gender; 62.6 % of its speech is of unknown "
+                    "gender, so its female share of all its speech is 13.4-76 %")
+    assert cond.unknown_share_note("F", {"female_pct": 100, "male_pct": 0, "unknown_pct": 0}) is None

@@ -223,3 +223,18 @@ def test_train_splits_pick_the_pretraining_pool_and_valid_keeps_its_label():
     assert set(sel.splits["train"]["speaker"]) == {"c1_m0", "c1_m1"}
     assert set(sel.splits["valid"]["speaker"]) == {"c1_m2"}
     assert any(d["reason"].startswith("split not in train ['pretrain']") for d in sel.report["dropped"])
+
+
+def test_speech_of_unknown_gender_is_reported_beside_the_female_share():
+    """A set that keeps speakers of unknown gender (`--gender any --keep-unknown`, as LeBenchmark's 7K
+    set does) reports F/(F+M) and the unknown part of all its speech, never U folded into F or M."""
+    unknown = [{"id": f"u{k}", "audio": f"u{k}.wav", "offset": 0.0, "duration": 10.0, "sample_rate": 16000,
+                "speaker": "c1_u0", "gender": "U", "corpus": "c1", "lang": "fr", "split": "train", "text": "x"}
+               for k in range(30)]
+    df = synth_table(extra=unknown)
+    sel = build_selection(df, "any", exclude_unknown=False, seed=0)
+    tr = sel.splits["train"]
+    bal = sel.report["balance"]["train"]
+    f, m, u = dur(tr, "F"), dur(tr, "M"), dur(tr, "U")
+    assert u == 300.0 and bal["unknown_share"] == pytest.approx(u / (f + m + u), abs=1e-6)
+    assert bal["female_share"] == pytest.approx(f / (f + m), abs=1e-6)

@@ -65,7 +65,8 @@ def checkpoint_facts(registry: str, results: dict, sets: dict, references: list)
         p = entries.get(ck, {}).get("path")
         return str(registry.parent / p) if p and not Path(p).is_absolute() else p
     return {ck: {"reference": ck in references, "set": sets.get(ck), "path": path(ck),
-                 "share": female_share(entries.get(ck, {}))} for ck in results}
+                 "share": female_share(entries.get(ck, {})), "unknown_pct": entries.get(ck, {}).get("unknown_pct"),
+                 "female_pct": entries.get(ck, {}).get("female_pct")} for ck in results}
 
 
 @dataclass
