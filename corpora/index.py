@@ -26,12 +26,16 @@ READER_OPTIONS = {
     "audio_dir": "audio_dir", "winomt_file": "winomt_file", "first_index": "first_index",
     "speaker_gender": "speaker_gender", "kaldi_root": "kaldi_root", "allow_pipes": "allow_pipes",
     "path_template": "path_template",
+    "cv_root": "cv_root",
+    "supervisions": "supervisions", "audio_column": "audio_column", "gender_column": "gender_column",
+    "speaker_column": "speaker_column", "text_column": "text_column", "id_column": "id_column",
 }
 # The accepted sample rates when --sample-rates is not given: 16 kHz (what the study's models
-# read), except where a release has no 16 kHz audio at all (Common Voice: 48 kHz mp3; WinoST:
-# 48 kHz wav), whose rate is accepted and recorded in sample_rate, so the corpus indexes as
-# released. The rate a model needs is checked where audio is read for it, not here.
-DEFAULT_RATES = {"commonvoice": "any", "winost": "any"}
+# read), except where a release has no 16 kHz audio at all (Common Voice and CoVoST 2, which reads
+# Common Voice's clips: 48 kHz mp3; WinoST: 48 kHz wav), whose rate is accepted and recorded in
+# sample_rate, so the corpus indexes as released. The rate a model needs is checked where audio is
+# read for it, not here.
+DEFAULT_RATES = {"commonvoice": "any", "covost2": "any", "winost": "any"}
 
 
 def parse_sample_rates(spec: str) -> tuple[int, ...] | None:
@@ -81,7 +85,9 @@ def index_corpus(*, kind: str, root, out, split=None, corpus=None, style=None, s
                  max_channels: int = 1, workers=None, strict: bool = False, gender_map=None,
                  relative: bool = False, no_progress: bool = False, lang=None, tgt_lang=None,
                  speaker_genders=None, map=None, audio_dir=None, winomt_file=None, first_index=None,
-                 speaker_gender=None, kaldi_root=None, allow_pipes=None, path_template=None) -> pd.DataFrame:
+                 speaker_gender=None, kaldi_root=None, allow_pipes=None, path_template=None,
+                 cv_root=None, supervisions=None, audio_column=None, gender_column=None,
+                 speaker_column=None, text_column=None, id_column=None) -> pd.DataFrame:
     """Read corpus ``root`` of layout ``kind`` and write its utterance table to ``out``; returns it.
     The keywords are `gendergap corpus index`'s options (see its --help); None = not given."""
     rates = sample_rates if sample_rates is not None else DEFAULT_RATES.get(kind, "16000")
@@ -91,7 +97,10 @@ def index_corpus(*, kind: str, root, out, split=None, corpus=None, style=None, s
     kwargs = reader_kwargs(kind, split=split, corpus=corpus, lang=lang, tgt_lang=tgt_lang,
                            speaker_genders=speaker_genders, map=map, audio_dir=audio_dir, winomt_file=winomt_file,
                            first_index=first_index, speaker_gender=speaker_gender, kaldi_root=kaldi_root,
-                           allow_pipes=allow_pipes, path_template=path_template)
+                           allow_pipes=allow_pipes, path_template=path_template,
+                           cv_root=cv_root, supervisions=supervisions, audio_column=audio_column,
+                           gender_column=gender_column, speaker_column=speaker_column, text_column=text_column,
+                           id_column=id_column)
     df = READERS[kind](root, check=check, **kwargs)
     if corpus:
         df["corpus"] = corpus

@@ -75,6 +75,15 @@ kinds and their --root:
   mtedx        the mTEDx root (with --lang/--tgt-lang) or a pair dir (fr-en/data/<split>/txt/...)
   commonvoice  a Common Voice locale dir (fr/: train.tsv dev.tsv test.tsv clips/)
                (any sample rate accepted by default: clips are 48 kHz mp3)
+  covost2      the dir holding CoVoST 2's covost_v2.<src>_<tgt>.tsv (or the file), with --cv-root
+               the Common Voice locale dir it was built on (validated.tsv, clips/): joined on path
+               as fairseq does, train_covost rows are train, gender resolved per client_id over
+               validated.tsv (any sample rate accepted by default, as for commonvoice)
+  fleurs       a language dir of the google/fleurs dataset (data/fr_fr/: train.tsv dev.tsv
+               test.tsv, audio/<split>/ extracted from audio/<split>.tar.gz); FLEURS has no
+               speaker ids: each recording is its own speaker (warned: CIs too narrow)
+  voxpopuli    what voxpopuli.get_asr_data wrote: R, R/transcribed_data or R/transcribed_data/fr
+               (asr_<split>.tsv, <year>/<id>.ogg); gender resolved per speaker_id
   mustc        the MuST-C root (with --tgt-lang) or a pair dir (en-de/data/<split>/...)
   mustshe      the MuST-SHE release dir (tsv/ beside wav/), its tsv/ dir, or one TSV
   winost       a dir with WinoMT's en.txt and the WinoST wavs (any sample rate accepted by
@@ -86,6 +95,15 @@ kinds and their --root:
   lebenchmark  a LeBenchmark JSON file (or a dir of them)
   generic      a CSV/TSV file, with --map id=COL,audio=COL,speaker=COL,gender=COL,...
                (no path column: --path-template "{root}/{id[:4]}/{id}.ogg")
+  lhotse       a lhotse CutSet file (cuts.jsonl.gz), a RecordingSet file with --supervisions,
+               or a folder of lhotse recipe output (<corpus>_recordings_<split>.jsonl.gz +
+               <corpus>_supervisions_<split>.jsonl.gz) or of `manifest build --format lhotse`
+               output (<split>/recordings.jsonl.gz ...); one row per supervision; relative
+               audio paths start from the working dir, as for lhotse, or --audio-dir
+  hf           a Hugging Face datasets folder: save_to_disk output (dataset_dict.json or
+               state.json) or <split>-*.parquet files (also under data/), as on the Hub;
+               columns by --audio-column/--gender-column/... (defaults: the Hub's common
+               names); embedded audio bytes are written once to --audio-dir as <id>.<ext>
 
 --gender-map 'LABEL=F|M|U,...' maps labels gendergap does not know (or re-maps known ones), matched
 case-insensitively, e.g. MuST-Speakers' Multi-Mix or a corpus's own words; every label still
@@ -100,10 +118,17 @@ examples:
   gendergap corpus index --kind commonvoice --root cv-corpus-17.0/fr --split train --out cv_fr.tsv
   gendergap corpus index --kind mustc --root MUSTC_v1.0 --tgt-lang de --speaker-genders MuST-Speakers.tsv --out mustc.tsv
   gendergap corpus index --kind generic --root meta.csv --map audio=path,speaker=spk,gender=sex --out t.tsv
-  gendergap corpus index --kind generic --root fr/asr_train.tsv --map id=id,speaker=speaker_id,gender=gender \
-      --path-template "{root}/{id[:4]}/{id}.ogg" --sample-rates any --out voxpopuli_fr.tsv
+  gendergap corpus index --kind covost2 --root covost_tsv --cv-root cv-corpus-4-2019-12-10/fr \\
+      --out covost_fr_en.tsv
+  gendergap corpus index --kind fleurs --root fleurs/data/fr_fr --out fleurs_fr.tsv
+  gendergap corpus index --kind voxpopuli --root voxpopuli/transcribed_data/fr --out voxpopuli_fr.tsv
   gendergap corpus index --kind kaldi --root s5/data/train --strict --out kaldi_train.tsv
   gendergap corpus index --kind winost --root winost --out winost.tsv
+  gendergap corpus index --kind lhotse --root manifests/librispeech_cuts_dev-clean.jsonl.gz --out ls.tsv
+  gendergap corpus index --kind lhotse --root data/manifests --split train,dev --out lhotse.tsv
+  gendergap corpus index --kind hf --root cv_fr_saved --audio-dir cv_fr_audio --sample-rates any --out cv_hf.tsv
+  gendergap corpus index --kind hf --root fleurs_fr_parquet --split train,validation --audio-dir fleurs_wav \\
+      --speaker-column path --out fleurs_hf.tsv
   gendergap corpus index --kind mustc --root MUSTC_v1.0 --tgt-lang de --speaker-genders MuST-Speakers.tsv \\
       --gender-map 'Multi-Mix=U' --out mustc.tsv
 """
@@ -248,12 +273,18 @@ def _add_index(sub) -> None:
     ix.add_argument("--out", type=out_file("--out"), required=True, help="utterance table to write (TSV)")
     ix.add_argument("--split", help="comma-separated splits to read (default: all found); for kinds with one "
                     "split (kaldi, generic, lebenchmark, mustshe, winost) the name to record")
-    ix.add_argument("--lang", help="source language code (mls, mtedx, commonvoice, kaldi, lebenchmark, generic)")
-    ix.add_argument("--tgt-lang", help="translation language: mtedx fr-<tgt>, mustc en-<tgt>, mustshe")
+    ix.add_argument("--lang", help="source language code (mls, mtedx, commonvoice, kaldi, lebenchmark, generic; "
+                    "covost2, fleurs, voxpopuli: default from the file or folder name)")
+    ix.add_argument("--tgt-lang", help="translation language: mtedx fr-<tgt>, mustc en-<tgt>, mustshe; covost2: "
+                    "picks covost_v2.<src>_<tgt>.tsv when the folder holds several")
+    ix.add_argument("--cv-root", metavar="DIR", help="covost2: the Common Voice locale dir CoVoST 2 was built on "
+                    "(e.g. cv-corpus-4-2019-12-10/fr: validated.tsv, clips/)")
     ix.add_argument("--speaker-genders", metavar="FILE", help="speaker (or talk) -> gender list, one "
-                    "`id<TAB>gender` per line (mtedx, mustc)")
+                    "`id<TAB>gender` per line (mtedx, mustc; lhotse: for supervisions with no gender)")
     ix.add_argument("--map", help="generic: table key -> file column, e.g. id=utt_id,audio=path,gender=sex")
-    ix.add_argument("--audio-dir", help="mustshe/winost: where the wavs are (default: next to the metadata)")
+    ix.add_argument("--audio-dir", help="mustshe/winost: where the wavs are (default: next to the metadata); lhotse: "
+                    "where relative audio paths start (default: the working dir); hf: where embedded audio is "
+                    "written, once, as <id>.<ext>")
     ix.add_argument("--winomt-file", help="winost: WinoMT en.txt (default: ROOT/en.txt)")
     ix.add_argument("--first-index", type=count("--first-index", 0, 10**9),
                     help="winost: the number in the first wav's name (default 1)")
@@ -262,7 +293,7 @@ def _add_index(sub) -> None:
     ix.add_argument("--style", help="value of the style column, e.g. read, spontaneous (Table 1 groups by it)")
     ix.add_argument("--sample-rates",
                     help="accepted sample rates in Hz, comma-separated, or `any` (default: 16000; commonvoice, "
-                         "winost: any)")
+                         "covost2, winost: any)")
     ix.add_argument("--max-channels", type=count("--max-channels", 1, 64), default=1,
                     help="accepted channel count, 1-64 (default 1: mono)")
     ix.add_argument("--workers", type=count("--workers", 1, 256),
@@ -276,6 +307,15 @@ def _add_index(sub) -> None:
                          "(never run otherwise)")
     ix.add_argument("--path-template", metavar="TEMPLATE", help="generic: audio path from the row, e.g. "
                     "\"{root}/{id[:4]}/{id}.ogg\" ({root}: the file's dir; {COL}, {COL[a:b]}: a column)")
+    ix.add_argument("--supervisions", metavar="FILE", help="lhotse: the SupervisionSet of the RecordingSet --root names")
+    ix.add_argument("--audio-column", metavar="COL", help="hf: the audio column, an Audio feature or paths (default audio)")
+    ix.add_argument("--gender-column", metavar="COL", help="hf: the gender column, labels or a ClassLabel (default gender)")
+    ix.add_argument("--speaker-column", metavar="COL", help="hf: the speaker column (default: speaker_id, client_id or "
+                    "speaker, the first there)")
+    ix.add_argument("--text-column", metavar="COL", help="hf: the transcript column (default: text, sentence, "
+                    "raw_transcription, transcription, raw_text or normalized_text, the first there)")
+    ix.add_argument("--id-column", metavar="COL", help="hf: the utterance id column (default: id when unique, else the "
+                    "file names of a path column, else <split>-<row>)")
     ix.add_argument("--gender-map", metavar="LABEL=F|M|U,...", help="map gender labels gendergap does not know "
                     "(case-insensitive), e.g. 'Multi-Mix=U,Frau=F'; still unknown ones become U, listed in one warning")
     ix.add_argument("--relative", action="store_true", help="write audio paths relative to the table's directory")

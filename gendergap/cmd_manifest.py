@@ -23,6 +23,8 @@ examples:
   # 30% female, 10 h, for fr->en ST on features a later stage writes
   gendergap manifest build --table mtedx.tsv --gender p=0.3 --hours 10 --format s2t \\
       --text-column tgt_text_en --tgt-lang en --out m/st
+  # lhotse manifests of a balanced ASR set (OUT/<split>/recordings|supervisions|cuts.jsonl.gz, gender kept)
+  gendergap manifest build --table mtedx.tsv --gender balanced --valid-hours 1 --format lhotse --out m/lhotse
 the output dir gets selection_<split>.tsv, selection_report.json (what was dropped and why)
 and the format's files; it appears complete or not at all.
 fairseq pretraining and Kaldi recipes read 16 kHz audio only: a table with other rates is refused
@@ -84,8 +86,10 @@ def _add_build(sub) -> None:
     b.add_argument("--table", required=True, action="append", help="utterance table TSV (gendergap corpus index/synth); "
                    "repeat it for several: they are merged as `corpus merge` does (see its --help), never one kept")
     b.add_argument("--gender", required=True, help="F, M, balanced, any, or p=SHARE (female share)")
-    b.add_argument("--format", required=True, choices=["fairseq", "s2t", "speechbrain", "kaldi"],
-                   help="fairseq = wav2vec manifest; s2t = fairseq speech_to_text TSV + config + spm")
+    b.add_argument("--format", required=True, choices=["fairseq", "s2t", "speechbrain", "kaldi", "lhotse"],
+                   help="fairseq = wav2vec manifest; s2t = fairseq speech_to_text TSV + config + spm; speechbrain = "
+                        "CSV per split; kaldi = data dir per split; lhotse = recordings/supervisions/cuts.jsonl.gz "
+                        "per split (gender kept: F, M, or none for U)")
     b.add_argument("--out", type=out_dir("--out"), required=True, help="output directory (must be new or empty, unless --overwrite)")
     b.add_argument("--hours", type=amount("--hours"), help="train hours overall, split by the gender share (default: all the table allows)")
     b.add_argument("--hours-per-gender", type=amount("--hours-per-gender"), help="train hours per gender (F, M, balanced)")
@@ -119,7 +123,7 @@ def _add_build(sub) -> None:
     e.add_argument("--audio-format", choices=["flac", "wav"], default="flac",
                    help="fairseq --resample: format of the copies, 16-bit (default flac; kaldi always gets wav)")
     e.add_argument("--jobs", type=int, metavar="N", help="threads preparing or cutting audio (default: cores, at most 8)")
-    e.add_argument("--text-column", help="s2t/speechbrain/kaldi: the text column (default: text)")
+    e.add_argument("--text-column", help="s2t/speechbrain/kaldi/lhotse: the text column (default: text)")
     e.add_argument("--tgt-lang", help="s2t: tgt_lang column value")
     e.add_argument("--vocab-size", type=int, help="s2t: sentencepiece vocabulary size (default 1000, fewer on tiny text)")
     e.add_argument("--feature-template", help="s2t: feature path per row, e.g. 'fbank80/{safe_id}.npy'")

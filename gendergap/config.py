@@ -135,7 +135,7 @@ def _cross_checks(cfg: StudyConfig, marks: dict) -> None:
         raise UserError("corpus needs exactly one of `synth` (the built-in corpus) or `table`", path=path,
                         line=marks.get(("corpus",), 1),
                         fix="e.g. `corpus: {synth: mini}` or `corpus: {table: data/utts.tsv}`")
-    if not cfg.checkpoints:
+    if not cfg.checkpoints and not all(TASKS[t["type"]].own_models for t in cfg.tasks.values()):
         raise UserError("the config lists no checkpoints", path=path, fix="add a `checkpoints:` section")
     _check_checkpoints(cfg)
     for name, t in cfg.tasks.items():

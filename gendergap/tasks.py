@@ -48,7 +48,9 @@ class TaskType:
     schema alone cannot see (a checkpoint it cannot use, a file it names). ``kinds``: the kinds of
     step its planner adds, its own first (named as the type). ``order``: its place among the types
     (the time table, `--schema`, errors). ``error_counts``: its rows are transcripts scored by error
-    counts (WER, CER), which the per-utterance mixed model fits (gendergap.steps.mixed)."""
+    counts (WER, CER), which the per-utterance mixed model fits (gendergap.steps.mixed).
+    ``own_models``: it runs models its own entry names (released models), not the study's checkpoints,
+    so a study of such tasks alone needs no `checkpoints:`."""
     name: str
     schema: type[TaskBase]
     planner: Callable
@@ -57,6 +59,7 @@ class TaskType:
     kinds: tuple[StepKind, ...] = ()
     order: float = LAST
     error_counts: bool = False
+    own_models: bool = False
 
 
 TASKS: dict[str, TaskType] = {}   # the one registry of task types, in stage order
@@ -64,7 +67,8 @@ TASKS: dict[str, TaskType] = {}   # the one registry of task types, in stage ord
 
 def register_task(type_: str, schema: type[TaskBase], planner: Callable, features: Callable | None = None, *,
                   check: Callable | None = None, estimate: Estimator | None = None, title: str | None = None,
-                  also: Iterable[StepKind] = (), order: float = LAST, error_counts: bool = False) -> TaskType:
+                  also: Iterable[StepKind] = (), order: float = LAST, error_counts: bool = False,
+                  own_models: bool = False) -> TaskType:
     """Make ``type_`` a task type (see TaskType): ``estimate`` and ``title`` are those of its own
     step kind (StepKind), ``also`` the other kinds its planner adds (a variant with rows of its own,
     a scoring step). Registering the same type again does nothing; anything else under a taken name
@@ -81,7 +85,7 @@ def register_task(type_: str, schema: type[TaskBase], planner: Callable, feature
         raise ValueError(f"task type {type_!r}: `also` must be StepKinds other than {type_!r} and each other")
     if not all(k.estimate is None or callable(k.estimate) for k in kinds):
         raise TypeError(f"task type {type_!r}: an estimate is not callable")
-    new = TaskType(type_, schema, planner, features, check, kinds, float(order), bool(error_counts))
+    new = TaskType(type_, schema, planner, features, check, kinds, float(order), bool(error_counts), bool(own_models))
     old = TASKS.get(type_)
     if old is not None and old != new:
         raise ValueError(f"task type {type_!r} is already registered ({old.schema.__name__}, "

@@ -24,12 +24,13 @@ from corpora.table import write_table
 from corpora.utterances import UtteranceTable
 from manifests.export_fairseq import export_wav2vec
 from manifests.export_kaldi import export_kaldi
+from manifests.export_lhotse import export_lhotse
 from manifests.export_s2t import export_s2t
 from manifests.export_speechbrain import export_speechbrain
 from manifests.select import hhmm
 from manifests.splits import build_selection
 
-FORMATS = ("fairseq", "s2t", "speechbrain", "kaldi")
+FORMATS = ("fairseq", "s2t", "speechbrain", "kaldi", "lhotse")
 
 
 @contextlib.contextmanager
@@ -83,6 +84,8 @@ def export(fmt: str, splits: dict, out_dir: Path, final_dir: Path, **options) ->
                                   data_root=options.get("data_root"))
     if fmt == "kaldi":
         return export_kaldi(splits, out_dir, text_column=options.get("text_column") or "text", **audio)
+    if fmt == "lhotse":
+        return export_lhotse(splits, out_dir, text_column=options.get("text_column") or "text")
     raise UserError(f"unknown format {fmt!r}", fix="use one of: " + ", ".join(FORMATS))
 
 

@@ -27,7 +27,7 @@ def by_id(df):
 
 def test_registry_names_every_kind():
     assert set(READERS) == {"mls", "mtedx", "commonvoice", "mustc", "mustshe", "winost", "kaldi",
-                            "lebenchmark", "generic"}
+                            "lebenchmark", "generic", "covost2", "fleurs", "voxpopuli", "lhotse", "hf"}
 
 
 def test_mls_reads_metainfo_transcripts_segments(tmp_path, caplog):
@@ -36,7 +36,7 @@ def test_mls_reads_metainfo_transcripts_segments(tmp_path, caplog):
     validate_table(df)
     assert list(df.columns[: len(COLUMNS)]) == COLUMNS
     t = by_id(df)
-    assert len(t) == 4 and set(t["split"]) == {"train", "dev"} and set(t["lang"]) == {"fr"}
+    assert len(t) == 4 and set(t["split"]) == {"train", "valid"} and set(t["lang"]) == {"fr"}
     assert t.loc["1840_1234_000001", "gender"] == "F" and t.loc["2506_5678_000000", "gender"] == "M"
     assert t.loc["2506_5678_000000", "duration"] == pytest.approx(1.2, abs=1e-4)   # from the flac header
     assert t.loc["2506_5678_000000", "sample_rate"] == 16000
@@ -51,7 +51,7 @@ def test_mls_reads_metainfo_transcripts_segments(tmp_path, caplog):
 
 def test_mls_split_selection(tmp_path):
     df = read_mls(make_mls(tmp_path), splits=["dev"], check=QUIET)
-    assert list(df["split"]) == ["dev"]
+    assert list(df["split"]) == ["valid"]
 
 
 def test_mtedx_segments_translations_and_speaker_file(tmp_path, caplog):
@@ -96,7 +96,7 @@ def test_mustc_speaker_list_by_speaker_or_talk(tmp_path):
 
 def test_commonvoice_both_gender_spellings_quotes_and_converted_clips(tmp_path):
     t = by_id(read_commonvoice(make_commonvoice(tmp_path), check=QUIET))
-    assert len(t) == 6 and set(t["split"]) == {"train", "dev", "test"}
+    assert len(t) == 6 and set(t["split"]) == {"train", "valid", "test"}
     assert t.loc["common_voice_fr_1", "text"] == 'Il a dit "oui".'
     assert t.loc["common_voice_fr_1", "gender"] == "F" and t.loc["common_voice_fr_3", "gender"] == "F"
     assert t.loc["common_voice_fr_2", "gender"] == "M" and t.loc["common_voice_fr_5", "gender"] == "M"

@@ -15,13 +15,18 @@ from __future__ import annotations
 
 from corpora.readers.common import AudioCheck, read_speaker_genders
 from corpora.readers.commonvoice import read_commonvoice
+from corpora.readers.covost2 import read_covost2
+from corpora.readers.fleurs import read_fleurs
 from corpora.readers.generic import read_generic
+from corpora.readers.hf_folder import read_hf
 from corpora.readers.kaldi import read_kaldi
 from corpora.readers.lebenchmark import read_lebenchmark
+from corpora.readers.lhotse_sets import read_lhotse
 from corpora.readers.mls import read_mls
 from corpora.readers.mtedx import read_mtedx
 from corpora.readers.mustc import read_mustc
 from corpora.readers.mustshe import read_mustshe
+from corpora.readers.voxpopuli import read_voxpopuli
 from corpora.readers.winost import read_winost
 
 # KIND (the --kind of `gendergap corpus index`) -> reader.
@@ -29,12 +34,17 @@ READERS = {
     "mls": read_mls,
     "mtedx": read_mtedx,
     "commonvoice": read_commonvoice,
+    "covost2": read_covost2,
+    "fleurs": read_fleurs,
+    "voxpopuli": read_voxpopuli,
     "mustc": read_mustc,
     "mustshe": read_mustshe,
     "winost": read_winost,
     "kaldi": read_kaldi,
     "lebenchmark": read_lebenchmark,
     "generic": read_generic,
+    "lhotse": read_lhotse,
+    "hf": read_hf,
 }
 
 __all__ = ["READERS", "AudioCheck", "read_speaker_genders"] + [f.__name__ for f in READERS.values()]

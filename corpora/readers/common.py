@@ -9,6 +9,7 @@ the file the gender label came from, for the unknown-label warning.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import re
@@ -23,11 +24,21 @@ from corpora.base.boundary import regular_file
 from corpora.base.errors import UserError
 from corpora.readers.delimited import read_delimited  # noqa: F401  -- the readers import it from here
 from corpora.base.textfile import read_utf8
-from corpora.table import GENDERS, new_table, normalise_genders, validate_table
+from corpora.table import GENDERS, new_table, normalise_gender, normalise_genders, validate_table
 
 log = logging.getLogger(__name__)
 
 DEFAULT_SAMPLE_RATES = (16000,)
+
+# A release's name for its validation split -> the name the study's tasks read (their `splits:`
+# default is train/valid/test). Readers write the tasks' name, so a corpus indexed as released needs
+# no `splits:` mapping; `--split` still takes the release's file or folder name (dev.tsv, dev/).
+TASK_SPLIT_NAMES = {"dev": "valid", "validation": "valid"}
+
+
+def task_split(release_name: str) -> str:
+    """The split column's value for a release's split name: ``dev`` -> ``valid``, others as named."""
+    return TASK_SPLIT_NAMES.get(release_name, release_name)
 
 
 @dataclass(frozen=True)
@@ -168,6 +179,51 @@ def lookup_gender(genders: dict[str, tuple[str, int]] | None, *keys: str) -> str
         if k and k in genders:
             return genders[k][0]
     return None
+
+
+def resolve_speaker_genders(rows: list[dict], source, *, speaker_name: str = "client_id",
+                            evidence: Iterable[tuple[str, str]] = ()) -> str | None:
+    """One gender per speaker, for corpora that label each row rather than each speaker (Common
+    Voice's client_id, VoxPopuli's speaker_id).
+
+    A contributor fills in a profile once, so rows recorded before it carry an empty label. A
+    speaker whose non-empty labels agree gets that label on all their rows; a speaker whose labels
+    disagree (male on one row, female on another) gets U on all, since no side can be chosen. Rewrites
+    ``gender_raw`` in place and records in ``gender_source`` where each row's label came from:
+    ``row`` (its own), ``speaker`` (its speaker's other rows), ``conflict`` (labels disagree), or
+    empty. ``evidence``: (speaker, raw label) of rows outside the table whose labels count too
+    (CoVoST reads a speaker's every validated.tsv row, not only the rows it translates).
+    Returns the one line that says what was resolved, or None.
+    """
+    labels: dict[str, dict[str, str]] = {}   # speaker -> {code: first raw label with that code}
+    codes: dict[str, str] = {}                # raw label -> code, so a large evidence list costs one lookup each
+    for speaker, raw in itertools.chain(((r["speaker"], r["gender_raw"]) for r in rows), evidence):
+        raw = (raw or "").strip()
+        if raw:
+            if raw not in codes:
+                codes[raw] = normalise_gender(raw)[0]
+            code = codes[raw]
+            labels.setdefault(speaker, {}).setdefault(code, raw)
+    borrowed, conflicts = [], []
+    for r in rows:
+        found = labels.get(r["speaker"])
+        r["gender_source"] = "row" if r["gender_raw"].strip() else ""
+        if not found:
+            continue
+        if len(found) > 1:
+            r["gender_raw"] = "/".join(sorted(found.values()))
+            r["gender_source"] = "conflict"
+            conflicts.append(r)
+        elif not r["gender_raw"].strip():
+            r["gender_raw"] = next(iter(found.values()))
+            r["gender_source"] = "speaker"
+            borrowed.append(r)
+    if not (borrowed or conflicts):
+        return None
+    return (f"{source}: gender resolved per {speaker_name}: {len(borrowed)} row(s) with an empty gender took their "
+            f"speaker's label from other rows (gender_source=speaker); {len(conflicts)} row(s) of "
+            f"{len({r['speaker'] for r in conflicts})} speaker(s) with conflicting labels are U "
+            "(gender_source=conflict)")
 
 
 # --------------------------------------------------------------------------- the table

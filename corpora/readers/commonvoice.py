@@ -28,16 +28,15 @@ releases ship a few) skips its row, counted in the summary line; ``--strict`` ma
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pandas as pd
 import soundfile as sf
 
-import logging
-
 from corpora.base.errors import UserError
-from corpora.readers.common import AudioCheck, find_audio_by_stem, finish_table, read_delimited
-from corpora.table import normalise_gender
+from corpora.readers.common import (AudioCheck, find_audio_by_stem, finish_table, read_delimited,
+                                    resolve_speaker_genders, task_split)
 
 log = logging.getLogger(__name__)
 
@@ -54,10 +53,9 @@ def read_commonvoice(root, *, splits: list[str] | None = None, lang: str | None 
     if not clips.is_dir():
         raise UserError("no clips/ directory", path=root,
                         fix="--root must be one locale directory of a Common Voice release (e.g. cv-corpus-17.0/fr)")
-    mp3_ok = "MP3" in sf.available_formats()  # libsndfile < 1.1 cannot open mp3
+    finder = ClipFinder(clips)
     splits = list(splits) if splits else [s for s in DEFAULT_SPLITS if (root / f"{s}.tsv").is_file()]
     rows: list[dict] = []
-    by_stem: dict[str, Path] | None = None
     for split in splits:
         tsv = root / f"{split}.tsv"
         if not tsv.is_file():
@@ -70,21 +68,10 @@ def read_commonvoice(root, *, splits: list[str] | None = None, lang: str | None 
             raise UserError(f"missing column(s) {', '.join(missing)}", path=tsv, line=1,
                             fix="expected a Common Voice TSV (client_id, path, sentence, ..., gender, ...)")
         for line, rec in recs:
-            name = rec["path"].strip()
-            if not Path(name).suffix:
-                name += ".mp3"  # oldest releases omit the extension
-            audio = clips / name
-            if not audio.exists():
-                # Clips converted to wav/flac keep their stem; look them up with one directory scan.
-                by_stem = find_audio_by_stem(clips) if by_stem is None else by_stem
-                audio = by_stem.get(Path(name).stem, audio)
-            if audio.suffix.lower() == ".mp3" and not mp3_ok:
-                raise UserError(f"this libsndfile ({sf.__libsndfile_version__}) cannot read mp3 headers", path=tsv,
-                                line=line, fix="upgrade soundfile (>= 0.12 bundles libsndfile 1.1+) or convert the "
-                                "clips to wav/flac with the same stem")
-            row = dict(id=Path(name).stem, audio=str(audio), offset=0.0, duration=None,
+            uid, audio = finder.find(rec["path"], tsv, line)
+            row = dict(id=uid, audio=str(audio), offset=0.0, duration=None,
                        speaker=rec["client_id"], gender_raw=rec.get(gcol, "") if gcol else "",
-                       corpus="commonvoice", lang=lang or rec.get("locale") or root.name, split=split,
+                       corpus="commonvoice", lang=lang or rec.get("locale") or root.name, split=task_split(split),
                        text=rec["sentence"], style="read", _src=tsv, _line=line)
             for col in EXTRA_COLUMNS:
                 if col in rec:
@@ -97,33 +84,28 @@ def read_commonvoice(root, *, splits: list[str] | None = None, lang: str | None 
     return df
 
 
-def resolve_speaker_genders(rows: list[dict], source) -> str | None:
-    """One gender per client_id (see the module docstring). Rewrites ``gender_raw`` in place
-    and records in ``gender_source`` where each row's label came from: ``row`` (its own),
-    ``speaker`` (its speaker's other rows), ``conflict`` (labels disagree: U), or empty.
-    Returns the one line that says what was resolved, or None."""
-    labels: dict[str, dict[str, str]] = {}   # speaker -> {code: first raw label with that code}
-    for r in rows:
-        raw = r["gender_raw"].strip()
-        if raw:
-            labels.setdefault(r["speaker"], {}).setdefault(normalise_gender(raw)[0], raw)
-    borrowed, conflicts = [], []
-    for r in rows:
-        found = labels.get(r["speaker"])
-        r["gender_source"] = "row" if r["gender_raw"].strip() else ""
-        if not found:
-            continue
-        if len(found) > 1:   # e.g. male on one row, female on another: no side can be chosen
-            r["gender_raw"] = "/".join(sorted(found.values()))
-            r["gender_source"] = "conflict"
-            conflicts.append(r)
-        elif not r["gender_raw"].strip():
-            r["gender_raw"] = next(iter(found.values()))
-            r["gender_source"] = "speaker"
-            borrowed.append(r)
-    if not (borrowed or conflicts):
-        return None
-    return (f"{source}: gender resolved per client_id: {len(borrowed)} row(s) with an empty gender took their "
-            f"speaker's label from other rows (gender_source=speaker); {len(conflicts)} row(s) of "
-            f"{len({r['speaker'] for r in conflicts})} speaker(s) with conflicting labels are U "
-            "(gender_source=conflict)")
+class ClipFinder:
+    """A locale's clips/ folder: a TSV row's ``path`` -> (utterance id, audio file). The id is the
+    clip's stem; the file is ``clips/<path>`` when present, else a clip converted with the same stem
+    (x.wav, x.flac), found with one directory scan made at the first miss. CoVoST 2 reads its
+    clips through this too."""
+
+    def __init__(self, clips: Path):
+        self.clips = clips
+        self.mp3_ok = "MP3" in sf.available_formats()  # libsndfile < 1.1 cannot open mp3
+        self._by_stem: dict[str, Path] | None = None
+
+    def find(self, path: str, tsv: Path, line: int) -> tuple[str, Path]:
+        name = path.strip()
+        if not Path(name).suffix:
+            name += ".mp3"  # oldest releases omit the extension
+        audio = self.clips / name
+        if not audio.exists():
+            if self._by_stem is None:
+                self._by_stem = find_audio_by_stem(self.clips)
+            audio = self._by_stem.get(Path(name).stem, audio)
+        if audio.suffix.lower() == ".mp3" and not self.mp3_ok:
+            raise UserError(f"this libsndfile ({sf.__libsndfile_version__}) cannot read mp3 headers", path=tsv,
+                            line=line, fix="upgrade soundfile (>= 0.12 bundles libsndfile 1.1+) or convert the "
+                            "clips to wav/flac with the same stem")
+        return Path(name).stem, audio

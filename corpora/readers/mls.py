@@ -24,7 +24,8 @@ from pathlib import Path
 import pandas as pd
 
 from corpora.base.errors import UserError
-from corpora.readers.common import MAX_LABEL_BYTES, AudioCheck, finish_table, read_lines, require_file
+from corpora.readers.common import (MAX_LABEL_BYTES, AudioCheck, finish_table, read_lines, require_file,
+                                    task_split)
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,7 @@ def read_mls(root, *, splits: list[str] | None = None, lang: str | None = None,
                 missing_spk.add(spk)
             src_url, src_start, src_end = sources.get(utt, ("", "", ""))
             rows.append(dict(id=utt, audio=str(audio), offset=0.0, duration=None, speaker=spk,
-                             gender_raw=genders.get(spk, ""), corpus="mls", lang=lang, split=split,
+                             gender_raw=genders.get(spk, ""), corpus="mls", lang=lang, split=task_split(split),
                              text=text, style="read", book=book, title=titles.get((spk, book), ""),
                              source_url=src_url, source_start=src_start, source_end=src_end,
                              _src=trans, _line=i, _gender_src=meta))

@@ -136,4 +136,4 @@ def plan_released(g: Graph, tname: str, t: dict) -> None:
 
 # no estimate: a released model's size is not read before it runs (a few seconds are counted, as
 # before); its rows are titled by the report itself (analysis.tables.ASR_TASK_TITLES)
-register_task(TYPE, AsrReleasedTask, plan_released, order=60, error_counts=True)
+register_task(TYPE, AsrReleasedTask, plan_released, order=60, error_counts=True, own_models=True)
