@@ -16,14 +16,18 @@ lock) and a busy timeout makes a writer wait its turn instead of failing with "d
 locked". That relies on the file system's POSIX locks (NFSv4 and Lustre with flock/localflock
 have them). Writes are short (one run's rows), so serialising them costs little. A killed
 writer leaves the database readable: the hot journal rolls the half-done transaction back.
+A folder whose file system gives no POSIX locks (NFS without lockd, Lustre mounted without
+flock) is refused before the DB is first written there (``check_posix_locks``).
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import math
 import os
 import sqlite3
+import tempfile
 import time
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -110,6 +114,33 @@ SCORE_FIELDS = ("checkpoint", "task", "lang_pair", "subset", "gender", "metric",
                 "ci_low", "ci_high", "n_utts", "n_speakers", "signature")
 
 
+_LOCKING_FOLDERS: set[str] = set()   # folders whose POSIX locks this process has seen work
+
+
+def check_posix_locks(folder: str | os.PathLike) -> None:
+    """Refuse a folder whose file system gives no POSIX advisory locks: SQLite serialises writers with
+    them, and without them two jobs writing the DB at once can corrupt it. Takes and drops one lock on a
+    temporary file of its own in ``folder``, once per folder and process."""
+    folder = Path(folder)
+    key = str(folder.resolve())
+    if key in _LOCKING_FOLDERS:
+        return
+    fd, name = tempfile.mkstemp(prefix=".gendergap-lock-check-", dir=folder)
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.lockf(fd, fcntl.LOCK_UN)
+    except OSError as e:
+        raise UserError(f"this file system gives no POSIX locks ({e.strerror}), which SQLite needs: jobs writing the "
+                        "results DB at once could corrupt it", path=folder,
+                        fix="put the DB on a disk with locks (--db, or a sweep's --out, on a local disk or a home "
+                            "directory), or have the file system mounted with them (NFS: lockd; Lustre: -o flock)"
+                        ) from None
+    finally:
+        os.close(fd)
+        os.unlink(name)
+    _LOCKING_FOLDERS.add(key)
+
+
 class ResultsStore:
     """Thin API over the SQLite file. Open one per process; it is cheap."""
 
@@ -133,6 +164,8 @@ class ResultsStore:
             raise UserError(f"cannot create the directory for the results DB ({e.strerror})",
                             path=self.path, fix="pass --db a path in a writable directory") from None
         self.timeout = timeout
+        if not readonly:
+            check_posix_locks(self.path.parent)
         try:
             self._waiting(self._open)
             self._check_schema()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -142,6 +143,10 @@ def print_cost(jobs, states: dict, parallel: int, executor: str, profile: str | 
     print(cost_table(est, parallel if executor == "local" else len(est), prof))
     for line in store_lines(est):
         print(line)
+    if executor == "local":
+        line = oversubscribed(jobs, states, parallel, os.cpu_count() or 1)
+        if line:
+            print(f"warning: {line}")
     gpu = [j.name for j in jobs if (j.resources or {}).get("gpus") and states.get(j.name) != "done"]
     if gpu and executor == "local":
         import torch
@@ -151,6 +156,30 @@ def print_cost(jobs, states: dict, parallel: int, executor: str, profile: str | 
     for line in check_space(est, force=force):
         print(f"warning: {line} (--force: running anyway)")
     sys.stdout.flush()
+
+
+def check_db_folder(out: Path) -> None:
+    """The results DB (OUT/results.db) needs POSIX locks: checked on OUT's file system (its nearest
+    existing folder, since a dry run creates nothing) before any job would write it."""
+    from analysis.store import check_posix_locks
+
+    folder = Path(out).resolve()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    check_posix_locks(folder)
+
+
+def oversubscribed(jobs, states: dict, parallel: int, cores: int) -> str | None:
+    """When the local executor would run more torch threads than this machine has cores (each job
+    takes resources.cpus threads, ``parallel`` jobs at once): the line saying so, else None."""
+    todo = [j for j in jobs if states.get(j.name) != "done"]
+    widest = max(((j.resources or {}).get("cpus", 1) for j in todo), default=1)
+    threads = widest * min(parallel, len(todo))
+    if threads <= cores:
+        return None
+    return (f"jobs ask for up to {widest} CPU core(s) each (resources.cpus: their torch threads) and {parallel} run at "
+            f"once: {threads} threads on this machine's {cores} core(s), which slows every job; lower resources.cpus "
+            f"or --parallel so that resources.cpus x jobs at once <= {cores}")
 
 
 def variance_components(args) -> tuple[dict | None, str] | None:
@@ -191,6 +220,7 @@ def run(args) -> int:
             print_design(cfg, jobs, {r["job"]: r["state"] for r in rows}, variance)
             sys.stdout.flush()
             preflight(cfg, jobs, out)
+            check_db_folder(out)
             print("inputs checked: no problem found")
             print_cost(jobs, {r["job"]: r["state"] for r in rows}, args.parallel or cfg.data["executor"]["parallel"],
                        executor, profile=args.profile, force=args.force)

@@ -46,7 +46,9 @@ def problem_error(cfg, lines: dict, p) -> UserError:
     if line is None and "." in key:
         line = lines.get(key.split(".")[0])
     kind, _, name = key.partition(".")
-    subject = {"tasks": "task", "checkpoints": "checkpoint"}.get(kind)
+    if kind == "selections":   # selections.<name>.<key>: the line is the key's, the subject the selection
+        name = name.split(".")[0]
+    subject = {"tasks": "task", "checkpoints": "checkpoint", "selections": "selection"}.get(kind)
     if subject:
         who = f"{subject}{'s' if p.also else ''} {', '.join(repr(n) for n in (name, *p.also))}: "
     else:

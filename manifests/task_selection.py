@@ -35,6 +35,29 @@ from manifests.splits import build_selection
 DEFAULT_SPLITS = {"train": "train", "valid": "valid", "test": "test"}
 
 
+def draw_selection(df, corpus: str, gender: str, *, hours: float | None, hours_per_gender: float | None,
+                   valid_hours: float | None, splits: dict[str, str], seed: int, source) -> tuple:
+    """(the selection, the corpus's test rows) drawn from table rows ``df``, writing nothing: what
+    build_task_selection exports, and what a dry run draws to see that the corpus can give it."""
+    splits = {**DEFAULT_SPLITS, **(splits or {})}
+    rows = df[df["corpus"] == corpus]
+    if rows.empty:
+        known = ", ".join(sorted(set(df["corpus"]))) or "none"
+        raise UserError(f"no rows of corpus {corpus!r} to select from", path=source,
+                        fix=f"name one of the table's corpora ({known}) in the selection's `corpus:`")
+    test = rows[rows["split"] == splits["test"]]
+    if test.empty:
+        raise UserError(f"corpus {corpus!r} has no rows in its test split {splits['test']!r}", path=source,
+                        fix="a selection's tasks test on the corpus's test split: check `splits: {test: ...}`")
+    sel = build_selection(rows, gender, hours=hours, hours_per_gender=hours_per_gender, valid_hours=valid_hours,
+                          seed=seed, train_splits=(splits["train"],), valid_splits=(splits["valid"],),
+                          holdout_splits=(splits["test"],), source=source)
+    if "valid" not in sel.splits:
+        raise UserError(f"the selection from corpus {corpus!r} has no valid rows", path=source,
+                        fix=f"label valid rows {splits['valid']!r} in the table, or set the selection's valid_hours")
+    return sel, test
+
+
 def build_task_selection(table: str | os.PathLike, out: str | os.PathLike, *, corpus: str, gender: str = "balanced",
                          hours: float | None = None, hours_per_gender: float | None = None,
                          valid_hours: float | None = None, splits: dict[str, str] | None = None,
@@ -47,22 +70,8 @@ def build_task_selection(table: str | os.PathLike, out: str | os.PathLike, *, co
     if done is not None:
         return done
     loaded = UtteranceTable.load(table)
-    df = loaded.rows
-    rows = df[df["corpus"] == corpus]
-    if rows.empty:
-        known = ", ".join(sorted(set(df["corpus"]))) or "none"
-        raise UserError(f"no rows of corpus {corpus!r} to select from", path=table,
-                        fix=f"name one of the table's corpora ({known}) in the selection's `corpus:`")
-    test = rows[rows["split"] == splits["test"]]
-    if test.empty:
-        raise UserError(f"corpus {corpus!r} has no rows in its test split {splits['test']!r}", path=table,
-                        fix="a selection's tasks test on the corpus's test split: check `splits: {test: ...}`")
-    sel = build_selection(rows, gender, hours=hours, hours_per_gender=hours_per_gender, valid_hours=valid_hours,
-                          seed=seed, train_splits=(splits["train"],), valid_splits=(splits["valid"],),
-                          holdout_splits=(splits["test"],), source=table)
-    if "valid" not in sel.splits:
-        raise UserError(f"the selection from corpus {corpus!r} has no valid rows", path=table,
-                        fix=f"label valid rows {splits['valid']!r} in the table, or set the selection's valid_hours")
+    sel, test = draw_selection(loaded.rows, corpus, gender, hours=hours, hours_per_gender=hours_per_gender,
+                               valid_hours=valid_hours, splits=splits, seed=seed, source=table)
     parts = {**sel.splits, "test": test}
     with staged_output(out, overwrite=True) as stage:
         for name, part in parts.items():

@@ -129,3 +129,20 @@ def test_bench_measures_a_profile_the_dry_run_reads(study, tmp_path, capsys):
     loaded = load_profile(profile)
     assert loaded["cpu"]["extract_gflops"] == pytest.approx(figures["extract_gflops"])
     assert loaded["cpu"]["frozen_s_per_step"] == DEFAULTS["cpu"]["frozen_s_per_step"]   # not measured: the default
+
+
+def test_more_threads_than_cores_is_said_by_the_local_dry_run(study, tmp_path, capsys, monkeypatch):
+    """Boito's 8-core resources run locally, 2 jobs at once on a 2-core machine: a warning with the
+    numbers and what to lower; resources that fit say nothing."""
+    import os
+    root, cfg, data = study
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    wide = tmp_path / "wide.yaml"
+    wide.write_text(cfg.read_text().replace("overrides: [max_steps=300]}",
+                                            "overrides: [max_steps=300], resources: {cpus: 8}}"))
+    assert main(["sweep", "--config", str(wide), "--out", str(tmp_path / "o"), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert ("warning: jobs ask for up to 8 CPU core(s) each (resources.cpus: their torch threads) and 2 run at once: "
+            "16 threads on this machine's 2 core(s)") in out, out
+    assert main(["sweep", "--config", str(cfg), "--out", str(tmp_path / "o"), "--dry-run"]) == 0
+    assert "threads on this machine" not in capsys.readouterr().out

@@ -159,6 +159,23 @@ def test_a_task_training_on_a_selection_is_checked_too(tmp_path, capsys):
     assert lines[0].startswith(f"{cfg}:9: task 'asr-frozen': 1 test speaker(s) have no gender (U): f4"), lines
 
 
+def test_selection_hours_the_corpus_cannot_give_are_refused_on_their_key_by_the_dry_run(tmp_path, capsys):
+    """Boito et al.'s 34.15 h a gender asked of a smaller corpus: refused before anything runs, on
+    the line of the selection's own key, not after the extractions in the run."""
+    cfg = study(tmp_path, tasks="  asr-frozen: {corpus: toy, selection: bal}\n")
+    cfg.write_text(cfg.read_text() + "selections:\n  bal:\n    corpus: toy\n    gender: balanced\n"
+                   "    hours_per_gender: 34.15\n    valid_hours: 0.001\n")
+    rc, lines, _ = sweep(cfg, tmp_path / "o", capsys)
+    assert rc == 2 and len(lines) == 1, lines
+    assert lines[0].startswith(f"{cfg}:14: selection 'bal': train: asked for 34:09 of F speech, the pool has "), lines
+    assert "-- ask `selections.bal.hours_per_gender` for what the corpus holds" in lines[0]
+    assert not (tmp_path / "o").exists()
+    # what it holds, taken whole, passes
+    cfg.write_text(cfg.read_text().replace("    hours_per_gender: 34.15\n", ""))
+    rc, lines, out = sweep(cfg, tmp_path / "o", capsys)
+    assert rc == 0 and lines == [] and "inputs checked: no problem found" in out, lines
+
+
 def test_a_missing_mustshe_file_is_named(tmp_path, capsys):
     cfg = study(tmp_path, tasks="  gender-st: {corpus: toy, pairs: [fr-en], mustshe: nowhere.tsv}\n")
     rc, lines, _ = sweep(cfg, tmp_path / "o", capsys)

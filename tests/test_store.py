@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
 
@@ -183,3 +184,28 @@ def test_two_writer_processes_on_a_new_db_lose_and_duplicate_nothing(tmp_path):
     got = sorted(zip(scores["checkpoint"], scores["gender"]))
     assert got == sorted((f"ck{w}-{j}", g) for w in ("a", "b") for j in range(150) for g in ("F", "M", "all"))
     assert store.conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_a_folder_without_posix_locks_is_refused_before_the_db_is_written(tmp_path, capsys, monkeypatch):
+    """An NFS mount without lockd answers a lock with ENOLCK: the store refuses the folder in one line
+    (what SQLite needs, where to put the DB), the sweep's dry run says so too, and nothing is left behind."""
+    import errno
+    import fcntl
+
+    import analysis.store as store
+    from gendergap.cli import main
+
+    def no_locks(fd, op, *args):
+        raise OSError(errno.ENOLCK, "No locks available")
+    monkeypatch.setattr(fcntl, "lockf", no_locks)
+    monkeypatch.setattr(store, "_LOCKING_FOLDERS", set())
+    nfs = tmp_path / "nfs"
+    nfs.mkdir()
+    with pytest.raises(UserError, match="gives no POSIX locks \\(No locks available\\), which SQLite needs"):
+        ResultsStore(nfs / "results.db")
+    assert list(nfs.iterdir()) == []          # neither the DB nor the probe file
+    cfg = Path(__file__).resolve().parent.parent / "configs" / "mini.yaml"
+    assert main(["sweep", "--config", str(cfg), "--out", str(nfs / "study"), "--dry-run"]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and "--db, or a sweep's --out, on a local disk" in err[0], err
+    assert list(nfs.iterdir()) == []

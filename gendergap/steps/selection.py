@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from corpora.base.errors import UserError
 from gendergap.steps.base import CheckContext, Graph, Problem, Step, problems
 from gendergap.steps.data import asr_data
 
@@ -35,11 +36,29 @@ class SelectionStep(Step):
 
     def check(self, ctx: CheckContext) -> list[Problem]:
         """The corpus and its splits have rows, the test speakers a gender, the audio readable
-        (corpora.checks), as for a task's own splits; the selection's own feasibility is
-        manifest build's, when it runs."""
-        from corpora.checks import rows_findings
+        (corpora.checks), as for a task's own splits; then the selection itself is drawn from the
+        rows in memory (the code `manifest build` runs), so hours the corpus cannot give are refused
+        on the selection's own key now, not after the extractions before it have run."""
+        from corpora.checks import load_table, rows_findings
+        from manifests.task_selection import draw_selection
 
-        return [] if ctx.is_pending(self.table) else problems(rows_findings(self.table, self.corpus, self.splits))
+        if ctx.is_pending(self.table):
+            return []
+        found = problems(rows_findings(self.table, self.corpus, self.splits))
+        loaded, _ = load_table(self.table)
+        if found or loaded is None:
+            return found
+        name = self.name.split(":", 1)[1]
+        try:
+            draw_selection(loaded.rows, self.corpus, self.gender, hours=self.hours,
+                           hours_per_gender=self.hours_per_gender, valid_hours=self.valid_hours,
+                           splits=self.splits, seed=self.seed, source=self.table)
+        except UserError as e:
+            asked = ["valid_hours"] if e.message.startswith("valid") else ["hours_per_gender", "hours"]
+            key = next((f"selections.{name}.{k}" for k in asked if getattr(self, k) is not None), f"selections.{name}")
+            return [Problem(e.message, f"ask `{key}` for what the corpus holds, or leave it out to take all it "
+                            "allows", key)]
+        return []
 
 
 def selection_step(g: Graph, name: str) -> SelectionStep:
