@@ -258,7 +258,7 @@ LAZY_IMPORTS = {
         "analysis.score_runs": "pandas, sacrebleu, numpy, jiwer", "analysis.store": "pandas"},
     "gendergap/cmd_score_gender.py": {"analysis.gender_translation": "pandas, sacrebleu, numpy, jiwer"},
     "gendergap/cmd_study.py": {"gendergap.demo_record": "torch", "gendergap.study": "torch, pandas, numpy, soundfile, pydantic"},
-    "gendergap/cmd_sweep.py": {"gendergap": "torch, pandas, numpy, soundfile, submitit, pydantic",
+    "gendergap/cmd_sweep.py": {"analysis.store": "pandas", "gendergap": "torch, pandas, numpy, soundfile, submitit, pydantic",
         "gendergap.config": "pydantic", "gendergap.cost": "torch, pandas, numpy, soundfile, pydantic",
         "gendergap.design": "torch, pandas, numpy, scipy, soundfile, pydantic",
         "gendergap.plan": "torch, pandas, numpy, soundfile, pydantic",
