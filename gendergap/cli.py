@@ -13,6 +13,7 @@ import sys
 
 from corpora.base.errors import UserError
 from corpora.base.provenance import engine_versions, git_sha
+from gendergap import __version__
 from gendergap.logs import setup_logging
 from gendergap.options import refuse_special_paths
 
@@ -70,9 +71,13 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     setup_logging(args.quiet)
     if args.version:
-        for name, version in engine_versions().items():
-            print(f"{name:16s} {version}")
-        print(f"{'git sha':16s} {git_sha()}")
+        # gendergap's own line is the package's __version__ (the installed metadata can lag a checkout)
+        try:
+            for name, version in {**engine_versions(), "gendergap": __version__}.items():
+                print(f"{name:16s} {version}")
+            print(f"{'git sha':16s} {git_sha()}", flush=True)
+        except BrokenPipeError:   # `gendergap --version | head -1`
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     if not getattr(args, "func", None):
         parser.print_help()

@@ -94,7 +94,8 @@ examples:
 KALDI_IMPORT = """\
 examples:
   gendergap asr kaldi-import --text exp/decode/scoring/10.tra.txt --data-dir kaldi/test --out hyp.tsv
-  gendergap score asr --refs kaldi/test/text --hyps hyp.tsv --table test.tsv     # then score it per gender
+  gendergap asr kaldi-import --text kaldi/test/text --data-dir kaldi/test --out ref.tsv   # the references, ids mapped back
+  gendergap score asr --refs ref.tsv --hyps hyp.tsv --speakers test.tsv                     # then score it per gender
 """
 
 

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import argparse
 
+from corpora.base.errors import UserError
 from gendergap.options import amount, count, out_file
 from ssl_pretrain.device_options import DEVICE_HELP, PRECISION_HELP, PRECISIONS
 
 EPILOG = """examples:
   gendergap bench --check-precision --precision bf16   # is bf16 right on this CPU? (seconds; writes nothing)
+  gendergap bench --device cuda --check-precision --precision fp16   # and bf16: on a GPU node
   gendergap bench                       # CPU figures (and CUDA ones where a GPU is present)
   gendergap bench --device cuda --precision bf16 --out profile.json
   gendergap sweep --config study.yaml --dry-run --profile profile.json
@@ -53,6 +55,9 @@ def run(args) -> int:
     import torch
     device, precision = device_and_precision(args.device, args.precision)
     if args.check_precision:
+        if precision == "fp32":   # the canary compares a precision with fp32: fp32 against itself says nothing
+            raise UserError("--check-precision checks fp16 or bf16 against fp32: give --precision fp16 or bf16",
+                            fix="e.g. gendergap bench --check-precision --precision bf16")
         return check_precision_path(device, precision)
     if not device.startswith("cuda"):
         torch.set_num_threads(args.threads)   # as a sweep's local job runs (one thread each, two at once)
@@ -77,7 +82,8 @@ def register(subparsers, group: str, help: str) -> None:
     p.add_argument("--device", default="auto", help=DEVICE_HELP)
     p.add_argument("--precision", default="fp32", choices=PRECISIONS, help=PRECISION_HELP)
     p.add_argument("--check-precision", action="store_true",
-                   help="only run the precision's canary on the device (the model's kinds of op at the released "
-                        "models' shapes, against fp32) and print each op's error and the path models take here: "
-                        "plain autocast, autocast with the kernel library off, or refused")
+                   help="only run the canary of --precision (fp16 or bf16; with the default fp32 there is nothing "
+                        "to check) on the device (the model's kinds of op at the released models' shapes, against "
+                        "fp32) and print each op's error and the path models take here: plain autocast, autocast "
+                        "with the kernel library off, or refused")
     p.set_defaults(func=run)

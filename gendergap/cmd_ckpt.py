@@ -150,7 +150,9 @@ def _add_registry_leaves(sub) -> None:
                        "pretraining .pt (a fine-tuned one is refused), a packed .safetensors release or a transformers "
                        "folder of a supported family, checked and described (family, size, layers, front-end).",
                        epilog=EXAMPLES["add"], formatter_class=argparse.RawDescriptionHelpFormatter)
-    a.add_argument("name", type=path_name("checkpoint name"))
+    a.add_argument("name", type=path_name("checkpoint name"),
+                   help="the entry's name, its row in Table 3: what --ckpt NAME, `ckpt eval NAME` and a study "
+                        "config's `registered: NAME` refer to")
     a.add_argument("path", help="a fairseq .pt, a transformers folder, or a `pretrain run` folder (its "
                    "checkpoint_best.pt, else checkpoint_last.pt)")
     a.add_argument("--hours", type=amount("--hours"), help="hours of pretraining speech")

@@ -16,7 +16,7 @@ examples:
   gendergap pretrain run --preset tiny --manifest m/F --out runs/ssl/F --seed 1
   gendergap pretrain run --preset tiny --manifest m/F --out runs/ssl/F optimization.max_update=1000
   # continue the shipped female checkpoint by 5,000 updates (warm start, fresh schedule):
-  gendergap pretrain run --preset tiny --manifest m/F --out runs/ssl/F-more --seed 1 \
+  gendergap pretrain run --preset tiny --manifest m/F --out runs/ssl/F-more --seed 1 \\
       --init-from ssl_pretrain/shipped/tiny-female.safetensors optimization.max_update=5000
   gendergap pretrain run --preset base --manifest m/B --out runs/ssl/B common.cpu=false \\
       distributed_training.distributed_world_size=1 optimization.update_freq=[64]
@@ -38,7 +38,12 @@ update_freq makes world x update_freq the recipe's (large: 128 GPUs x 1.2M sampl
 Precision: fp16 as in the recipes; --bf16 on the A100 hardware profiles (the dry run prints fairseq's caveat).
 --cpus-per-task defaults to the hardware profile's (v100-32g 10, a100-* 8, cpu 1) and is exported to
 srun as SRUN_CPUS_PER_TASK. A multi-node job needs --out on a shared file system: /tmp,
-/dev/shm, /var/tmp, $TMPDIR and other node-local dirs are refused.
+/dev/shm, /var/tmp, $TMPDIR and other node-local dirs are refused. There are no setup lines: the job
+inherits the environment of the shell this command runs in (module loads, exports; sbatch's default).
+OUT gets job_id.txt, train.log (rank 0's fairseq log; train.rank<N>.log: the other ranks),
+watchdog.jsonl, checkpoints/ and submitit/<job id>/ (each task's stdout and stderr). fairseq writes
+checkpoint_last.pt at the end of every epoch and every checkpoint.save_interval_updates (large and base:
+25,000), so a requeue repeats the updates since. docs/pretraining.md: a SLURM walk-through.
 examples:
   # the study's setting: 16 V100-32GB (2 nodes x 8) -> update_freq 8; look first:
   gendergap pretrain launch --preset large --hardware v100-32g --nodes 2 --gpus-per-node 8 \\
@@ -48,7 +53,7 @@ examples:
   # the same job through submitit's local executor (tests, a workstation):
   gendergap pretrain launch --preset tiny --executor local --manifest m/F --out runs/ssl/F
   # a SLURM cluster without GPUs (e.g. the tests' one-node cluster): 2 CPU ranks (gloo)
-  gendergap pretrain launch --preset tiny --hardware cpu --tasks-per-node 2 --threads 1 \
+  gendergap pretrain launch --preset tiny --hardware cpu --tasks-per-node 2 --threads 1 \\
       --partition local --time 10 --manifest m/F --out runs/ssl/F --wait
 """
 

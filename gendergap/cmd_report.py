@@ -17,9 +17,16 @@ writes into DIR:
   winomt.csv, other_scores.csv     WinoMT scores; every row no table shows (probes, ...)
   probes.csv, probes_by_layer.png  gender-probe macro F1 per checkpoint, layer and probe
   delta_rel.png, per_speaker.png   Δrel with 95% CI bars; per-speaker score distributions
-  conditions_<task>.{md,tex,csv}   pretraining conditions compared, and their trend plot
-  trend_<task>.png                 (when the DB holds conditions rows)
+  conditions_<task>.{md,tex,csv}   the pretraining conditions compared: the primary, secondary and
+                                   reference tests with their CIs, when the DB holds conditions
+                                   rows (a sweep writes them); <task> adds _<pair> for ST
+  trend_<task>.png                 Δrel against female share, with the fitted slope (4+ shares)
+  mixed_<task>.{md,csv}            the per-utterance mixed model: F/M error-rate ratio per
+                                   condition, before and after the voice measures (when fitted)
+  f0_<task>.png                    per-speaker error against median F0
   .gendergap-outputs.json          the record of the files above that this report wrote
+Tables 1 and 2 (table1_pretraining_data, table2_downstream_data: the data's hours and speakers)
+need the study's manifests and tables: a sweep's report writes them, this command does not.
 
 The report is built in a hidden folder beside DIR (.DIR.<pid>.*.partial) and swapped in at the end,
 so a kill or a full disk leaves the previous report as it was. It replaces or removes only the files

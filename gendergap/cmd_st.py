@@ -34,8 +34,9 @@ GPUs: xs's batch is fairseq's mTEDx recipe, 40,000 frames x update-freq 8 on one
 --gpus G runs G ranks with update-freq 8 / G (G in 1, 2, 4, 8), the same batch per update.
 presets: xs = the study's (6 enc / 3 dec layers, dim 256, 500 epochs); tiny = for tests and
 the built-in study on a CPU (3 enc / 2 dec, dim 128, no dropout, auxiliary CTC loss on the
-encoder, 450 updates: BLEU 25-33 fr->en on the mini corpus from the shipped checkpoints' layer 1
-in ~2 minutes at 1 thread; see downstream_st/presets/tiny.yaml).
+encoder, 450 updates; the built-in study sets max-update=800, where the shipped checkpoints' layer 1
+gives BLEU 44-55 fr->en on the mini corpus (docs/demo-results.json; 450 updates left F-tiny at 24.0);
+see downstream_st/presets/tiny.yaml).
 overrides (key=value, after the options): fairseq-train flags without -- (max-epoch=50,
 lr=1e-3, cpu=false, stop-time-hours=0.05 for a 3-minute budget), data.vocab_size=500,
 data.max_frames=6000, average_last=5, decode.beam=10. Only the fairseq flags listed in

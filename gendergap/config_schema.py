@@ -356,7 +356,8 @@ class Executor(Section):
     qos: str | None = Field(None, description="SLURM quality of service (sbatch --qos)")
     constraint: str | None = Field(None, description="SLURM node constraint, e.g. v100-32g or a100 (sbatch --constraint)")
     setup: list[str] = Field([], description="shell lines each job's sbatch script runs first, e.g. "
-                             "[module load cuda/12.1, export HF_HOME=/shared/hf] (as `pretrain launch` does)")
+                             "[module load cuda/12.1, export HF_HOME=/shared/hf] (`pretrain launch` has none: its job "
+                             "inherits the environment of the shell that submits it)")
     array_parallelism: int | None = Field(None, description="SLURM: most elements of one job array running at once "
                                           "(sbatch --array=0-N%P; default: submitit's 256)")
 

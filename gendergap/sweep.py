@@ -270,7 +270,7 @@ def slurm_parameters(res: dict, label: str, slurm: dict, deps: list[str]) -> dic
               "name": f"gg-{label}", "slurm_additional_parameters": extra}
     if res["gpus"]:
         params["gpus_per_node"] = res["gpus"]
-    # the cluster settings `pretrain launch` takes as flags: qos, a node constraint (v100-32g vs
+    # the cluster settings `pretrain launch` takes as flags (qos, a node constraint: v100-32g vs
     # a100), and set-up lines each job's sbatch script runs first (module loads, exports)
     for k in ("partition", "account", "array_parallelism", "qos", "constraint", "setup"):
         if slurm.get(k):

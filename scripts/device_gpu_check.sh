@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The project's GPU checks in one go, as run on a lent GPU machine that has CUDA torch but not
-# the project's other dependencies and no network (the workplace's "device" machine: Python 3.12,
-# torch 2.11.0+cu130, transformers 5.17). Runs, each under its own time limit, logging to $OUT:
+# The project's GPU checks in one go, for a GPU machine that has CUDA torch but not the project's
+# other dependencies and no network access (last run with Python 3.12, torch 2.11.0+cu130,
+# transformers 5.17). Runs, each under its own time limit, logging to $OUT:
 #   0. env.log     the GPU, the Python packages that matter, an import check of every engine;
 #   c. canary.log  the precision canary (`gendergap bench --check-precision`) on the machine's CPU in
 #                  bf16 and on the GPU in bf16 and fp16, with the CPU's model name and bf16/AMX flags,
@@ -14,16 +14,17 @@
 #   3. smoke.log   scripts/gpu_smoke.sh (base pretraining at fp16 with fairseq, extraction,
 #                  frozen-ASR steps), with whatever time is left; pretrain.log = fairseq's log tail.
 #
-# Before the call, here (a machine with pip and network), put the wheels of
-# requirements/gpu-device-wheels.txt into .whl/ (cp312 manylinux; see that file), then:
-#   run(command="bash scripts/device_gpu_check.sh", carry=[".whl"], timeout_s=600)
-# Elsewhere: OUT=/some/dir BUDGET_S=900 bash scripts/device_gpu_check.sh   (needs .whl/ too)
+# First, on a machine with pip and network access, put the wheels of
+# requirements/gpu-device-wheels.txt into .whl/ (cp312 manylinux; see that file) and bring the
+# checkout with its .whl/ to the GPU machine; there:
+#   OUT=/some/dir BUDGET_S=570 bash scripts/device_gpu_check.sh
+# BUDGET_S bounds the whole script (default 570 s); OUT defaults to runs/device_gpu_check.
 # Only some steps: STEPS="canary pytest" (default "canary pytest bench smoke"). A failing test's fairseq
 # logs (generate.log, train.log) are copied to $OUT/fairseq-logs.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/runs/device_gpu_check}"
-BUDGET_S="${BUDGET_S:-570}"            # the whole script; the device's per-call limit is 600 s
+BUDGET_S="${BUDGET_S:-570}"            # seconds for the whole script (BUDGET_S=... to change it)
 STEPS="${STEPS:-canary pytest bench smoke}"
 want() { [[ " $STEPS " == *" $1 "* ]]; }
 START=$(date +%s)

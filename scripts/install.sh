@@ -9,7 +9,8 @@ VENV=.venv
 PY=${PYTHON:-python3}
 CONSTRAINTS=requirements/constraints-cpu.txt
 STAMP=$VENV/.gendergap-installed
-inputs_hash=$(cat setup.cfg pyproject.toml "$CONSTRAINTS" scripts/install.sh scripts/install_r.sh | sha256sum | cut -d' ' -f1)
+# gendergap/__init__.py holds the version the installed metadata carries (setup.cfg reads it)
+inputs_hash=$(cat setup.cfg pyproject.toml gendergap/__init__.py "$CONSTRAINTS" scripts/install.sh scripts/install_r.sh | sha256sum | cut -d' ' -f1)
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$inputs_hash" ]; then
   exit 0

@@ -19,12 +19,59 @@ def _build(root: Path, out: Path) -> subprocess.CompletedProcess:
                            "-d", str(out)], capture_output=True, text=True, timeout=300)
 
 
+GENERATED = ("cli-reference.md", "config-reference.md", "changelog.md")   # docs/hooks/reference.py
+
+
 def test_the_site_builds_with_warnings_as_errors(tmp_path):
+    """Every page under docs/ is built, and so are the pages made at build time from the code: the
+    command reference (every --help), the config reference (the schema) and CHANGELOG.md. Those are
+    never files under docs/ (a hand copy would go stale)."""
     r = _build(REPO, tmp_path / "site")
     assert r.returncode == 0, r.stderr[-3000:]
-    built = {p.name for p in (tmp_path / "site").glob("*.html")}
+    site = tmp_path / "site"
+    built = {p.name for p in site.glob("*.html")}
     pages = {p.stem + ".html" for p in (REPO / "docs").glob("*.md")}
     assert pages <= built, pages - built
+    assert not [name for name in GENERATED if (REPO / "docs" / name).exists()]
+    cli = (site / "cli-reference.html").read_text(encoding="utf-8")
+    assert "usage: gendergap corpus index" in cli and "usage: gendergap sweep" in cli
+    assert 'id="gendergap-corpus-index"' in cli
+    config = (site / "config-reference.html").read_text(encoding="utf-8")
+    assert "selections:" in config and "checkpoints:" in config
+    changelog = (site / "changelog.html").read_text(encoding="utf-8")
+    assert "[Unreleased]" in changelog and "Added" in changelog
+    assert not (site / "hooks").exists(), "the build hook was published with the site"
+
+
+def test_the_command_reference_is_every_help_at_a_fixed_width(monkeypatch):
+    """The generated page holds each command's --help as argparse prints it at the page's width,
+    whatever the terminal the site is built in."""
+    import importlib.util
+    import os
+
+    from gendergap.cli import build_parser
+    spec = importlib.util.spec_from_file_location("reference_hook", REPO / "docs" / "hooks" / "reference.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    monkeypatch.setenv("COLUMNS", "300")
+    page = hook.cli_reference()
+    assert os.environ["COLUMNS"] == "300", "the hook left its width in the environment"
+    monkeypatch.setenv("COLUMNS", "40")
+    assert hook.cli_reference() == page, "the page depends on the terminal it is built in"
+    monkeypatch.setenv("COLUMNS", str(hook.HELP_COLUMNS))
+    sweep = next(p for name, p in _leaves() if name == "sweep")
+    assert sweep.format_help().rstrip() in page
+    assert len(re.findall(r"^## gendergap", page, re.M)) == 1 + len(_groups(build_parser()))
+
+
+def _groups(parser) -> list:
+    import argparse
+    out = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                out += [sub, *_groups(sub)]
+    return out
 
 
 @pytest.mark.parametrize("breakage,words", [
@@ -35,6 +82,7 @@ def test_a_broken_link_fails_the_build(tmp_path, breakage, words):
     """The strictness is real: a copy of the docs with one broken link does not build."""
     shutil.copytree(REPO / "docs", tmp_path / "docs", symlinks=False)
     shutil.copy(REPO / "mkdocs.yml", tmp_path / "mkdocs.yml")
+    shutil.copy(REPO / "CHANGELOG.md", tmp_path / "CHANGELOG.md")   # the changelog page (docs/hooks)
     page = tmp_path / "docs" / "glossary.md"
     page.write_text(page.read_text(encoding="utf-8") + f"\nSee {breakage}.\n", encoding="utf-8")
     r = _build(tmp_path, tmp_path / "site")

@@ -139,3 +139,10 @@ def test_the_canary_runs_on_cuda_and_gpu_features_follow_its_path(precision, tmp
     view = FeatureStore(tmp_path / "store").view(SSLExtractor(ref, "cuda:0", precision), df.assign(audio=paths),
                                                  "all", progress=False)
     assert json.loads((view.dir / "entry.json").read_text())["runtime"]["precision_path"]["path"] == path.name
+
+
+def test_checking_fp32_against_itself_is_refused_in_one_line(capsys):
+    """`bench --check-precision` without --precision would compare fp32 with fp32 and pass: refused."""
+    assert main(["bench", "--check-precision", "--device", "cpu"]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and "give --precision fp16 or bf16" in err[0], err

@@ -3,8 +3,8 @@
 Only variants that are bit-reproducible are used. espeak-ng variants that add breath noise
 (``f2``, ``f3``, ``f5``, ``Alicia``, ``whisperf``, ``victor``, ``sandro``, ...) gave different
 samples on some runs even with ``espeak_ng_SetRandSeed`` (measured: 3 of 9 fresh processes),
-so they are left out. Median F0 per speaker in the ``mini`` corpus (espeak-ng 1.52, with the
-pitch offsets below): female 171-250 Hz, male 84-115 Hz.
+so they are left out. Median F0 per speaker in the ``mini`` corpus (corpus generator 4, French):
+female 149-265 Hz, male 83-131 Hz; the pretraining pools 185-256 and 83-108 Hz.
 
 Each role (pretraining pool, train, valid, test) draws from its own variants, so held-out
 test voices are variants that no training or pretraining speaker uses (generalisation to
@@ -33,9 +33,8 @@ from corpora.synth.espeak import Prosody
 # role -> gender -> variants. Near-identical variants (belinda/linda, steph/steph2/steph3: the
 # same formant frequencies) stay out of the test role, so no test voice is a near-copy of a
 # training or pretraining voice, and the test voices' F0 stays close to the training voices'
-# range for each gender (French, mini, median F0: train F 171-242 Hz, test F 180-234; train M
-# 91-106, test M 104-108), so a gender gap on test is not just one gender's test voices lying
-# further from training.
+# range for each gender (each voice's median F0 is in the corpus's synth_config.json), so a gender
+# gap on test is not just one gender's test voices lying further from training.
 VARIANTS = {
     "pretrain": {"F": ("steph", "gg-f1", "grandma", "gg-f2", "linda", "gg-f3", "anika", "gg-f4"),
                  "M": ("m2", "m4", "m6", "m8", "Lee", "boris", "iven", "robert")},
