@@ -18,16 +18,13 @@ sacreBLEU (13a, mixed case) on the hypotheses as given (BLEU tokenises by itself
 """
 from __future__ import annotations
 
-import csv
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
-from analysis.scoring import refuse_nul
 from analysis.store import ResultsStore
 from corpora.base.errors import UserError
 from corpora.base.provenance import file_fingerprint
-from corpora.base.textfile import read_utf8
+from corpora.base.textfile import read_delimited, read_lines
 from corpora.table import normalise_gender
 
 
@@ -79,18 +76,6 @@ class TermCounts:
 
 
 # --- reading ------------------------------------------------------------------------------
-def read_utf8_lines(path: str | os.PathLike, what: str) -> list[str]:
-    """The lines of a UTF-8 text file (without newlines); a clear error naming the bad line."""
-    path = Path(path)
-    text = read_utf8(path, what)
-    refuse_nul(text, path, what)
-    # Split on "\n" only: str.splitlines would also split on \x1c, \u2028... inside a sentence.
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the final newline ends the last line; it does not start a new one
-    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
-
-
 def parse_genderterms(raw: str, path: str | os.PathLike = "<tsv>", line: int | None = None) -> list[tuple[str, str]]:
     """Parse ``"correct wrong;correct wrong"`` into lower-cased pairs; malformed -> UserError."""
     pairs = []
@@ -106,25 +91,15 @@ def parse_genderterms(raw: str, path: str | os.PathLike = "<tsv>", line: int | N
 def read_mustshe_tsv(path: str | os.PathLike) -> list[MustSheRow]:
     """Read a MuST-SHE TSV (header ID, LANG, TALK, SRC, REF, WRONG-REF, SPEAKER, GENDER,
     CATEGORY, TEXT-CATEGORY, GENDERTERMS; only REF, WRONG-REF, CATEGORY, GENDERTERMS required)."""
-    lines = read_utf8_lines(path, "MuST-SHE TSV")
-    if not lines:
-        raise UserError("the MuST-SHE TSV is empty", path=path, fix="pass the MuST-SHE definition file")
-    # QUOTE_NONE: sentences contain quote characters that must not start a quoted field.
-    records = list(csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE))
-    header = [h.strip() for h in records[0]]
+    # QUOTE_NONE (the default): sentences contain quote characters that must not start a quoted field.
+    header, records = read_delimited(path, "\t", what="MuST-SHE TSV", refuse_nul=True, skip_blank=True)
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
         raise UserError(f"the MuST-SHE TSV lacks column(s) {', '.join(missing)} (header: {header})", path=path,
                         line=1, fix="use the MuST-SHE release's TSV header (tab-separated)")
-    col = {name: i for i, name in enumerate(header)}
     rows = []
-    for lineno, rec in enumerate(records[1:], start=2):
-        if not any(f.strip() for f in rec):
-            continue  # blank line
-        if len(rec) != len(header):
-            raise UserError(f"{len(rec)} tab-separated fields, the header has {len(header)}", path=path,
-                            line=lineno, fix="fix the row (a tab inside a sentence?)")
-        get = lambda name, default="": rec[col[name]] if name in col else default  # noqa: E731
+    for lineno, rec in records:
+        get = lambda name, default="": rec.get(name, default)  # noqa: E731
         category = get("CATEGORY").strip().upper()
         if category not in CATEGORIES:
             raise UserError(f"CATEGORY {get('CATEGORY')!r} is not one of {', '.join(CATEGORIES)}", path=path,
@@ -152,7 +127,7 @@ def _speaker_gender(speaker: str, gender: str) -> str:
 def read_hypotheses(path: str | os.PathLike, rows: list[MustSheRow]) -> list[str]:
     """Hypotheses aligned with ``rows``: plain text (one line per row, MuST-SHE's convention)
     or ``id<TAB>text`` lines whose ids are the TSV's ID column (any order, optional header)."""
-    lines = read_utf8_lines(path, "hypothesis file")
+    lines = read_lines(path, "hypothesis file", refuse_nul=True)
     ids = [r.id for r in rows]
     keyed = _as_id_tsv(lines, set(ids), path)
     if keyed is not None:
@@ -282,10 +257,9 @@ def score_mustshe(tsv_path: str | os.PathLike, hyp_path: str | os.PathLike, toke
 
 
 def _target_lang(tsv_path: str | os.PathLike) -> str:
-    lines = read_utf8_lines(tsv_path, "MuST-SHE TSV")
-    header = lines[0].split("\t")
-    if "LANG" in header and len(lines) > 1:
-        value = lines[1].split("\t")[header.index("LANG")].strip()
+    header, records = read_delimited(tsv_path, "\t", what="MuST-SHE TSV", refuse_nul=True, skip_blank=True)
+    if "LANG" in header and records:
+        value = records[0][1]["LANG"].strip()
         if value:
             return value.split("-")[-1].lower()
     raise UserError("cannot tell the target language for tokenisation (no LANG column)", path=tsv_path,

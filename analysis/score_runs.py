@@ -6,6 +6,7 @@ rows before the JSON is written, so a failing DB leaves no result JSON behind.
 """
 from __future__ import annotations
 
+import csv
 import logging
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from analysis.mustshe import score_mustshe, store_mustshe
 from analysis.scoring import read_speakers, score_files, store_result
 from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
+from corpora.base.textfile import read_delimited
 from corpora.utterances import UtteranceTable
 
 log = logging.getLogger(__name__)
@@ -51,17 +53,18 @@ def speakers_of_csv(test_csv: str, table: str | list[str] | None):
     """id/speaker/gender rows for every id of a SpeechBrain test CSV (from ``table`` when given,
     else from the CSV's spk_id/gender columns), checked BEFORE any training (missing ids,
     unknown genders are UserErrors naming the file)."""
-    csv = pd.read_csv(test_csv, dtype=str, keep_default_na=False)
-    if "ID" not in csv.columns:
+    header, records = read_delimited(test_csv, ",", csv.QUOTE_MINIMAL, what="SpeechBrain test CSV")
+    if "ID" not in header:
         raise UserError("no ID column", path=test_csv, line=1, fix="give a SpeechBrain CSV")
-    ids = csv["ID"].tolist()
+    ids = [r["ID"] for _, r in records]
     if table:   # one table, or several (--table repeated) merged as corpora.merge does
         frame = UtteranceTable.load(table, validate=False)   # id/speaker/gender are enough here
         return read_speakers(frame.rows, ids, source=frame.source)
-    if not {"spk_id", "gender"} <= set(csv.columns):
+    if not {"spk_id", "gender"} <= set(header):
         raise UserError("the test CSV has no spk_id/gender columns for per-gender scoring", path=test_csv, line=1,
                         fix="pass --table with the utterance table the CSV was exported from")
-    frame = pd.DataFrame({"id": csv["ID"], "speaker": csv["spk_id"], "gender": csv["gender"]})
+    frame = pd.DataFrame({"id": ids, "speaker": [r["spk_id"] for _, r in records],
+                          "gender": [r["gender"] for _, r in records]}, dtype=object)
     return read_speakers(frame, ids, source=test_csv)
 
 

@@ -23,8 +23,8 @@ from analysis.delta import delta_rel
 from analysis.metrics import get_metric
 from analysis.store import ResultsStore
 from corpora.base.errors import UserError
-from corpora.base.textfile import read_utf8
 from corpora.base.provenance import file_fingerprint
+from corpora.base.textfile import read_lines
 from corpora.table import normalise_genders
 from corpora.utterances import UtteranceTable
 
@@ -61,13 +61,12 @@ def read_texts(path: str | os.PathLike, what: str, column: int | None = None) ->
     the field that holds the text (the id is always field 1).
     """
     path = Path(path)
-    text = read_utf8(path, f"{what} file")
-    refuse_nul(text, path, f"{what} file")
+    lines = read_lines(path, f"{what} file", refuse_nul=True)
     if column is not None and column < 2:
         raise UserError(f"text column {column} is not a text column (field 1 is the id)", path=path,
                         fix="count fields from 1: id<TAB>text<TAB>score has its text in column 2")
     out: dict[str, tuple[str, int]] = {}
-    for lineno, line in enumerate(text.split("\n"), start=1):
+    for lineno, line in enumerate(lines, start=1):
         line = line.rstrip("\r")
         if not line.strip():
             continue
@@ -100,15 +99,6 @@ def read_texts(path: str | os.PathLike, what: str, column: int | None = None) ->
     if not out:
         raise UserError(f"empty {what} file", path=path, line=1, fix="write one id<TAB>text line per utterance")
     return out
-
-
-def refuse_nul(text: str, path: str | os.PathLike, what: str) -> None:
-    """A NUL byte is never text: a truncated or binary file would otherwise be scored as words."""
-    at = text.find("\x00")
-    if at >= 0:
-        raise UserError(f"NUL byte in the {what}: a binary or corrupted file, not text", path=path,
-                        line=text.count("\n", 0, at) + 1,
-                        fix="regenerate the file (or strip the NULs, e.g. tr -d '\\000' < FILE > FILE.txt)")
 
 
 def _listing(ids: Sequence[str], n: int = 5) -> str:

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from analysis.mustshe import read_utf8_lines
 from analysis.winomt_aligned import predict_aligned, spacy_model_version
 from corpora.base.atomic import atomic_open
 from corpora.base.errors import UserError
+from corpora.base.textfile import read_lines
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class LexiconEntry:
 
 def read_lexicon(path: str | os.PathLike) -> dict[str, LexiconEntry]:
     """Read a lexicon TSV (profession, masculine, feminine; forms separated by |; # comments)."""
-    lines = read_utf8_lines(path, "profession lexicon")
+    lines = read_lines(path, "profession lexicon", refuse_nul=True)
     body = [(i, ln) for i, ln in enumerate(lines, start=1) if ln.strip() and not ln.lstrip().startswith("#")]
     if not body:
         raise UserError("the profession lexicon is empty", path=path, fix="add `profession<TAB>masc<TAB>fem` rows")
@@ -217,8 +217,8 @@ class GoldLine:
 def read_gold(path: str | os.PathLike, what: str = "WinoMT gold file") -> list[GoldLine]:
     """Read WinoMT's en.txt format: gender, entity index, sentence, profession (tab-separated)."""
     gold = []
-    lines = read_utf8_lines(path, what)
-    for lineno, rec in enumerate(csv.reader(lines, delimiter="\t", quoting=csv.QUOTE_NONE), start=1):
+    lines = read_lines(path, what, refuse_nul=True)
+    for lineno, rec in enumerate((ln.split("\t") for ln in lines), start=1):   # no quoting: quotes are text
         if not any(f.strip() for f in rec):
             continue
         if len(rec) != 4:
@@ -257,7 +257,7 @@ def read_translations(path: str | os.PathLike, gold: list[GoldLine], fmt: str = 
     """
     if fmt not in TRANSLATION_FORMATS:
         raise UserError(f"unknown translation format {fmt!r}", fix=f"use one of {', '.join(TRANSLATION_FORMATS)}")
-    lines = read_utf8_lines(path, "translation file")
+    lines = read_lines(path, "translation file", refuse_nul=True)
     if fmt == "auto":
         fmt = "mt_gender" if lines and MT_GENDER_SEP in lines[0] else "plain"
     n = len(gold)

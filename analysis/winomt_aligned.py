@@ -27,6 +27,7 @@ from pathlib import Path
 
 from corpora.base.atomic import write_text
 from corpora.base.errors import UserError
+from corpora.base.textfile import read_lines
 
 ARTICLES = ("the", "a", "an")
 SPACY_MODELS = {"fr": "fr_core_news_sm", "es": "es_core_news_sm", "it": "it_core_news_sm"}
@@ -42,9 +43,7 @@ def source_span(sentence: str, index: int) -> list[int]:
 
 def read_alignments(path: str | os.PathLike, n: int) -> list[dict[int, list[int]]]:
     """Pharaoh links (``i-j`` pairs, one line per sentence) as {source index: [target indexes]}."""
-    from analysis.mustshe import read_utf8_lines
-
-    lines = read_utf8_lines(path, "alignment file")
+    lines = read_lines(path, "alignment file", refuse_nul=True)
     if len(lines) != n:
         raise UserError(f"{len(lines)} alignment line(s) for {n} sentence(s)", path=path,
                         fix="give one line of `i-j` links per gold line, in the gold file's order")

@@ -35,6 +35,7 @@ from corpora.base.atomic import atomic_open
 from corpora.base.boundary import locked, regular_file, special_kind
 from corpora.base.errors import UserError
 from corpora.base.provenance import file_sha256
+from corpora.base.textfile import split_lines
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ def _read_cache(path: Path) -> dict[Key, str]:
                     "not used; the audio files are hashed again", path)
         return {}
     out = {}
-    for line in body.decode("utf-8", errors="replace").splitlines()[1:]:
+    for line in split_lines(body.decode("utf-8", errors="replace"))[1:]:   # a path may hold U+2028: "\n" only
         p = line.split("\t")
         if len(p) == 6 and all(x.isdigit() for x in p[1:5]) and len(p[5]) == 64:
             out[(p[0], int(p[1]), int(p[2]), int(p[3]), int(p[4]))] = p[5]

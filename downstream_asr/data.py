@@ -11,7 +11,6 @@ training CSV -- a transcript that is empty after normalisation.
 from __future__ import annotations
 
 import csv
-import io
 import logging
 import os
 from collections import Counter
@@ -20,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from corpora.base.errors import UserError
+from corpora.base.textfile import read_delimited
 from downstream_asr.text import TextNorm, encode, normalise_text
 
 log = logging.getLogger(__name__)
@@ -33,21 +33,15 @@ def read_csv(path: str | os.PathLike, norm: TextNorm, *, training: bool, data_ro
     path = Path(path)
     if not path.is_file():
         raise UserError("no such CSV", path=path, fix="export one with `gendergap manifest build --format speechbrain`")
-    try:
-        df = pd.read_csv(io.StringIO(path.read_text(encoding="utf-8")), dtype=str, keep_default_na=False,
-                         quoting=csv.QUOTE_MINIMAL)
-    except UnicodeDecodeError:
-        raise UserError("not UTF-8", path=path, fix="re-encode the CSV as UTF-8") from None
-    except pd.errors.ParserError as e:
-        raise UserError(f"malformed CSV ({e})", path=path, fix="one row per line, comma-separated, quoted text") from None
+    header, records = read_delimited(path, ",", csv.QUOTE_MINIMAL, what="SpeechBrain CSV")
+    df = pd.DataFrame([r for _, r in records], columns=list(dict.fromkeys(header)), dtype=str)
     missing = [c for c in REQUIRED if c not in df.columns]
     if missing:
         raise UserError(f"missing column(s) {', '.join(missing)}", path=path, line=1,
                         fix="a SpeechBrain CSV needs ID, duration, wav, wrd (and start, stop for segments)")
     if df.empty:
         raise UserError("the CSV has no rows", path=path, line=2, fix="export a non-empty split")
-    df = df.reset_index(drop=True)
-    df["line"] = df.index + 2
+    df["line"] = [line for line, _ in records]
 
     def fail(mask, what, fix):
         row = df[mask].iloc[0]

@@ -30,8 +30,9 @@ import tempfile
 from pathlib import Path
 
 from corpora.base.atomic import swap_in_dir, write_json, write_text
-from corpora.base.boundary import MAX_DIM, dim, finite, printable, rate, read_json, read_lines, whole
+from corpora.base.boundary import MAX_DIM, dim, finite, printable, rate, read_json, whole
 from corpora.base.errors import UserError
+from corpora.base.textfile import read_lines
 from downstream_asr.runs import task_of
 
 FORMAT = "gendergap-encoderasr/1"

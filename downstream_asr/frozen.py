@@ -27,6 +27,7 @@ from torch import nn
 
 from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
+from corpora.feature_request import Layers
 from downstream_asr.cluster import check_run_options, launched_by_torchrun
 from downstream_asr.common import CTCBrain, fit_by_length
 from downstream_asr.data import add_tokens_pipeline, length_batch_sampler, read_csv
@@ -186,24 +187,13 @@ class FrozenBrain(CTCBrain):
 
 # --------------------------------------------------------------------------- features
 
-def _layer_arg(layer):
-    if layer in ("all", "last", None):
-        return layer or "last"
-    try:
-        return int(layer)
-    except (TypeError, ValueError):
-        raise UserError(f"layer {layer!r} is not a number, 'last' or 'all'", fix="e.g. --layer 6 or --layer all") from None
-
-
 def _checked_layer(layer, extractor) -> tuple:
-    """(the layer as an int, "last" or "all"; the index of the extractor's last layer), or a
-    UserError naming the layers it has."""
-    layer = _layer_arg(layer)
-    num_layers = extractor.n_outputs - 1
-    if layer not in ("all", "last") and not 0 <= layer <= num_layers:
-        raise UserError(f"layer {layer} does not exist (the model has layers 0..{num_layers})",
-                        fix=f"pass --layer between 0 and {num_layers}, 'last' or 'all'")
-    return layer, num_layers
+    """(the layer as the run records it: an int, "last" or "all"; the index of the extractor's last
+    layer), or a UserError: not one layer or all (corpora.feature_request.Layers.one_or_all), or a
+    layer the model lacks."""
+    layers = Layers.parse(layer, "--layer")
+    layers.resolve(extractor.n_outputs, "--layer")
+    return layers.one_or_all("--layer"), extractor.n_outputs - 1
 
 
 def csv_segments(df: pd.DataFrame, sample_rate: int) -> pd.DataFrame:

@@ -24,6 +24,8 @@ import pandas as pd
 
 from corpora.base.atomic import write_text
 from corpora.base.errors import UserError
+from corpora.base.textfile import read_lines
+from corpora.feature_request import Layers
 from corpora.utterances import UtteranceTable
 
 log = logging.getLogger(__name__)
@@ -60,25 +62,15 @@ def export_table(model, *, layer: str, table: str | list[str], out: str, split: 
     (extracted there once). Returns kaldi_export's summary."""
     rows = UtteranceTable.load(table).select(split=split).nonempty(f"split {split!r}", "check --split").audio_rows()
     audio = rows["audio"].tolist()
-    number = layer if layer == "last" else _int_layer(layer)
-    view = model.features(feature_store, rows, number, batch_seconds=batch_seconds)
+    one = Layers.parse(layer, "--layer").one("--layer")   # Kaldi archives hold one matrix per utterance
+    view = model.features(feature_store, rows, one, batch_seconds=batch_seconds)
     return kaldi_export(view, rows, audio, out, repeat=2 if repeat_frames else 1)
-
-
-def _int_layer(x: str) -> int:
-    try:
-        return int(x)
-    except ValueError:
-        raise UserError(f"--layer {x!r} is not a layer number", fix="give 0..L or 'last'") from None
 
 
 def _read_lines(path: Path) -> list[str]:
     if not path.is_file():
         raise UserError("no such file", path=path, fix="give the Kaldi decoding output")
-    try:
-        return path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError:
-        raise UserError("not UTF-8", path=path, fix="Kaldi text/CTM output with a UTF-8 words.txt") from None
+    return read_lines(path, "Kaldi decoding output", fix="Kaldi text/CTM output with a UTF-8 words.txt")
 
 
 def _data_dir_maps(data_dir: Path | None):
@@ -91,12 +83,12 @@ def _data_dir_maps(data_dir: Path | None):
         u2s = data_dir / "utt2spk"
         if not u2s.is_file():
             raise UserError("not a Kaldi data dir (no utt2spk)", path=data_dir, fix="give the dir kaldi-export wrote")
-        ids = {ln.split()[0]: ln.split()[0] for ln in u2s.read_text(encoding="utf-8").splitlines() if ln.strip()}
+        ids = {ln.split()[0]: ln.split()[0] for ln in read_lines(u2s, "utt2spk") if ln.strip()}
     else:
-        ids = dict(ln.split(maxsplit=1) for ln in m.read_text(encoding="utf-8").splitlines() if ln.strip())
+        ids = dict(ln.split(maxsplit=1) for ln in read_lines(m, "utt2table_id") if ln.strip())
     segs = defaultdict(list)
     if (data_dir / "segments").is_file():
-        for ln in (data_dir / "segments").read_text(encoding="utf-8").splitlines():
+        for ln in read_lines(data_dir / "segments", "segments"):
             f = ln.split()
             if len(f) == 4:
                 segs[f[1]].append((float(f[2]), float(f[3]), f[0]))

@@ -14,8 +14,9 @@ import os
 from pathlib import Path
 
 from corpora.base.atomic import write_text
-from corpora.base.boundary import parse_json, read_lines
+from corpora.base.boundary import parse_json
 from corpora.base.errors import UserError
+from corpora.base.textfile import read_lines
 from downstream_asr.decode import write_transcripts
 from downstream_asr.recognisers import Transcriber, clean, load_model
 from downstream_asr.text import TextNorm, normalise_text
@@ -149,8 +150,8 @@ def split_by_corpus(meta: dict, rows) -> dict[str, dict]:
     """The transcript files of a table holding several corpora, one pair per corpus: NAME@CORPUS.hyp.tsv
     and NAME@CORPUS.ref.tsv beside NAME's (lines in the same order). {corpus: its files' record}."""
     hyps, refs = Path(meta["hyps"]), Path(meta["refs"])
-    hyp_lines = hyps.read_text(encoding="utf-8").splitlines(keepends=True)
-    ref_lines = refs.read_text(encoding="utf-8").splitlines(keepends=True)
+    hyp_lines = [line + "\n" for line in read_lines(hyps, "hypotheses")]   # this run's own files, "\n"-ended
+    ref_lines = [line + "\n" for line in read_lines(refs, "references")]
     corpus_of = dict(zip(rows["id"].astype(str), rows["corpus"].astype(str)))
     out = {}
     for corpus in dict.fromkeys(rows["corpus"].astype(str)):

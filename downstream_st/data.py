@@ -25,6 +25,7 @@ import pandas as pd
 from corpora.base.atomic import atomic_open, write_text
 from corpora.base.boundary import MAX_DIM, check_name, inside, printable, regular_file, whole
 from corpora.base.errors import UserError
+from corpora.base.textfile import read_delimited
 from manifests.export_kaldi import MAX_FRAMES
 from manifests.export_s2t import export_s2t
 
@@ -62,12 +63,13 @@ def read_feature_index(path: str | os.PathLike) -> pd.DataFrame:
     if not path.is_file():
         raise UserError("no feature index", path=path,
                         fix="extract features first (`gendergap ckpt features ... --out DIR` writes DIR/features.tsv)")
-    df = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False, quoting=csv.QUOTE_NONE)
+    header, records = read_delimited(path, "\t", what="feature index")
+    df = pd.DataFrame([r for _, r in records], columns=list(dict.fromkeys(header)), dtype=str)
     missing = [c for c in ("id", "path", "n_frames", "dim") if c not in df.columns]
     if missing:
         raise UserError(f"the feature index lacks column(s) {', '.join(missing)}", path=path, line=1,
                         fix="an index has id, path, n_frames, dim (as `gendergap ckpt features --out` writes it)")
-    df["_index_line"] = np.arange(len(df)) + 2
+    df["_index_line"] = [line for line, _ in records]
     base = path.resolve().parent
     df["path"] = df["path"].map(lambda p: p if os.path.isabs(p) else str(base / p))
     fix = "extract the features again (`gendergap ckpt features ... --out DIR`)"

@@ -18,6 +18,7 @@ import pandas as pd
 
 from corpora.base.atomic import atomic_open
 from corpora.base.errors import UserError
+from corpora.base.textfile import read_lines
 from downstream_st.data import target_column, write_eval_dir
 from downstream_st.fairseq_flags import as_flags, check_flags
 from downstream_st.train import _flag, check_model_files, run_fairseq
@@ -63,7 +64,7 @@ def parse_generate_output(path: str | os.PathLike, ids: list[str]) -> dict[str, 
     index is the row of the split's TSV), in the order of ``ids``."""
     path = Path(path)
     hyps: dict[str, str] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in read_lines(path, "fairseq-generate output"):
         m = _LINE.match(line)
         if m:
             hyps[ids[int(m.group(1))]] = m.group(3).strip()

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from corpora.base.errors import UserError
+from corpora.feature_request import Layers
 from corpora.utterances import UtteranceTable
 from downstream_st.data import attach_features, read_feature_index, require_target
 
@@ -53,7 +54,7 @@ class FeatureSource:
             raise UserError("no feature source", fix="pass --ckpt NAME --layer L, or --features-index TSV")
         if not self.store:
             raise UserError("no feature store", fix="pass --feature-store DIR")
-        layer = self.layer if self.layer in ("last",) else int(self.layer)
+        layer = Layers.parse(self.layer, "--layer").one("--layer")
         ref = self.model.ref
         if self.expect_sha256 and self.ssl_sha256 and self.expect_sha256 != self.ssl_sha256:
             # a copied or moved run dir whose checkpoint name now means another model: its

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from corpora.base.boundary import inside
 from corpora.base.errors import UserError
+from corpora.feature_request import Layers
 from downstream_st.fairseq_flags import check_flags
 
 
@@ -22,13 +23,8 @@ def feature_source(*, model, layer: str, features_index: str | None, store: str)
     if model is None and not features_index:
         raise UserError("no features: pass --ckpt (and --layer), or --features-index",
                         fix="e.g. --ckpt F-tiny --layer 1")
-    number = layer
-    if number not in ("last",):
-        try:
-            number = int(number)
-        except ValueError:
-            raise UserError(f"--layer {layer!r} is not a number or 'last'", fix="e.g. --layer 6") from None
-    return FeatureSource(model, layer=number, store=store, index=features_index)
+    one = Layers.parse(layer, "--layer").one("--layer")   # one layer's features (a number or "last"), as recorded
+    return FeatureSource(model, layer=one, store=store, index=features_index)
 
 
 def limit_threads(preset: dict) -> None:

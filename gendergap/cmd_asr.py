@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 
+from corpora.feature_request import Layers
 from gendergap.cmd_asr_models import add_leaves  # transcribe (any model), export
-from gendergap.options import add_model_options, add_trust_option, call, out_dir, out_file, path_name, resamples, store_path
+from gendergap.options import (add_model_options, add_trust_option, call, layer_spec, out_dir, out_file, path_name,
+                               resamples, store_path)
 from gendergap.runs.asr import asr_decode, asr_finetune, asr_frozen
 
 
@@ -122,7 +124,7 @@ def register(subparsers, group: str, help: str) -> None:
     q = leaf("frozen", "frozen-feature CTC ASR (TDNN/BiLSTM on one layer or a learned sum of all), then decode "
              "and score", lambda a: call(asr_frozen, a), FROZEN)
     _ckpt_options(q)
-    q.add_argument("--layer", default="all",
+    q.add_argument("--layer", default="all", type=layer_spec("--layer", Layers.one_or_all),
                    help="layer whose features feed the model: 0..L, 'last', or 'all' for a learned weighted sum "
                         "of every layer (s3prl style; default)")
     add_model_options(q)
@@ -152,7 +154,8 @@ def _add_kaldi_leaves(leaf) -> None:
     q = leaf("kaldi-export", "Kaldi data dir (wav.scp, text, utt2spk, spk2gender, ...) + SSL features as feats.scp/ark",
              lambda a: call(asr_kaldi_export, a), KALDI_EXPORT)
     _ckpt_options(q)
-    q.add_argument("--layer", required=True, help="layer to export: 0..L or 'last'")
+    q.add_argument("--layer", required=True, type=layer_spec("--layer", Layers.one),
+                   help="layer to export: 0..L or 'last'")
     q.add_argument("--table", required=True, action="append", help="utterance table TSV of the utterances to "
                    "export; repeat it for several: they are merged as `corpus merge` does")
     q.add_argument("--split", default=None, help="only rows of this split (e.g. train, test)")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gendergap.options import (add_model_options, add_trust_option, amount, count, options_of, out_dir, out_file,
-                               path_name, store_path)
+from gendergap.options import (add_model_options, add_trust_option, amount, count, layer_spec, options_of, out_dir,
+                               out_file, path_name, store_path)
 from ssl_pretrain.convert import convert_checkpoint
 from ssl_pretrain.packed import pack_checkpoint
 
@@ -231,7 +231,8 @@ def _add_model_leaves(sub) -> None:
     f.add_argument("--format", choices=("npy", "kaldi"), default="npy",
                    help="export format: npy ([T, D] per utterance, [L, T, D] for several layers; features.tsv "
                         "index) or kaldi (feats.ark/scp, one layer)")
-    f.add_argument("--layer", default="last", help="layer index (0 = transformer input), 'last' or 'all'")
+    f.add_argument("--layer", default="last", type=layer_spec("--layer"),
+                   help="layer index (0 = transformer input), 'last', 'all' or a comma list such as 0,3,6")
     # bounded: each value sizes an allocation (--repeat multiplies every export; --shard-mb nan traced back)
     f.add_argument("--repeat", type=count("--repeat", 1, 16), default=1,
                    help="repeat each frame N times, 1-16 (2: 20 ms -> 10 ms for Kaldi TDNN)")

@@ -7,7 +7,9 @@ plots from analysis.probing.
 from __future__ import annotations
 
 import argparse
-from gendergap.options import add_model_options, call, out_dir, path_name
+
+from corpora.feature_request import Layers
+from gendergap.options import add_model_options, call, layer_spec, out_dir, path_name
 from gendergap.runs.probe import probe_run
 
 EPILOG = """\
@@ -71,7 +73,7 @@ def register(subparsers, group: str, help: str) -> None:
     r.add_argument("--table", required=True, action="append", help="utterance table (TSV) with train/valid/test split "
                    "labels; repeat it for several: they are merged as `corpus merge` does")
     r.add_argument("--corpus", default=None, help="only rows of these corpora (comma-separated)")
-    r.add_argument("--layers", default="all",
+    r.add_argument("--layers", default="all", type=layer_spec("--layers"),
                    help="all, last, or comma-separated layer numbers (0 = the transformer's input; default all)")
     r.add_argument("--probes", default="attention,mean,max,positions",
                    help="comma-separated: attention, mean, max, positions (default: all four)")
@@ -101,7 +103,8 @@ def register(subparsers, group: str, help: str) -> None:
                        epilog=CORRELATE_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("--db", required=True, help="results DB with probe and mustshe rows")
     c.add_argument("--probe", default="attention", help="which probe's F1 (default attention)")
-    c.add_argument("--layer", default="last", help="last (default), best, or a layer number")
+    c.add_argument("--layer", default="last", type=layer_spec("--layer", Layers.one, words=("best",)),
+                   help="last (default), best, or a layer number")
     c.add_argument("--subset", default="test", help="evaluation subset of both kinds of rows (default test)")
     c.add_argument("--out", type=out_dir("--out"), default=None, help="output directory (default: probe_correlation/ next to the DB)")
     c.set_defaults(func=run_correlate)

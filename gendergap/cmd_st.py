@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import argparse
 
-from gendergap.options import add_model_options, add_trust_option, call, out_dir, out_file, path_name, resamples
+from corpora.feature_request import Layers
+from gendergap.options import (add_model_options, add_trust_option, call, layer_spec, out_dir, out_file, path_name,
+                               resamples)
 from gendergap.runs.st import st_decode, st_train
 
 
@@ -150,7 +152,8 @@ def register(subparsers, group: str, help: str) -> None:
 
 def _feature_options(p, training: bool) -> None:
     p.add_argument("--ckpt", default=None, help="SSL checkpoint: a registry name, a fairseq .pt or a transformers folder")
-    p.add_argument("--layer", default="last", help="layer whose output is the feature (0 = CNN projection; default last)")
+    p.add_argument("--layer", default="last", type=layer_spec("--layer", Layers.one),
+                   help="layer whose output is the feature (0 = CNN projection; default last)")
     add_model_options(p)
     p.add_argument("--features-index", default=None,
                    help="use a ready feature index (id, path, n_frames, dim) instead of --ckpt")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from corpora.base.errors import UserError
 from gendergap.options import options_of
-from gendergap.runs import CLI_LEAF
+from gendergap.runs.leaf import leaf_of
 
 DESCRIPTION = """\
 Trace a number back to what made it: the score row(s), the run that stored them (config, git sha,
@@ -89,8 +89,18 @@ def rerun_commands(step: dict, into: str | Path, top: argparse.ArgumentParser) -
         moved[str(obj.out)] = str(into / Path(obj.out).name)
     if getattr(obj, "db", None):
         moved[str(obj.db)] = str(into / "results.db")
-    return [shlex.join(argv_of(top, CLI_LEAF[function], {k: _move(v, moved) for k, v in kwargs.items()}))
+    return [shlex.join(argv_of(top, _leaf(function, step), {k: _move(v, moved) for k, v in kwargs.items()}))
             for function, kwargs in obj.calls()]
+
+
+def _leaf(function, step: dict) -> str:
+    """The leaf ``function`` declares (@cli_leaf). A step runs only functions that declare one
+    (gendergap.steps.base.run_calls), so a miss is a step record this gendergap runs differently."""
+    leaf = leaf_of(function)
+    if leaf is None:
+        raise UserError(f"step kind {step['kind']!r} now runs {function.__module__}.{function.__qualname__}, "
+                        "which no CLI leaf declares", fix="trace with the gendergap version that made the run")
+    return leaf
 
 
 def _move(value, moved: dict):
@@ -108,9 +118,7 @@ def argv_of(top: argparse.ArgumentParser, leaf: str, kwargs: dict) -> list[str]:
     options' dests are its parameter names: gendergap.options.call). ``top`` is the `gendergap`
     parser, handed in by cli.build_parser (args.top_parser): importing gendergap.cli here would
     close a circle, cli -> cmd_trace -> cli."""
-    parser = top
-    for word in leaf.split():
-        parser = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[word]
+    parser = leaf_parser(top, leaf)
     actions = {a.dest: a for a in parser._actions}
     top_actions = {a.dest: a for a in top._actions if a.option_strings}
     before, opts, positional = [], [], []
@@ -123,10 +131,8 @@ def argv_of(top: argparse.ArgumentParser, leaf: str, kwargs: dict) -> list[str]:
             continue
         if not action.option_strings:
             positional += [str(v) for v in (value if isinstance(value, list) else [value])]
-        elif isinstance(action, argparse._StoreTrueAction):
-            target += [action.option_strings[-1]] if value else []
-        elif isinstance(action, argparse._StoreFalseAction):
-            target += [] if value else [action.option_strings[-1]]
+        elif isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction)):
+            target += _flag(parser if key in actions else top, key, value)
         elif isinstance(action, argparse._AppendAction):
             for v in value if isinstance(value, list) else [value]:
                 target += [action.option_strings[-1], str(v)]
@@ -135,3 +141,29 @@ def argv_of(top: argparse.ArgumentParser, leaf: str, kwargs: dict) -> list[str]:
         else:
             target += [action.option_strings[-1], str(value)]
     return ["gendergap", *before, *leaf.split(), *opts, *positional]
+
+
+def _flag(parser: argparse.ArgumentParser, dest: str, value: bool) -> list[str]:
+    """The flag that sets the boolean ``dest`` to ``value``; none when the leaf's default is already
+    ``value``. Chosen among all the flags of that dest, shown ones first: `probe run` has
+    `--no-random-init` and a hidden `--random-init`, and the last of them alone could not say False."""
+    if parser.get_default(dest) == value:
+        return []
+    flags = sorted((a for a in parser._actions if a.dest == dest and a.const == value and a.option_strings),
+                   key=lambda a: a.help == argparse.SUPPRESS)
+    if not flags:
+        raise UserError(f"no flag of `{parser.prog}` sets {dest} to {value}", fix="a bug: report it")
+    return [flags[0].option_strings[-1]]
+
+
+def leaf_parser(top: argparse.ArgumentParser, leaf: str) -> argparse.ArgumentParser:
+    """The parser of `gendergap <leaf>` (words of subcommands under ``top``); a leaf the CLI lacks is
+    a function declaring a leaf that does not exist (@cli_leaf): one line, not a KeyError."""
+    parser = top
+    for word in leaf.split():
+        sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        if sub is None or word not in sub.choices:
+            raise UserError(f"`gendergap {leaf}` is no command line of this gendergap",
+                            fix="a bug: the function's @cli_leaf names a leaf the CLI lacks; report it")
+        parser = sub.choices[word]
+    return parser

@@ -21,6 +21,7 @@ from analysis.bootstrap import MAX_RESAMPLES, check_resamples
 from corpora.base.boundary import finite
 from corpora.base.errors import UserError
 from corpora.base.strict_yaml import field_lines, model_lines, refuse
+from corpora.feature_request import Layers
 from downstream_st.presets import override_problem
 
 Num = int | float
@@ -86,6 +87,21 @@ def _distinct_seeds(seeds: list[int] | None) -> list[int] | None:
     if seeds is not None and (not seeds or len(set(seeds)) != len(seeds)):
         raise refuse(f"seeds must be a list of distinct integers, got {seeds!r}", "e.g. `seeds: [1, 2, 3]`")
     return seeds
+
+
+def _layers(what: str, take=None):
+    """A `layer`/`layers` key's validator: corpora.feature_request.Layers.parse, the grammar of every
+    --layer/--layers option, and ``take`` (Layers.one, Layers.one_or_all) where the task reads one
+    layer. The value is kept as written (a step's key hashes it)."""
+    def check(value: str | int) -> str | int:
+        try:
+            layers = Layers.parse(value, what)
+            if take is not None:
+                take(layers, what)
+        except UserError as e:
+            raise refuse(e.message, e.fix or "") from None
+        return value
+    return check
 
 
 def _language_pair(pair: str) -> str:
@@ -185,7 +201,8 @@ class AsrFrozenTask(TaskBase):
     corpus: AsrCorpus
     selection: AsrSelection = None
     splits: Splits
-    layer: str | int = Field("all", description="SSL layer feeding the ASR: a number, last, or all (weighted sum)")
+    layer: Annotated[str | int, AfterValidator(_layers("layer", Layers.one_or_all))] = Field(
+        "all", description="SSL layer feeding the ASR: a number, last, or all (weighted sum)")
     hparams: Hparams = None
     overrides: AsrOverrides = []
     seeds: Seeds = None
@@ -203,7 +220,8 @@ class StTask(TaskBase):
         "`corpus`, the pair's own). The paper validates and tests every mTEDx pair on fr-fr's sets (eval_corpus: "
         "mtedx-fr): those rows need tgt_text_<tgt>, which `corpus merge` (and a study's list of tables) lends each "
         "fr-fr segment from the pair's row of the same segment")
-    layer: str | int = Field("last", description="SSL layer whose features feed the ST model")
+    layer: Annotated[str | int, AfterValidator(_layers("layer", Layers.one))] = Field(
+        "last", description="SSL layer whose features feed the ST model")
     preset: str = Field("tiny", description="ST preset: xs (the study's), tiny, or a preset yaml")
     overrides: list[Annotated[str, AfterValidator(_key_value), AfterValidator(_st_override)]] = Field(
         [], description="fairseq-train overrides, key=value (decode.KEY=VALUE: fairseq-generate's): flags of "
@@ -225,7 +243,8 @@ class StTask(TaskBase):
 class ProbesTask(TaskBase):
     """probes: gender probes on the hidden states of every layer."""
     corpus: str | None = Field(None, description="table corpus whose utterances are probed (default: all)")
-    layers: str = Field("all", description="layers to probe: all, or a comma list")
+    layers: Annotated[str, AfterValidator(_layers("layers"))] = Field(
+        "all", description="layers to probe: all, or a comma list")
     probes: list[str] = Field(["attention", "mean"], description="probe types")
     control: bool = Field(True, description="also train shuffled-label control probes")
     random_init: bool = Field(True, description="probe a random-init twin of the first checkpoint too")

@@ -35,12 +35,12 @@ from corpora.base.units import bytes_label
 from corpora.utterances import UtteranceTable
 from gendergap.steps.base import CheckContext
 from gendergap.steps.data import CorpusStep
-from gendergap.steps.models import FeaturesStep, PretrainStep, request_rows
+from gendergap.steps.models import FeaturesStep, PretrainStep
 from gendergap.tasks import step_kind
 from ssl_pretrain.architecture import preset_config
 from ssl_pretrain.checkpoints import CheckpointRef
 from ssl_pretrain.families import count_parameters, forward_gflops, frame_shift_s
-from ssl_pretrain.feature_cover import cover, union_layers
+from ssl_pretrain.feature_cover import cover
 from ssl_pretrain.hardware import load_preset
 from ssl_pretrain.registry import run_checkpoint
 
@@ -219,8 +219,8 @@ def _store_entries(j, ctx: Context) -> tuple[list, dict] | None:
     # the same segment under two corpora is stored once: here known from headers (file name and
     # size, as corpus merge does), in the store from the files' content
     segments = dict(zip(table.rows["id"], stats.segment_keys(table.rows)))
-    entries = cover([(request_rows(table, req), set(union_layers([req["layers"]], f["outputs"])))
-                     for req in j.requests], lambda rows: rows["id"].map(segments).tolist())
+    entries = cover([(req.rows(table), set(req.layers.resolve(f["outputs"]))) for req in j.requests],
+                    lambda rows: rows["id"].map(segments).tolist())
     ctx.stores[j.name] = [(rows[~rows["id"].map(segments).duplicated()], layers) for rows, layers in entries], f
     return ctx.stores[j.name]
 

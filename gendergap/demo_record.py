@@ -22,6 +22,7 @@ from corpora.base.atomic import write_json, write_text
 from corpora.base.boundary import read_json
 from corpora.base.errors import UserError
 from corpora.base.provenance import file_sha256, git_sha
+from corpora.base.textfile import read_delimited, read_lines
 from corpora.synth.build import GENERATOR_VERSION
 from ssl_pretrain.device import device_name
 from ssl_pretrain.study_checkpoints import SHIPPED
@@ -32,6 +33,13 @@ END = "<!-- /demo-results -->"
 TABLES = (("table4_asr.csv", "WER"), ("table5_st.csv", "BLEU"))
 
 
+def _csv_rows(path: Path) -> list[tuple[int, dict]]:
+    """A report CSV's rows (written by pandas: comma-separated, quoted where needed)."""
+    if os.path.getsize(path) == 0:
+        return []
+    return read_delimited(path, ",", csv.QUOTE_MINIMAL, what="report CSV")[1]
+
+
 def _scores(report: Path) -> dict:
     """{task label: {checkpoint: {all, delta_rel, n_seeds, metric}}} from the report's CSVs."""
     out: dict = {}
@@ -39,22 +47,20 @@ def _scores(report: Path) -> dict:
         path = report / name
         if not path.is_file():
             continue
-        with open(path, encoding="utf-8", newline="") as f:
-            for row in csv.DictReader(f):
-                if not row.get("task") or not row.get("checkpoint") or row.get("all") in (None, ""):
-                    continue
-                label = " ".join(x for x in (row["task"], row.get("lang_pair") or "") if x)
-                out.setdefault(label, {})[row["checkpoint"]] = {
-                    "metric": metric, "all": round(float(row["all"]), 2),
-                    "delta_rel": round(float(row["delta_rel"]), 1) if row.get("delta_rel") else None,
-                    "n_seeds": int(float(row.get("n_seeds") or 1))}
+        for _, row in _csv_rows(path):
+            if not row.get("task") or not row.get("checkpoint") or row.get("all") in (None, ""):
+                continue
+            label = " ".join(x for x in (row["task"], row.get("lang_pair") or "") if x)
+            out.setdefault(label, {})[row["checkpoint"]] = {
+                "metric": metric, "all": round(float(row["all"]), 2),
+                "delta_rel": round(float(row["delta_rel"]), 1) if row.get("delta_rel") else None,
+                "n_seeds": int(float(row.get("n_seeds") or 1))}
     path = report / "gender_translation.csv"   # gender-st: BLEU on the gender set (no per-gender split)
     if path.is_file():
-        with open(path, encoding="utf-8", newline="") as f:
-            for row in csv.DictReader(f):
-                if row.get("checkpoint") and row.get("bleu"):
-                    out.setdefault(f"gender-st {row.get('lang_pair', '')}".strip(), {})[row["checkpoint"]] = {
-                        "metric": "BLEU", "all": round(float(row["bleu"]), 2), "delta_rel": None, "n_seeds": 1}
+        for _, row in _csv_rows(path):
+            if row.get("checkpoint") and row.get("bleu"):
+                out.setdefault(f"gender-st {row.get('lang_pair', '')}".strip(), {})[row["checkpoint"]] = {
+                    "metric": "BLEU", "all": round(float(row["bleu"]), 2), "delta_rel": None, "n_seeds": 1}
     return out
 
 
@@ -63,24 +69,23 @@ def _conditions(report: Path) -> dict:
     condition's estimate is the mean over its pretraining runs (analysis.conditions)."""
     out: dict = {}
     for path in sorted(report.glob("conditions_*.csv")):
-        with open(path, encoding="utf-8", newline="") as f:
-            for row in csv.DictReader(f):
-                if row.get("row") != "condition" or row.get("all") in (None, ""):
-                    continue
-                label = " ".join(x for x in (row["task"], row.get("lang_pair") or "") if x)
-                share = row.get("female_share")
-                out.setdefault(label, {})[row["checkpoint"]] = {
-                    "share": round(float(share), 4) if share not in (None, "") else None,
-                    "all": round(float(row["all"]), 2),
-                    "delta_rel": round(float(row["delta_rel"]), 1) if row.get("delta_rel") else None,
-                    "runs": int(float(row.get("runs") or 1))}
+        for _, row in _csv_rows(path):
+            if row.get("row") != "condition" or row.get("all") in (None, ""):
+                continue
+            label = " ".join(x for x in (row["task"], row.get("lang_pair") or "") if x)
+            share = row.get("female_share")
+            out.setdefault(label, {})[row["checkpoint"]] = {
+                "share": round(float(share), 4) if share not in (None, "") else None,
+                "all": round(float(row["all"]), 2),
+                "delta_rel": round(float(row["delta_rel"]), 1) if row.get("delta_rel") else None,
+                "runs": int(float(row.get("runs") or 1))}
     return out
 
 
 def _answers(report_md: Path) -> dict:
     """{task label: the answer's first clause} from the report's "The answer" section."""
     out, on = {}, False
-    for line in report_md.read_text(encoding="utf-8").splitlines():
+    for line in read_lines(report_md, "report"):
         if line.startswith("## "):
             on = line.strip() == "## The answer"
         m = re.match(r"- \*\*(.+?) \((WER|BLEU)\)\*\*: (.+)", line) if on else None

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from analysis.bootstrap import check_resamples
 from corpora.base.boundary import check_name, finite, is_special, output_dir, output_file, regular_file, whole
+from corpora.feature_request import Layers
 from ssl_pretrain.device_options import DEVICE_HELP, PRECISION_HELP, PRECISIONS
 
 DEFAULT_STORE = Path("runs") / "features"
@@ -79,6 +80,21 @@ def resamples(what: str, lo: int = 0):
     than allocating gigabytes of count matrices after it."""
     def check(value: str) -> int:
         return check_resamples(value, what, lo=lo)
+    check.__name__ = what
+    return check
+
+
+def layer_spec(what: str, take=None, words: tuple = ()):
+    """An argparse ``type=`` for a --layer/--layers value: corpora.feature_request.Layers.parse, the one
+    layer grammar (all, last, N, a,b,c), and ``take`` (Layers.one, Layers.one_or_all) where the command
+    reads one layer; ``words`` are the option's own other values (`probe correlate --layer best`). A
+    bad spec is one line before any work; the text is passed on as given."""
+    def check(value: str) -> str:
+        if value.strip().lower() not in words:
+            layers = Layers.parse(value, what)
+            if take is not None:
+                take(layers, what)
+        return value
     check.__name__ = what
     return check
 

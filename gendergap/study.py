@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from corpora.base.errors import UserError
+from corpora.base.textfile import read_lines
 from gendergap.config import CONFIG_DIR, StudyConfig, load_config
 from gendergap.cost import estimate
 from gendergap.plan import plan_jobs
@@ -133,9 +134,8 @@ def print_stages(rows: list[dict], wall: float, estimates: list | None = None) -
 
 def headline(report_md: Path) -> str:
     """The report's tables, for the terminal (report.md holds them all, with the figures)."""
-    text = report_md.read_text(encoding="utf-8")
     keep, on = [], False
-    for line in text.splitlines():
+    for line in read_lines(report_md, "report"):
         if line.startswith("## "):
             on = not line.startswith("## Gender probes") and not line.startswith("## Other")
         if on:

@@ -20,6 +20,7 @@ from corpora.base.atomic import swap_in_dir, write_json
 from corpora.base.boundary import finite, read_json
 from corpora.base.errors import UserError
 from corpora.base.provenance import engine_versions, git_sha
+from corpora.base.textfile import read_lines
 from corpora.table import write_table
 from corpora.utterances import UtteranceTable
 from manifests.export_fairseq import export_wav2vec
@@ -59,14 +60,14 @@ def read_id_list(path: str | os.PathLike, column: str = "speaker") -> list:
     path = Path(path)
     if not path.is_file():
         raise UserError("no such file", path=path, fix="give a file with one id per line, or an utterance table")
-    text = path.read_text(encoding="utf-8")
-    first = text.splitlines()[0] if text.strip() else ""
+    lines = read_lines(path, "id list")
+    first = lines[0] if lines else ""
     if "\t" in first and column in first.split("\t"):
         table = UtteranceTable.load(path, validate=False).rows
         if column == "speaker" and "corpus" in table.columns:
             return sorted(set(zip(table["corpus"].astype(str), table["speaker"].astype(str))))
         return sorted(set(table[column]))
-    return [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    return [ln.strip() for ln in lines if ln.strip() and not ln.lstrip().startswith("#")]
 
 
 def export(fmt: str, splits: dict, out_dir: Path, final_dir: Path, **options) -> dict:

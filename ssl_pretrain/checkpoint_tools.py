@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Iterator
 
-from corpora.base.errors import UserError
+from corpora.feature_request import Layers
 from ssl_pretrain.checkpoints import register_checkpoint
 from ssl_pretrain.model_choice import ModelChoice
 from ssl_pretrain.registry import Registry
@@ -68,15 +68,9 @@ def retrieval_lines(model: ModelChoice, *, table: list[str], split_rows: str | N
 
 def extract_features(model: ModelChoice, *, table: list[str], split: str | None, layer: str, feature_store: str,
                      batch_seconds: float = 60.0, shard_mb: float = 1000.0):
-    """The model's hidden states of the table's rows at ``layer`` (a number, 'last' or 'all'),
-    extracted into the feature store where it holds none: the FeatureView."""
+    """The model's hidden states of the table's rows at ``layer`` (a layer spec: a number, 'last', 'all'
+    or a comma list; corpora.feature_request.Layers), extracted into the feature store where it holds
+    none: the FeatureView."""
     rows = table_rows(table, split)
-    layers = layer if layer in ("last", "all") else layer_number(layer)
+    layers = Layers.parse(layer, "--layer")
     return model.features(feature_store, rows, layers, batch_seconds=batch_seconds, shard_bytes=int(shard_mb * 1e6))
-
-
-def layer_number(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise UserError(f"--layer {text!r} is not a layer number", fix="give 0..L, 'last' or 'all'") from None

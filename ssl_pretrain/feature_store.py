@@ -63,6 +63,7 @@ from corpora.base.atomic import atomic_open, write_json
 from corpora.base.boundary import locked
 from corpora.base.errors import UserError
 from corpora.base.provenance import canonical_json
+from corpora.feature_request import Layers
 from ssl_pretrain.device import runtime_info
 from corpora.segment_content import segment_keys
 from ssl_pretrain.store_files import (COUNTERS, DTYPES, EntryChanged, bytes_on_disk, entry_members,  # noqa: F401
@@ -292,7 +293,9 @@ class FeatureStore:
 
     def view(self, extractor, rows: pd.DataFrame, layers="all", *, dtype: str = "float16",
              batch_seconds: float = 60.0, shard_bytes: int = SHARD_BYTES, progress: bool = True) -> FeatureView:
-        """A view of ``rows`` (``id, audio, offset, duration``), extracting what no entry holds yet."""
+        """A view of ``rows`` (``id, audio, offset, duration``) at ``layers`` (corpora.feature_request.Layers,
+        or a spec or list it parses), extracting what no entry holds yet."""
+        layers = Layers.parse(layers, "layers")
         if dtype not in DTYPES:
             raise UserError(f"feature dtype {dtype!r}", fix=f"use one of {', '.join(DTYPES)}")
         if rows.empty:
@@ -331,7 +334,7 @@ class FeatureStore:
                     and key.get("dtype") == dtype and key.get("precision") == extractor.precision
                     and key.get("version") == EXTRACTOR_VERSION and key.get("layers") == meta["layers"]):
                 continue
-            want = _layer_list(layers, meta["n_outputs"])
+            want = list(layers.resolve(meta["n_outputs"]))
             if not set(want) <= set(meta["layers"]):
                 continue
             try:
@@ -348,7 +351,7 @@ class FeatureStore:
     # ---- extraction --------------------------------------------------------------------
     def _extract(self, ext_dir: Path, extractor, rows: pd.DataFrame, keys: list[str], layers, dtype: str,
                  batch_seconds: float, shard_bytes: int, progress: bool) -> FeatureView:
-        want = _layer_list(layers, extractor.n_outputs)
+        want = list(layers.resolve(extractor.n_outputs))
         audio_of = dict(zip(reversed(keys), reversed(rows["audio"].astype(str).map(os.path.abspath).tolist())))
         unique = list(dict.fromkeys(keys))
         if len(unique) < len(keys):
@@ -435,24 +438,6 @@ def _extract_shards(entry: Path, meta: dict, plan: pd.DataFrame, extractor, want
     meta["complete"] = True
     meta["runtime"] = runtime_info(extractor.device, extractor.precision)
     write_meta(meta_path, meta)
-
-
-def _layer_list(layers, n_outputs: int) -> list[int]:
-    """'all' | 'last' | int | list of ints -> sorted layer numbers within 0..n_outputs-1."""
-    if layers in ("all", None):
-        return list(range(n_outputs))
-    if layers == "last":
-        return [n_outputs - 1]
-    items = [layers] if isinstance(layers, (int, str)) else list(layers)
-    try:
-        out = sorted({n_outputs - 1 if x == "last" else int(x) for x in items})
-    except (TypeError, ValueError):
-        raise UserError(f"layer {layers!r} is not a number, 'last' or 'all'", fix="e.g. --layer 6 or --layer all") from None
-    bad = [x for x in out if not 0 <= x < n_outputs]
-    if bad:
-        raise UserError(f"layer {bad[0]} does not exist (the model has layers 0..{n_outputs - 1})",
-                        fix=f"pass a layer between 0 and {n_outputs - 1}, 'last' or 'all'")
-    return out
 
 
 PLAN_COLUMNS = ("seg", "key", "audio", "offset", "duration", "shard")

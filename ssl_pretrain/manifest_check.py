@@ -13,6 +13,7 @@ from pathlib import Path
 import soundfile as sf
 
 from corpora.base.errors import UserError
+from corpora.base.textfile import read_lines
 from corpora.prepared_audio import rate_counts
 
 FIX_REBUILD = "rebuild the manifest with `gendergap manifest build ... --format fairseq`"
@@ -25,8 +26,7 @@ def read_wav2vec_manifest(path: str | os.PathLike) -> tuple[Path, list[tuple[str
     path = Path(path)
     if not path.is_file():
         raise UserError("manifest file not found", path=path, fix=FIX_REBUILD)
-    with open(path, encoding="utf-8") as f:
-        lines = f.read().splitlines()
+    lines = read_lines(path, "manifest file")
     if not lines or not lines[0].strip():
         raise UserError("empty manifest: the first line must be the audio root directory", path=path, line=1,
                         fix=FIX_REBUILD)

@@ -58,6 +58,7 @@ class ModelChoice:
         return extractor_for(self.ref, self.device, self.precision)
 
     def features(self, store: str | os.PathLike, rows, layers, **options):
-        """The FeatureView of ``rows`` (audio rows) at ``layers`` (a number, "last" or "all") from the
-        store at ``store``, extracted there where it holds none (FeatureStore.view's ``options``)."""
+        """The FeatureView of ``rows`` (audio rows) at ``layers`` (a corpora.feature_request.Layers, or a
+        spec it parses: a number, "last", "all", a comma list) from the store at ``store``, extracted
+        there where it holds none (FeatureStore.view's ``options``)."""
         return FeatureStore(store).view(self.extractor, rows, layers, **options)

@@ -19,7 +19,6 @@ checks bytes. Its checks and why:
 """
 from __future__ import annotations
 
-import csv
 import logging
 import mmap
 import os
@@ -38,6 +37,7 @@ from corpora.base.atomic import atomic_open, atomic_path, write_json
 from corpora.base.boundary import check_name, locked, read_json
 from corpora.base.errors import UserError, printable
 from corpora.base.provenance import file_sha256
+from corpora.base.textfile import read_delimited
 from ssl_pretrain.features import length_buckets, read_segment
 
 DTYPES = {"float16": np.float16, "float32": np.float32}
@@ -132,21 +132,11 @@ INDEX_COLUMNS = ("seg", "layer", "npy_offset", "npy_bytes", "data_offset", "n_fr
 
 
 def _index_table(path: Path, fix: str) -> pd.DataFrame:
-    """A shard index's cells as strings (the stdlib reader: a shard index is no utterance table)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError("feature-store shard index missing", path=path, fix=fix) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"cannot read the feature-store shard index ({type(e).__name__})", path=path, fix=fix) from None
-    rows = [r for r in csv.reader(text.split("\n"), delimiter="\t", quoting=csv.QUOTE_NONE) if r]
-    if not rows:
-        raise UserError("cannot read the feature-store shard index (it is empty)", path=path, fix=fix)
-    bad = next((i for i, r in enumerate(rows) if len(r) != len(rows[0])), None)
-    if bad is not None:
-        raise UserError(f"cannot read the feature-store shard index (a row of {len(rows[bad])} fields, not "
-                        f"{len(rows[0])})", path=path, line=bad + 1, fix=fix)
-    return pd.DataFrame(rows[1:], columns=rows[0], dtype=str)
+    """A shard index's cells as strings (the one table reader: a shard index is no utterance table)."""
+    if not os.path.lexists(path):
+        raise UserError("feature-store shard index missing", path=path, fix=fix)
+    header, records = read_delimited(path, "\t", what="feature-store shard index", fix=fix)
+    return pd.DataFrame([r for _, r in records], columns=list(dict.fromkeys(header)), dtype=str)
 
 
 def read_shard_index(entry: Path, shard: int, meta: dict) -> pd.DataFrame:

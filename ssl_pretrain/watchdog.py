@@ -20,7 +20,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from corpora.base.atomic import atomic_open, atomic_path, first_free
-from corpora.base.boundary import parse_json, read_lines
+from corpora.base.boundary import MAX_JSON_BYTES, parse_json
+from corpora.base.textfile import read_lines
 
 _SIMPLE_KV = re.compile(r"(\w+)=([^,\s|]+)")
 _SAVED = re.compile(r"Saved checkpoint (\S+) \(epoch \d+ @ (\d+) updates")
@@ -240,4 +241,4 @@ def read_journal(path: str | Path) -> list[dict]:
     if not path.exists():
         return []
     return [parse_json(x, "watchdog journal", path=path, line=n, shape=dict)
-            for n, x in enumerate(read_lines(path, "watchdog journal"), 1) if x.strip()]
+            for n, x in enumerate(read_lines(path, "watchdog journal", max_bytes=MAX_JSON_BYTES), 1) if x.strip()]

@@ -6,6 +6,7 @@ given twice, the wrong shape -- are refused in one UserError line naming the fil
 use them are exercised in test_hostile_inputs.py."""
 from __future__ import annotations
 
+import csv
 import json
 import os
 import subprocess
@@ -15,10 +16,10 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from corpora.base.boundary import (MAX_DEPTH, check_label, locked, parse_json, read_json, read_lines,
-                                   read_state_json)
+from corpora.base.boundary import MAX_DEPTH, check_label, locked, parse_json, read_json, read_state_json
 from corpora.base.errors import UserError
 from corpora.base.strict_yaml import read_hyperpyyaml_keys
+from corpora.base.textfile import read_delimited, read_lines, read_utf8
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -74,6 +75,59 @@ def test_read_lines_keeps_a_last_line_without_newline_and_unicode_separators(tmp
     p.write_bytes(b"\xff\n")
     with pytest.raises(UserError, match="not UTF-8"):
         read_lines(p)
+
+
+def test_read_lines_names_the_line_of_a_bad_byte_and_of_a_nul(tmp_path):
+    """The one line reader: a BOM and a \r before each \n dropped; a bad byte or (for text to be scored) a NUL
+    is one line naming the file and its line; ``fix`` is the advice every error gives."""
+    p = tmp_path / "hyps.txt"
+    p.write_bytes("\ufeffa\r\nb\x1cc\n".encode())
+    assert read_lines(p) == ["a", "b\x1cc"] and read_utf8(p) == "a\r\nb\x1cc\n"
+    p.write_bytes(b"ok\nfatigu\xe9\n")
+    with pytest.raises(UserError) as e:
+        read_lines(p, "hypotheses", fix="write it again")
+    assert str(e.value).startswith(f"{p}:2: hypotheses is not UTF-8 (byte 0xe9)") and e.value.fix == "write it again"
+    p.write_bytes(b"ok\nok\nn\x00l\n")
+    assert read_lines(p)[2] == "n\x00l"
+    with pytest.raises(UserError, match="NUL byte in the hypotheses") as e:
+        read_lines(p, "hypotheses", refuse_nul=True)
+    assert e.value.line == 3
+    with pytest.raises(UserError, match="speakers not found"):
+        read_lines(tmp_path / "none.txt", "speakers")
+    p.write_bytes(b"x" * 2048)
+    with pytest.raises(UserError, match="2,048 bytes"):
+        read_lines(p, "speaker list", max_bytes=1024)
+
+
+def test_read_delimited_hostile_tables(tmp_path):
+    """The one table reader: rows with their lines; a FIFO, a short row, an unbalanced quote, a bad byte,
+    an empty file are each one line naming the file (and the line)."""
+    p = tmp_path / "t.tsv"
+    p.write_text('id\ttext\n\nu1\t"quoted" as is\n  \t \nu2\tb\n', encoding="utf-8")
+    header, rows = read_delimited(p, "\t")   # a blank line is skipped; a row of blank fields is a row
+    assert header == ["id", "text"] and [line for line, _ in rows] == [3, 4, 5] and rows[1][1] == {"id": "  ", "text": " "}
+    assert read_delimited(p, "\t", skip_blank=True)[1] == [(3, {"id": "u1", "text": '"quoted" as is'}),
+                                                           (5, {"id": "u2", "text": "b"})]   # quotes are text
+    p.write_text("id\ttext\nu1\ta\tb\n", encoding="utf-8")
+    with pytest.raises(UserError) as e:
+        read_delimited(p, "\t", what="MuST-SHE TSV")
+    assert str(e.value).startswith(f"{p}:2: 3 fields, the header has 2")
+    c = tmp_path / "t.csv"
+    c.write_text('id,text\nu1,"open\nu2,b\nu3,c\n', encoding="utf-8")
+    with pytest.raises(UserError, match="unbalanced quote") as e:
+        read_delimited(c, ",", csv.QUOTE_MINIMAL)
+    assert e.value.line == 2
+    c.write_bytes(b"id,text\nu1,caf\xe9\n")
+    with pytest.raises(UserError, match="SpeechBrain CSV is not UTF-8") as e:
+        read_delimited(c, ",", csv.QUOTE_MINIMAL, what="SpeechBrain CSV")
+    assert e.value.line == 2
+    c.write_text(" \n", encoding="utf-8")
+    with pytest.raises(UserError, match="empty feature index"):
+        read_delimited(c, "\t", what="feature index")
+    fifo = tmp_path / "fifo.tsv"
+    os.mkfifo(fifo)
+    with pytest.raises(UserError, match="not a regular file"):   # would block for ever if opened
+        read_delimited(fifo, "\t")
 
 
 def test_a_lock_file_planted_as_a_symlink_is_refused_and_its_target_kept(tmp_path):
@@ -230,12 +284,13 @@ def test_every_reader_of_the_boundary_has_hostile_cases():
     import corpora.base.boundary as boundary
     import corpora.base.registry_file as registry_file
     import corpora.base.strict_yaml as strict_yaml
-    readers = {name for module in (boundary, strict_yaml, registry_file)
+    import corpora.base.textfile as textfile
+    readers = {name for module in (boundary, strict_yaml, registry_file, textfile)
                for name, node in ((n.name, n) for n in ast.parse(Path(module.__file__).read_text()).body
                                   if isinstance(n, ast.FunctionDef))
                if not name.startswith("_") and (name.startswith(("read_", "parse_")) or name in (
                    "listed_file", "locked", "regular_file", "inside", "no_custom_code", "folder_files"))}
-    assert {"read_json", "parse_json", "read_lines", "read_yaml", "read_registry", "locked"} <= readers
+    assert {"read_json", "parse_json", "read_lines", "read_delimited", "read_yaml", "read_registry", "locked"} <= readers
     suites = "".join(p.read_text(encoding="utf-8") for p in Path(__file__).parent.glob("test_*.py")
                      if p.name.startswith(("test_hostile", "test_boundary", "test_security")))
     # a reader is covered when a hostile suite calls it, or runs a command whose input goes through it

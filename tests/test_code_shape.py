@@ -127,8 +127,8 @@ def test_no_package_imports_a_higher_layer():
 
 def test_the_steps_reach_package_functions_not_the_cli():
     """The CLI only wires: no module of gendergap/steps/ imports a command-line module, and every
-    CLI leaf's function a step runs (gendergap.runs.CLI_LEAF) lies outside gendergap/cmd_*.py."""
-    from gendergap.runs import CLI_LEAF
+    function declaring a CLI leaf (@cli_leaf, the functions steps run) lies outside gendergap/cmd_*.py."""
+    from gendergap.runs import LEAVES
 
     breaches = []
     for rel, module, tree in _modules(("gendergap",)):
@@ -139,7 +139,7 @@ def test_the_steps_reach_package_functions_not_the_cli():
                 names = _imported(node, module, rel.name == "__init__.py")
                 breaches += [f"{rel}:{node.lineno}: {n}" for n in names if n.startswith("gendergap.cmd_")]
     assert not breaches, "steps importing the CLI: " + ", ".join(breaches)
-    assert CLI_LEAF and not [f for f in CLI_LEAF if f.__module__.startswith("gendergap.cmd_")]
+    assert LEAVES and not [f for f in LEAVES if f.__module__.startswith("gendergap.cmd_")]
 
 
 def _file_graph() -> dict[str, set[str]]:
@@ -213,8 +213,10 @@ def test_no_import_circle_among_files():
 LAZY_IMPORTS = {
     "analysis/probing/checkpoints.py": {"analysis.probing.figures": "matplotlib, scipy"},
     "analysis/report.py": {"corpora.base.registry_file": "pydantic"},
-    "analysis/winomt_aligned.py": {"analysis.mustshe": "pandas, sacrebleu, numpy, jiwer"},
     "corpora/checks.py": {"corpora.audio_info": "numpy, soundfile"},
+    "corpora/feature_request.py": {"corpora.table": "pandas (Layers, the option types' grammar, stays light)"},
+    "corpora/synth/__init__.py": {"corpora.synth.build": "pyrealb, numpy, scipy, soundfile, tqdm (SIZES and "
+                                  "synthesize on first use: the package, and a synthesis worker importing it, stay light)"},
     "corpora/synth/build.py": {"corpora.table": "pandas"},
     "downstream_asr/common.py": {"downstream_asr.data": "pandas"},
     "downstream_asr/data.py": {"corpora.prepared_audio": "numpy, soundfile",
@@ -278,7 +280,7 @@ LAZY_IMPORTS = {
     "gendergap/runs/asr.py": {"analysis.score_runs": "pandas, sacrebleu, numpy, jiwer",
         "ssl_pretrain.device": "torch", "ssl_pretrain.model_choice": "torch, pandas, numpy, soundfile, pydantic"},
     "gendergap/runs/probe.py": {"analysis.probing": "torch, pandas, sklearn, numpy",
-        "analysis.probing.checkpoints": "torch, pandas, sklearn, numpy", "analysis.probing.data": "pandas, numpy",
+        "analysis.probing.checkpoints": "torch, pandas, sklearn, numpy",
         "ssl_pretrain.device": "torch", "ssl_pretrain.model_choice": "torch, pandas, numpy, soundfile, pydantic"},
     "gendergap/runs/st.py": {"analysis.score_runs": "pandas, sacrebleu, numpy, jiwer",
         "ssl_pretrain.device": "torch", "ssl_pretrain.model_choice": "torch, pandas, numpy, soundfile, pydantic"},
@@ -297,8 +299,6 @@ LAZY_IMPORTS = {
     "gendergap/steps/mixed.py": {"analysis.conditions": "pandas, sacrebleu, numpy, jiwer",
         "analysis.mixed_model": "pandas, sacrebleu, numpy, jiwer", "analysis.store": "pandas",
         "corpora.utterances": "pandas", "corpora.voice_measures": "pandas, numpy, soundfile"},
-    "gendergap/steps/models.py": {"analysis.probing": "sklearn"},
-    "gendergap/steps/probes.py": {"analysis.probing": "sklearn"},
     "gendergap/steps/released.py": {"corpora.checks": "pandas"},
     "gendergap/steps/report.py": {"analysis.report": "torch, pandas, matplotlib, sklearn, numpy"},
     "gendergap/steps/seeds.py": {"analysis.seeds": "pandas, sacrebleu, numpy, jiwer"},
@@ -365,14 +365,13 @@ def test_the_circle_test_follows_computed_import_module_names():
 
 
 # reads of a file with pandas that is NOT an utterance table, each with what it is
+# (a handed TSV/CSV -- SpeechBrain CSVs, feature indexes -- is read by corpora.base.textfile.read_delimited)
 NOT_TABLES = {
     "ssl_pretrain/feature_store.py": "the store's own rows.tsv / index files",
-    "downstream_asr/perturb.py": "a SpeechBrain CSV it wrote itself",
-    "downstream_asr/data.py": "SpeechBrain CSVs (ID, wav, duration, wrd)",
-    "downstream_st/data.py": "a feature index TSV (id, feature path, frames)",
-    "analysis/trace.py": "a report's CSV table",
-    "analysis/score_runs.py": "a SpeechBrain test CSV (ID, spk_id, gender)",
-    "corpora/voice_measures.py": "its own measures TSV and cache (id, speaker, gender, measures)",
+    "downstream_asr/perturb.py": "a SpeechBrain CSV it wrote itself a moment before (its durations)",
+    "analysis/trace.py": "a report's CSV table, written by pandas and read back by pandas",
+    "corpora/voice_measures.py": "its own measures TSV and cache (id, speaker, gender, measures), written by pandas "
+                                 "with full float precision and read back by the same parser",
 }
 # the loader: one TSV (corpora/table.py), several merged (corpora/merge.py), the value (corpora/utterances.py)
 TABLE_LOADER = {"corpora/table.py", "corpora/merge.py", "corpora/utterances.py"}
@@ -397,9 +396,10 @@ def test_every_table_read_goes_through_the_one_loader():
     assert all((ROOT / p).is_file() for p in NOT_TABLES), "a NOT_TABLES entry names a file that is gone"
 
 
-# Issue 47: a handed file is parsed by the boundary's readers only -- JSON and line files in
-# corpora/base/boundary.py, YAML in corpora/base/strict_yaml.py. Any other parse call names its reason.
-READERS = {"corpora/base/boundary.py", "corpora/base/strict_yaml.py"}
+# Issue 47: a handed file is parsed by the boundary's readers only -- JSON in corpora/base/boundary.py, line
+# files and tables (TSV, CSV) in corpora/base/textfile.py, YAML in corpora/base/strict_yaml.py. Any other
+# parse call names its reason.
+READERS = {"corpora/base/boundary.py", "corpora/base/textfile.py", "corpora/base/strict_yaml.py"}
 PARSE_CALLS = {("json", "load"), ("json", "loads"), ("yaml", "load"), ("yaml", "safe_load"), ("yaml", "full_load"),
                ("yaml", "unsafe_load"), ("yaml", "compose"), (None, "load_hyperpyyaml")}
 RAW_PARSES = {
@@ -444,10 +444,124 @@ def test_handed_files_are_parsed_only_by_the_boundary_readers():
                 seen.add((str(rel), name))
                 continue
             breaches.append(f"{rel}:{line}: {name}")
-    assert not breaches, ("handed files parsed outside corpora.base.boundary / strict_yaml (use read_json, "
+    assert not breaches, ("handed files parsed outside corpora.base.boundary / textfile / strict_yaml (use read_json, "
                           "parse_json, read_lines, read_yaml, special_kind):\n" + "\n".join(breaches))
     stale = set(RAW_PARSES) - seen
     assert not stale, f"RAW_PARSES lists parses that are gone: {sorted(stale)}"
+
+
+# Issue 66: a text file's lines and fields are read by corpora.base.textfile only -- read_lines (split on "\n"
+# only: str.splitlines also splits inside a line, on U+2028, U+0085, \x1c..., and shifts every later line) and
+# read_delimited (a header and rows, each with its line; UTF-8 or one line naming file and line). A raw
+# pandas.read_csv (NOT_TABLES / TABLE_LOADER give its reason), csv.reader / csv.DictReader, or .splitlines() on
+# what a file read returned, elsewhere names its reason here: (file, call) -> why.
+RAW_TEXT_READS = {
+    ("corpora/prepared_audio.py", "csv.DictReader"): "the prepared-audio cache's own index.tsv, written by "
+        "csv.DictWriter under the cache's lock and read back by its pair (csv's quoting both ways); each row is "
+        "checked against its file's size and mtime before reuse",
+    # fairseq's log: not a handed file but the output of the run's own child process (stdout and stderr),
+    # decoded with errors="replace" and split as the watchdog's log parser always has (str.splitlines also
+    # ends a line at a lone \r); changing that split changes what the watchdog sees, so it is left as it is
+    ("ssl_pretrain/evaluate.py", "splitlines"): "fairseq's training log of the run's own child (the last validation)",
+    ("ssl_pretrain/launch.py", "splitlines"): "fairseq's training log of the run's own child, read live (the watchdog)",
+    ("ssl_pretrain/run.py", "splitlines"): "fairseq's training log of the run's own child: the watchdog, resume point",
+    ("downstream_st/train.py", "splitlines"): "fairseq's log of the run's own child: a failure's last lines, the "
+                                               "epoch summaries echoed live",
+}
+# what returns a file's text or bytes: ``.splitlines()`` on it (or on a name bound to it) is a raw line read
+FILE_READS = {"read_text", "read_bytes", "read", "readlines", "read_utf8", "read_log_from"}
+
+
+def _own_nodes(scope):
+    """The nodes of a module or function body, nested functions' bodies left to their own scope."""
+    stack = list(ast.iter_child_nodes(scope))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _reads_a_file(node, bound: set[str]) -> bool:
+    return any((isinstance(n, ast.Call) and (n.func.attr if isinstance(n.func, ast.Attribute)
+                                             else getattr(n.func, "id", "")) in FILE_READS)
+               or (isinstance(n, ast.Name) and n.id in bound) for n in ast.walk(node))
+
+
+def _bound_to_file_text(nodes: list) -> set[str]:
+    """Names a scope binds to what a file read returned (``text = p.read_text()``, ``data, _ = ...``,
+    ``for line in text``), to a fixed point."""
+    bound: set[str] = set()
+    while True:
+        before = len(bound)
+        for n in nodes:
+            pairs = ([(t, n.value) for t in n.targets] if isinstance(n, ast.Assign)
+                     else [(n.target, n.value)] if isinstance(n, (ast.AnnAssign, ast.AugAssign)) and n.value
+                     else [(n.target, n.iter)] if isinstance(n, (ast.For, ast.comprehension))
+                     else [(i.optional_vars, i.context_expr) for i in n.items if i.optional_vars]
+                     if isinstance(n, ast.With) else [])
+            bound |= {x.id for t, v in pairs if _reads_a_file(v, bound) for x in ast.walk(t) if isinstance(x, ast.Name)}
+        if len(bound) == before:
+            return bound
+
+
+def _raw_text_reads(tree):
+    """(line, call) of every raw text-file parse in a module: pandas read_csv, csv.reader / DictReader (called
+    or imported by name), and ``.splitlines()`` on a file read's result."""
+    scopes = [tree] + [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for scope in scopes:
+        nodes = list(_own_nodes(scope))
+        bound = _bound_to_file_text(nodes)
+        for n in nodes:
+            if isinstance(n, ast.ImportFrom) and n.module == "csv":
+                yield from ((n.lineno, f"csv.{a.name}") for a in n.names if a.name in ("reader", "DictReader"))
+            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)):
+                continue
+            owner, name = getattr(n.func.value, "id", None), n.func.attr
+            if name == "read_csv" and owner in ("pd", "pandas"):
+                yield n.lineno, "read_csv"
+            elif name in ("reader", "DictReader") and owner == "csv":
+                yield n.lineno, f"csv.{name}"
+            elif name == "splitlines" and _reads_a_file(n.func.value, bound):
+                yield n.lineno, "splitlines"
+
+
+def test_text_files_are_read_only_by_the_boundary_readers():
+    """No raw TSV/CSV or line read of a file outside corpora.base.textfile, but those listed with a reason
+    (RAW_TEXT_READS; pandas reads in NOT_TABLES / TABLE_LOADER); a listed exception that is gone fails too."""
+    breaches, seen = [], set()
+    for rel, _module, tree in _modules(PACKAGES + ("gendergap",)):
+        if str(rel) in READERS:
+            continue
+        for line, call in sorted(set(_raw_text_reads(tree))):
+            if (str(rel), call) in RAW_TEXT_READS:
+                seen.add((str(rel), call))
+            elif not (call == "read_csv" and (str(rel) in NOT_TABLES or str(rel) in TABLE_LOADER)):
+                breaches.append(f"{rel}:{line}: {call}")
+    assert not breaches, ("text files parsed outside corpora.base.textfile (use read_lines / read_delimited, or "
+                          "list the exception with its reason in RAW_TEXT_READS):\n" + "\n".join(breaches))
+    stale = sorted(set(RAW_TEXT_READS) - seen)
+    assert not stale, f"RAW_TEXT_READS lists reads that are gone: {stale}"
+
+
+def test_the_raw_text_read_check_finds_a_planted_read():
+    """The checker on a small module: each raw read is found, a message's splitlines is not."""
+    source = (
+        "import csv\nimport pandas as pd\nfrom csv import DictReader\n\n"
+        "def f(path, e):\n"
+        "    text = path.read_text(encoding='utf-8')\n"
+        "    head, _, rest = text.partition('\\n')\n"
+        "    a = rest.splitlines()\n"                               # bound to the file's text: found
+        "    b = open(path).read().splitlines()\n"                  # found
+        "    c = csv.reader(open(path), delimiter='\\t')\n"         # found
+        "    d = pd.read_csv(path, sep='\\t')\n"                    # found
+        "    return str(e).splitlines()[0], __doc__.splitlines()\n"  # a message, a docstring: not file reads
+        "\n"
+        "def g(text):\n"
+        "    return text.splitlines()\n")                           # another scope's `text`: not bound here
+    found = sorted(_raw_text_reads(ast.parse(source)))
+    assert found == [(3, "csv.DictReader"), (8, "splitlines"), (9, "splitlines"), (10, "csv.reader"),
+                     (11, "read_csv")], found
 
 
 def test_one_name_check():

@@ -83,9 +83,9 @@ def test_builtin_configs_validate_and_plan():
     assert not by["probes:FBANK"].random_init and by["probes:F-tiny"].random_init
     assert "FBANK" not in str(by["checkpoints"].entries)   # never registered
     requests = by["features:F-tiny"].requests
-    assert sorted((r["corpus"], r["layers"], str(r["probe_seed"])) for r in requests) == [
+    assert sorted((r.corpus, r.layers.spec, str(r.probe_seed)) for r in requests) == [
         ("synth-fr", "1", "None"), ("synth-fr", "all", "0"), ("synth-fr", "all", "None"), ("synth-gender", "1", "None")]
-    assert sorted((r["corpus"], r["layers"], str(r["probe_seed"])) for r in by["features:F-tiny-2"].requests) == [
+    assert sorted((r.corpus, r.layers.spec, str(r.probe_seed)) for r in by["features:F-tiny-2"].requests) == [
         ("synth-fr", "1", "None"), ("synth-fr", "all", "None")]   # no probes, no gender set on a second run
     # the earlier three-share design stays runnable (its cost is compared with this one's)
     three = {j.name: j for j in plan_jobs(load_config(CONFIG_DIR / "mini-three-shares.yaml"), "/tmp/never-written")}
@@ -386,9 +386,9 @@ def test_steps_take_their_device_and_precision_from_the_task(tmp_path):
     by = {j.name: j for j in plan_jobs(load_config(write(tmp_path, text)), tmp_path / "o")}
     assert (by["probes:F-tiny"].device, by["probes:F-tiny"].precision) == ("cpu", "bf16")
     bf16 = by["features:F-tiny:bf16"]
-    assert (bf16.device, bf16.precision) == ("cpu", "bf16") and [r["probe_seed"] for r in bf16.requests] == [0]
+    assert (bf16.device, bf16.precision) == ("cpu", "bf16") and [r.probe_seed for r in bf16.requests] == [0]
     assert "features:F-tiny:bf16" in by["probes:F-tiny"].deps and "features:F-tiny" not in by["probes:F-tiny"].deps
-    assert all(r["probe_seed"] is None for r in by["features:F-tiny"].requests)  # fp32: frozen ASR and ST only
+    assert all(r.probe_seed is None for r in by["features:F-tiny"].requests)  # fp32: frozen ASR and ST only
 
 
 def test_a_study_names_checkpoints_registered_by_ckpt_add(tmp_path):

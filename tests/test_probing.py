@@ -11,10 +11,11 @@ import pytest
 import soundfile as sf
 import torch
 
-from analysis.probing import (Plateau, Recipe, attention_profile, parse_layers, probe_splits, probe_table,
+from analysis.probing import (Plateau, Recipe, attention_profile, probe_splits, probe_table,
                               rows_for_store, run_baseline, score, standardise, train_attention_probe)
 from analysis.probing.run import ProbeResult
 from corpora.base.errors import UserError
+from corpora.feature_request import Layers
 
 
 @pytest.fixture(autouse=True)
@@ -162,8 +163,9 @@ def test_split_errors_name_the_problem():
     with pytest.raises(UserError, match="speaker-disjoint|both the train and the valid"):
         probe_splits(shared)
     with pytest.raises(UserError, match="out of range.*0..2"):
-        parse_layers("1,5", 3)
-    assert parse_layers("all", 3) == [0, 1, 2] and parse_layers("last", 3) == [2] and parse_layers("2,0", 3) == [0, 2]
+        Layers.parse("1,5").resolve(3)
+    assert Layers.parse("all").resolve(3) == (0, 1, 2) and Layers.parse("last").resolve(3) == (2,)
+    assert Layers.parse("2,0").resolve(3) == (0, 2)
 
 
 # --- store rows and correlation ----------------------------------------------------------------

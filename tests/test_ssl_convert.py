@@ -149,4 +149,4 @@ def test_features_cli_from_an_utterance_table(tmp_path, capsys):
                  "--format", "kaldi", "--layer", "all", *store]) == 2
     assert main(["ckpt", "features", str(hf_dir), "--table", str(tsv), "--out", str(tmp_path / "k3"),
                  "--layer", "9", *store]) == 2
-    assert "does not exist" in capsys.readouterr().err
+    assert "layer 9 is out of range: this model has layers 0..3" in capsys.readouterr().err

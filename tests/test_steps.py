@@ -75,8 +75,8 @@ def test_a_toy_task_runs_through_the_sweep(tmp_path, toy_registered, default_pro
     assert all(position[d] < position[s.name] for s in steps for d in s.deps)   # dependency order
     assert by["seconds:F-tiny"].deps == ["checkpoints", "features:F-tiny"] and by["seconds:F-tiny"].kind == "utt-seconds"
     # the checkpoint's features step extracts what the toy said it reads, and nothing else
-    assert by["features:M-tiny"].requests == [{"corpus": "synth-fr", "splits": ["test"], "layers": "last",
-                                                "probe_seed": None}]
+    assert [r.plain() for r in by["features:M-tiny"].requests] == [{"corpus": "synth-fr", "splits": ["test"],
+                                                                     "layers": "last", "probe_seed": None}]
     assert set(by["report"].deps) == {"checkpoints", "seconds:F-tiny", "seconds:M-tiny"}
     assert by["report"].titles == {"utt-seconds": toy_task.TITLE}   # handed to the report as data
     out = tmp_path / "o"

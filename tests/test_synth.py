@@ -315,3 +315,19 @@ def test_the_synthesis_cpu_time_is_reaped_into_the_caller(tmp_path):
     children_cpu, server_pid = float(out[-2]), out[-1]
     assert server_pid == "None"
     assert children_cpu >= 1.0, children_cpu   # the speaking itself: ~0.02 s when the server was left running
+
+
+@pytest.mark.parametrize("module", ["corpora.synth", "corpora.synth.worker"])
+def test_the_package_and_the_worker_import_no_sentence_generator(module):
+    """corpora.synth reads SIZES/synthesize from build.py on first use: importing the package, or the
+    module a synthesis worker process imports, pulls in neither build.py nor pyrealb (nor pandas)."""
+    code = (f"import {module}, sys\n"
+            "print(' '.join(m for m in ('pyrealb', 'corpora.synth.build', 'pandas') if m in sys.modules) or 'none')\n")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=REPO)
+    assert out.stdout.strip() == "none", f"import {module} pulled in: {out.stdout.strip()}"
+    if module != "corpora.synth":
+        return
+    code = ("from corpora.synth import SIZES, synthesize\nimport sys\n"
+            "print('pyrealb' in sys.modules, callable(synthesize))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True, cwd=REPO)
+    assert out.stdout.split() == ["True", "True"]   # the names still resolve, build.py then imported

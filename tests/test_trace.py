@@ -7,6 +7,9 @@ the report; the store keeps the run -> step link true when a second step stores 
 """
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import functools
 import json
 import shlex
 import sqlite3
@@ -18,7 +21,13 @@ import pandas as pd
 import pytest
 
 from analysis.store import ResultsStore, recording_step
-from gendergap.cli import main
+from corpora.base.errors import UserError
+from gendergap.cli import build_parser, main
+from gendergap.cmd_trace import _move, leaf_parser, rerun_commands
+from gendergap.config import CONFIG_DIR, load_config
+from gendergap.plan import plan_jobs
+from gendergap.runs import LEAVES, cli_leaf
+from gendergap.steps import Step
 
 CONFIG = """\
 name: trace
@@ -113,3 +122,102 @@ def test_a_run_stored_again_by_another_step_points_to_that_step(tmp_path):
         with recording_step(second):
             assert store.store_run("score-wer", {"same": "config"}, rows) == run
         assert store.step_of(run)["key"] == "k2"
+
+
+# --- every step kind whose work is CLI leaves reaches its leaf (issue 66) ---------------------------
+
+def _handler_calls(handler, function, args: argparse.Namespace | None = None) -> list[dict]:
+    """Run a leaf's argparse handler on ``args`` with ``function`` swapped for a recorder wherever the
+    handler's module names it: the keyword arguments each call got (the model itself never runs)."""
+    seen: list[dict] = []
+    recorder = functools.wraps(function)(lambda **kwargs: seen.append(kwargs))   # same signature: options_of
+    names = [n for n, v in handler.__globals__.items() if v is function]
+    saved = {n: handler.__globals__[n] for n in names}
+    handler.__globals__.update(dict.fromkeys(names, recorder))
+    try:
+        handler(args or argparse.Namespace())
+    finally:
+        handler.__globals__.update(saved)
+    return seen
+
+
+def _subclasses(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)
+
+
+def _plain(value):
+    """Tuples as lists, and one value as a list of one: an append option (`--table T`) hands
+    ``[T]``, which the functions taking ``str | list[str]`` read as ``T``."""
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def test_every_declared_leaf_is_the_command_that_calls_its_function():
+    """@cli_leaf("asr frozen") on a function: `gendergap asr frozen` exists and its handler calls that
+    very function, so a leaf named wrong (or a leaf moved) fails here, not in a reader's trace."""
+    top = build_parser()
+    assert {"asr frozen", "asr finetune", "st train", "st decode", "probe run", "asr transcribe"} <= set(LEAVES.values())
+    for function, leaf in LEAVES.items():
+        handler = leaf_parser(top, leaf).get_default("func")
+        assert handler is not None and len(_handler_calls(handler, function)) == 1, (leaf, function.__qualname__)
+
+
+def test_every_step_kind_whose_work_is_calls_reaches_its_leaf(tmp_path):
+    """Each built-in step class with ``calls()``, in each of its kinds, is planned by a shipped config;
+    `gendergap trace` renders every call as a command line the real parser takes, and that line hands
+    the function exactly the step's keyword arguments (outputs moved under --into)."""
+    top = build_parser()
+    classes = {c for c in _subclasses(Step) if c.calls is not Step.calls and c.__module__.startswith("gendergap.")}
+    wanted = {(c, k) for c in classes for k in (getattr(c, "KINDS", None) or (c.KIND,))}
+    steps = [s for cfg in sorted(CONFIG_DIR.glob("*.yaml")) for s in plan_jobs(load_config(cfg), tmp_path / "study")
+             if type(s) in classes]
+    missing = wanted - {(type(s), s.kind) for s in steps}
+    assert not missing, f"no shipped config plans these step kinds, so nothing checks their leaves: {missing}"
+    for step in steps:
+        lines = rerun_commands(step.record(), tmp_path / "redo", top)
+        calls = step.calls()
+        assert len(lines) == len(calls), step.name
+        for line, (function, kwargs) in zip(lines, calls):
+            args = top.parse_args(shlex.split(line)[1:])
+            (got,) = _handler_calls(args.func, function, args)
+            moved = {step.out: str(tmp_path / "redo" / Path(step.out).name), step.db: str(tmp_path / "redo" / "results.db")}
+            expected = {k: _plain(_move(v, moved)) for k, v in kwargs.items()}
+            assert {k: _plain(got.get(k)) for k in expected} == expected, (step.name, line)
+
+
+def _no_leaf(**kwargs):   # a package function no CLI leaf declares
+    raise AssertionError("never called: the step is stopped before its first call")
+
+
+@dataclasses.dataclass(kw_only=True)
+class _ForgotItsLeaf(Step):
+    """A new step kind whose work is ``calls()``, written without declaring its function's leaf."""
+    KIND = "toy-forgot-its-leaf"
+    out: str = "x"
+
+    def calls(self):
+        return [(_no_leaf, {"out": self.out})]
+
+
+def test_a_step_kind_without_its_leaf_is_stopped_at_its_first_run_not_at_trace(monkeypatch, tmp_path):
+    step = _ForgotItsLeaf(name="toy:forgot")
+    with pytest.raises(TypeError, match=r"_ForgotItsLeaf\.calls\(\) names .*_no_leaf, which no CLI leaf declares.*@cli_leaf"):
+        step.run()
+    # a run recorded by a version whose function had a leaf: trace says so in one line, no KeyError
+    with pytest.raises(UserError, match="no CLI leaf declares"):
+        rerun_commands({"kind": step.kind, "name": step.name, "fields": step.fields()}, "redo", build_parser())
+    # a built-in kind whose function lost its @cli_leaf: stopped before it trains, refused by trace in one line
+    frozen = next(s for s in plan_jobs(load_config(CONFIG_DIR / "mini.yaml"), tmp_path) if s.kind == "asr-frozen")
+    monkeypatch.delitem(LEAVES, frozen.calls()[0][0])
+    with pytest.raises(TypeError, match=r"AsrStep\.calls\(\) names gendergap\.runs\.asr\.asr_frozen"):
+        frozen.run()
+    with pytest.raises(UserError, match="'asr-frozen' now runs gendergap.runs.asr.asr_frozen, which no CLI leaf"):
+        rerun_commands(frozen.record(), tmp_path / "redo", build_parser())
+
+
+def test_a_leaf_the_cli_lacks_is_refused_in_one_line():
+    with pytest.raises(ValueError, match="'group leaf'"):
+        cli_leaf("frozen")
+    with pytest.raises(UserError, match="`gendergap asr nope` is no command line"):
+        leaf_parser(build_parser(), "asr nope")

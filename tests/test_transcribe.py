@@ -451,8 +451,8 @@ report: {{bootstrap: 10}}
     steps = plan_jobs(load_config(cfg), out)
     by = {s.name: s for s in steps}
     assert {"released:ctc:synth-fr", "released:whisper:synth-fr"} <= set(by)
-    from gendergap.runs import CLI_LEAF
-    assert CLI_LEAF[by["released:ctc:synth-fr"].calls()[0][0]] == "asr transcribe"
+    from gendergap.runs import leaf_of
+    assert leaf_of(by["released:ctc:synth-fr"].calls()[0][0]) == "asr transcribe"
     run_sweep(steps, out)
     rows = {**scores(out / "results.db", "asr-released"), **scores(out / "results.db", "asr-frozen")}
     five = ["F-tiny", "M-tiny", "B-tiny", "ctc@synth-fr", "whisper@synth-fr"]

@@ -13,31 +13,32 @@ from typing import Callable
 
 import pandas as pd
 
-from analysis.probing.data import parse_layers, probe_splits
 from analysis.probing.recipe import Recipe
 from analysis.probing.run import ProbeResult, f1_by_layer, probe_layers, rows_for_store
 from analysis.store import ResultsStore
 from corpora.base.atomic import atomic_open, write_json
 from corpora.base.boundary import read_state_json
 from corpora.base.provenance import config_hash, file_fingerprint
+from corpora.feature_request import Layers, Request
 from corpora.table import table_fingerprint, table_paths
 from corpora.utterances import UtteranceTable
 
 
-def probe_data(table: str, *, corpus: str | None, seed: int, max_utts: dict) -> tuple[dict, pd.DataFrame]:
-    """(splits, rows): the table's balanced train/valid/test splits, and their rows (audio absolute)."""
+def probe_data(table: str | list[str], request: Request) -> tuple[dict, pd.DataFrame]:
+    """(splits, rows): a probe ``request``'s rows of the table (Request.rows, the rows the study's
+    features step extracts for it: the balanced train/valid/test draw), as its three splits and
+    together (audio absolute)."""
     frame = UtteranceTable.load(table)   # one table, or several merged (corpora.merge)
-    rows = frame.rows[frame.rows["corpus"].isin(corpus.split(","))] if corpus else frame.rows
-    splits = probe_splits(rows.reset_index(drop=True), seed=seed, source=frame.source, max_utts=max_utts)
-    rows = UtteranceTable(pd.concat([splits[s] for s in ("train", "valid", "test")], ignore_index=True),
-                          frame.sources).audio_rows()
+    rows = request.rows(frame)
+    splits = request.parts(rows)
+    rows = UtteranceTable(rows, frame.sources).audio_rows()
     print("probe data: " + ", ".join(f"{s} {len(splits[s])} utts ({splits[s]['speaker'].nunique()} speakers)"
                                      for s in ("train", "valid", "test")))
     return splits, rows
 
 
 def probe_models(models: list, view_of: Callable, table: str, splits: dict, out: str | Path, *,
-                 corpus: str | None, layers: str, probes: list, control: bool, seed: int, recipe: Recipe,
+                 corpus: str | None, layers, probes: list, control: bool, seed: int, recipe: Recipe,
                  runtime: dict, db: str | None = None, quiet: bool = False) -> dict:
     """Probe each model (ssl_pretrain.model_choice.ModelChoice values; results under ``out``/probes/<model>/,
     rows in ``db``), then write
@@ -72,12 +73,12 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._+-]+", "_", text).strip("_") or "model"
 
 
-def _probe_one(model, feats, splits, *, table: str, corpus: str | None, layers: str, probes: list, control: bool,
+def _probe_one(model, feats, splits, *, table: str, corpus: str | None, layers, probes: list, control: bool,
                seed: int, recipe: Recipe, runtime: dict, out: Path, store, db: str | None, quiet: bool) -> list:
     """One model's probe results: read back from its results.json when the config matches, else trained
     and written there; stored in the results DB once per config."""
     label = model.name
-    layers = parse_layers(layers, feats.n_layers)
+    layers = list(Layers.parse(layers).resolve(feats.n_layers, "--layers"))
     config = {"kind": "probe", "checkpoint": label, "ssl": model.ref.describe(), "runtime": runtime,
               "features": feats.describe()["entry"], "table": table_fingerprint(table), "corpus": corpus,
               "ids": config_hash({s: splits[s]["id"].tolist() for s in splits}), "layers": layers,

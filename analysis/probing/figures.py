@@ -20,6 +20,7 @@ from analysis.store import ResultsStore
 from analysis.tables import clean_scores
 from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
+from corpora.feature_request import Layers
 
 
 def _collapse_positions(t: pd.DataFrame) -> pd.DataFrame:
@@ -144,11 +145,8 @@ def correlate_db(*, db: str, probe: str = "attention", layer: str = "last", subs
     results DB, written to OUT/correlation.json and OUT/correlation.png (default OUT:
     probe_correlation/ next to the DB). Returns the JSON's content with the points' frame and the
     plot's path."""
-    number = layer.strip().lower()
-    if number not in ("last", "best"):
-        if not number.isdigit():
-            raise UserError(f"bad layer {layer!r}", path="--layer", fix="use last, best or a layer number")
-        number = int(number)
+    # best: each checkpoint's best F1; else one layer (corpora.feature_request.Layers): last or a number
+    number = "best" if str(layer).strip().lower() == "best" else Layers.parse(layer, "--layer").one("--layer")
     with ResultsStore(db, readonly=True) as store:
         scores = store.scores()
     points = correlation_points(scores, probe=probe, layer=number, subset=subset, source=db)

@@ -22,7 +22,8 @@ What crosses, and the one function that checks it:
   entries, model configs): ``read_json`` -- a regular file within a size bound, UTF-8, standard
   JSON (no NaN or Infinity), at most ``MAX_DEPTH`` levels deep, no key given twice, of a declared
   shape (a Python type or a pydantic model); ``parse_json`` for JSON text from a stream or a DB;
-- a **handed line file** (vocabularies, label lists, hypotheses): ``read_lines``;
+- a **handed line file or table** (vocabularies, label lists, hypotheses, corpus TSVs):
+  ``corpora.base.textfile.read_lines`` / ``read_delimited`` (built on ``regular_file``);
 - a **lock file**: ``locked`` opens it without truncating and never through a symlink (a planted
   link would otherwise be emptied), then holds an exclusive ``flock``;
 - a **model folder**: ``no_custom_code`` refuses a config naming code the folder ships (``auto_map``),
@@ -331,18 +332,6 @@ def read_state_json(path, what: str = "state file", *, shape=dict, max_bytes: in
         return read_json(path, what, shape=shape, max_bytes=max_bytes)
     except UserError:
         return None
-
-
-def read_lines(path, what: str = "file", *, max_bytes: int = MAX_JSON_BYTES, fix: str | None = None) -> list[str]:
-    """A handed line file (vocabulary, labels, hypotheses): a regular file of at most ``max_bytes``,
-    UTF-8, split on newlines only (a U+2028 inside a line stays in it)."""
-    p = regular_file(path, what, max_bytes=max_bytes, fix=fix)
-    try:
-        lines = p.read_bytes().decode("utf-8").split("\n")
-    except UnicodeDecodeError as e:
-        raise UserError(f"the {what} is not UTF-8 text (byte {e.start})", path=p,
-                        fix=fix or f"save the {what} as UTF-8") from None
-    return lines[:-1] if lines[-1] == "" else lines
 
 
 def listed_file(base, relpath, what: str = "file", *, source=None, max_bytes: int | None = None) -> Path:

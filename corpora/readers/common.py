@@ -1,5 +1,5 @@
-"""What every corpus reader shares: strict text reading, speaker->gender files, and
-`finish_table`, which turns parsed rows into a checked utterance table.
+"""What every corpus reader shares: speaker->gender files, and `finish_table`, which turns
+parsed rows into a checked utterance table (text files are read by corpora.base.textfile).
 
 A reader parses its metadata into plain row dicts (the table's columns plus ``gender_raw``,
 ``tgt_text_<lang>`` and extras). Each row also carries ``_src`` / ``_line``: the metadata file
@@ -20,10 +20,8 @@ from typing import Iterable, Sequence
 import pandas as pd
 
 from corpora.audio_info import AudioInfo, HeaderError, probe_headers
-from corpora.base.boundary import regular_file
 from corpora.base.errors import UserError
-from corpora.readers.delimited import read_delimited  # noqa: F401  -- the readers import it from here
-from corpora.base.textfile import read_utf8
+from corpora.base.textfile import MAX_LABEL_BYTES, read_lines
 from corpora.table import GENDERS, new_table, normalise_gender, normalise_genders, validate_table
 
 log = logging.getLogger(__name__)
@@ -70,30 +68,6 @@ def require_file(path: Path, what: str, fix: str) -> Path:
     if not path.is_file():
         raise UserError(f"{what} not found", path=path, fix=fix)
     return path
-
-
-def split_lines(text: str) -> list[str]:
-    """Lines split on ``\n`` only (a ``\r`` before it is dropped; a final newline does not
-    make an extra empty line). Not ``str.splitlines``: it also splits on U+0085, U+2028,
-    U+2029, U+001C-U+001E, \v and \f, which occur inside real transcripts and would shift
-    every later line of a line-aligned text file against its yaml/segments."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
-
-
-# A label file (a speaker -> gender list, Kaldi's spk2gender, MLS's metainfo.txt) holds one short line
-# per speaker: a million speakers fit in ~30 MB, so a larger one is not the file meant (and is read whole).
-MAX_LABEL_BYTES = 64 << 20
-
-
-def read_lines(path: str | os.PathLike, what: str = "file", *, max_bytes: int | None = None) -> list[str]:
-    """Lines without their line ends, split on ``\n`` only (see ``split_lines``); a file over
-    ``max_bytes`` (a label file: MAX_LABEL_BYTES) is refused before it is read."""
-    if max_bytes is not None and os.path.lexists(path):
-        regular_file(path, what, max_bytes=max_bytes)
-    return split_lines(read_utf8(path, what))
 
 
 def clean_text(s: str) -> str:

@@ -35,8 +35,8 @@ import pandas as pd
 import soundfile as sf
 
 from corpora.base.errors import UserError
-from corpora.readers.common import (AudioCheck, find_audio_by_stem, finish_table, read_delimited,
-                                    resolve_speaker_genders, task_split)
+from corpora.base.textfile import read_delimited
+from corpora.readers.common import AudioCheck, find_audio_by_stem, finish_table, resolve_speaker_genders, task_split
 
 log = logging.getLogger(__name__)
 

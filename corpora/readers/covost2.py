@@ -32,8 +32,8 @@ from pathlib import Path
 import pandas as pd
 
 from corpora.base.errors import UserError
-from corpora.readers.common import (AudioCheck, Tally, finish_table, read_delimited, resolve_speaker_genders,
-                                    task_split)
+from corpora.base.textfile import read_delimited
+from corpora.readers.common import AudioCheck, Tally, finish_table, resolve_speaker_genders, task_split
 from corpora.readers.commonvoice import EXTRA_COLUMNS, ClipFinder
 
 log = logging.getLogger(__name__)

@@ -27,7 +27,8 @@ from pathlib import Path
 import pandas as pd
 
 from corpora.base.errors import UserError
-from corpora.readers.common import AudioCheck, finish_table, read_lines, task_split
+from corpora.base.textfile import read_lines
+from corpora.readers.common import AudioCheck, finish_table, task_split
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ Keys: ``audio`` and ``speaker`` are required; ``id`` (default: the audio file's 
 ``lang``, ``corpus``, ``style`` and ``tgt_text_<lang>`` are optional. Unmapped columns are kept
 as extra columns (``orig_<name>`` when the name clashes with a table column). ``.csv`` is
 comma-separated with standard quoting (an unbalanced quote is an error naming the line where
-it opens, see ``corpora.readers.delimited``); ``.tsv``/``.txt`` are tab-separated, no quoting.
+it opens, see ``corpora.base.textfile``); ``.tsv``/``.txt`` are tab-separated, no quoting.
 Relative audio paths are relative to the file's directory (or ``audio_root``).
 
 Files with no path column (VoxPopuli's ``asr_train.tsv``: id, raw_text, normalized_text,
@@ -26,7 +26,8 @@ from pathlib import Path
 import pandas as pd
 
 from corpora.base.errors import UserError
-from corpora.readers.common import AudioCheck, finish_table, read_delimited, resolve_under
+from corpora.base.textfile import read_delimited
+from corpora.readers.common import AudioCheck, finish_table, resolve_under
 from corpora.table import COLUMNS
 
 KEYS = ("id", "audio", "speaker", "gender", "text", "offset", "duration", "end", "split", "lang", "corpus", "style")

@@ -37,7 +37,8 @@ import pandas as pd
 
 from corpora.base.boundary import rate
 from corpora.base.errors import UserError
-from corpora.readers.common import MAX_LABEL_BYTES, AudioCheck, finish_table, read_lines, require_file, resolve_under
+from corpora.base.textfile import MAX_LABEL_BYTES, read_lines
+from corpora.readers.common import AudioCheck, finish_table, require_file, resolve_under
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,8 @@ import pandas as pd
 
 from corpora.base.boundary import parse_json
 from corpora.base.errors import UserError
-from corpora.readers.common import AudioCheck, finish_table, read_utf8
+from corpora.base.textfile import read_utf8
+from corpora.readers.common import AudioCheck, finish_table
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from pathlib import Path
 import pandas as pd
 
 from corpora.base.errors import UserError
-from corpora.readers.common import (MAX_LABEL_BYTES, AudioCheck, finish_table, read_lines, require_file,
-                                    task_split)
+from corpora.base.textfile import MAX_LABEL_BYTES, read_lines
+from corpora.readers.common import AudioCheck, finish_table, require_file, task_split
 
 log = logging.getLogger(__name__)
 

@@ -26,8 +26,8 @@ import pandas as pd
 import yaml
 
 from corpora.base.errors import UserError
-from corpora.readers.common import (AudioCheck, finish_table, lookup_gender, read_lines,
-                                    read_speaker_genders, read_utf8, split_lines, ted_number)
+from corpora.base.textfile import read_lines, read_utf8, split_lines
+from corpora.readers.common import AudioCheck, finish_table, lookup_gender, read_speaker_genders, ted_number
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,8 @@ from pathlib import Path
 import pandas as pd
 
 from corpora.base.errors import UserError
-from corpora.readers.common import AudioCheck, find_audio_by_stem, finish_table, read_delimited
+from corpora.base.textfile import read_delimited
+from corpora.readers.common import AudioCheck, find_audio_by_stem, finish_table
 
 REQUIRED = ("ID", "LANG", "TALK", "SRC", "REF", "WRONG-REF", "SPEAKER", "GENDER", "CATEGORY")
 

@@ -25,8 +25,8 @@ from pathlib import Path
 import pandas as pd
 
 from corpora.base.errors import UserError
-from corpora.readers.common import (AudioCheck, finish_table, read_delimited, resolve_speaker_genders,
-                                    task_split)
+from corpora.base.textfile import read_delimited
+from corpora.readers.common import AudioCheck, finish_table, resolve_speaker_genders, task_split
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,8 @@ from pathlib import Path
 import pandas as pd
 
 from corpora.base.errors import UserError
-from corpora.readers.common import AudioCheck, finish_table, first_int, read_lines, walk_files
+from corpora.base.textfile import read_lines
+from corpora.readers.common import AudioCheck, finish_table, first_int, walk_files
 
 AUDIO_EXTS = (".wav", ".flac", ".wav.gz", ".flac.gz")  # plain first: preferred when both are there
 

@@ -46,6 +46,7 @@ from corpora.base.errors import UserError
 from corpora.base.leftovers import remove_stale_dirs
 from corpora.base.owned_outputs import claim, foreign, remove_own_temps, write_record
 from corpora.base.provenance import engine_versions, file_sha256
+from corpora.base.textfile import read_lines
 from corpora.synth import gender_set, sentences
 from corpora.synth.espeak import overlay_data_dir
 from corpora.synth.voices import Speaker, make_speakers
@@ -169,7 +170,11 @@ def _checksums_match(out_dir: Path, config: dict) -> bool:
     previous = (read_state_json(cfg, "synth_config.json") or {}).get("config")
     if previous != config:
         return False
-    for line in sums.read_text(encoding="utf-8").splitlines():
+    try:
+        lines = read_lines(sums, "checksums.sha256")
+    except UserError:   # unreadable: synthesised again, as for any changed file
+        return False
+    for line in lines:
         digest, _, rel = line.partition("  ")
         path = out_dir / rel
         if not path.is_file() or file_sha256(path) != digest:

@@ -9,8 +9,10 @@ from pathlib import Path
 from downstream_asr.decode import parse_overrides, read_run
 from downstream_asr.runs import decode_model, decode_trained, task_of, train_run
 from gendergap.options import store_path
+from gendergap.runs.leaf import cli_leaf
 
 
+@cli_leaf("asr finetune")
 def asr_finetune(*, ckpt: str, train: str, valid: str, out: str, registry: str | None = None,
                  trust_checkpoint: bool = False, device: str = "auto", precision: str = "fp32",
                  hparams: str | None = None, data_root: str | None = None, no_progress: bool = False,
@@ -24,6 +26,7 @@ def asr_finetune(*, ckpt: str, train: str, valid: str, out: str, registry: str |
     return _train_and_score("finetune", **locals())
 
 
+@cli_leaf("asr frozen")
 def asr_frozen(*, ckpt: str, train: str, valid: str, out: str, registry: str | None = None,
                layer: str = "all", trust_checkpoint: bool = False, device: str = "auto",
                precision: str = "fp32", feature_store: str | None = None, hparams: str | None = None,
@@ -58,6 +61,7 @@ def _train_and_score(recipe: str, *, ckpt, registry, trust_checkpoint, device, p
                          task=task_of(read_run(train["out"])), subset=subset or Path(test).stem, config=config)
 
 
+@cli_leaf("asr decode")
 def asr_decode(*, model: str, test: str, name: str | None = None, data_root: str | None = None,
                ckpt_name: str | None = None, device: str | None = None, precision: str | None = None,
                table: str | list[str] | None = None, db: str | None = None, subset: str | None = None,

@@ -3,9 +3,12 @@ scores, store rows and plots from analysis.probing. The CLI leaf and the sweep's
 from __future__ import annotations
 
 from corpora.base.errors import UserError
+from corpora.feature_request import Request
 from gendergap.options import store_path
+from gendergap.runs.leaf import cli_leaf
 
 
+@cli_leaf("probe run")
 def probe_run(*, ckpt: list[str], table: str | list[str], out: str, name: str | None = None, registry: str | None = None,
               corpus: str | None = None, layers: str = "all", probes: str = "attention,mean,max,positions",
               db: str | None = None, seed: int = 0, control: bool = False, random_init: bool = True,
@@ -18,7 +21,6 @@ def probe_run(*, ckpt: list[str], table: str | list[str], out: str, name: str | 
     and the sweep's step both call it. Returns {checkpoint: [probe results]} (probe_results.json)."""
     from analysis.probing import Recipe, parse_probes
     from analysis.probing.checkpoints import probe_data, probe_models
-    from analysis.probing.data import parse_layers
     from ssl_pretrain.device import device_and_precision, runtime_info
 
     device, precision = device_and_precision(device, precision)
@@ -26,20 +28,20 @@ def probe_run(*, ckpt: list[str], table: str | list[str], out: str, name: str | 
     ckpts = [c.strip() for arg in ckpt for c in arg.split(",") if c.strip()]
     if name and len(ckpts) != 1:
         raise UserError("--name needs exactly one --ckpt", fix="drop --name to file each under its own name")
-    splits, rows = probe_data(table, corpus=corpus, seed=seed,
-                              max_utts={"train": max_train, "valid": max_valid, "test": max_test})
+    # the rows the study's features step extracted for these probes (Request.rows), drawn with the seed
+    request = Request.probes(corpus, layers, seed, max_utts={"train": max_train, "valid": max_valid, "test": max_test})
+    splits, rows = probe_data(table, request)
     models = _models(ckpts, registry, name=name, trust=trust_checkpoint, random_init=random_init, seed=seed,
                      device=device, precision=precision)
     store = store_path(feature_store)
 
     def view_of(model):   # only the layers probed: the entry the study's features step extracted for them
-        wanted = parse_layers(layers, model.extractor.n_outputs)
+        wanted = request.layers.resolve(model.extractor.n_outputs, "--layers")
         return model.features(store, rows, wanted, progress=not quiet)
 
-    return probe_models(models, view_of,
-                        table, splits, out, corpus=corpus, layers=layers, probes=probes, control=control, seed=seed,
-                        recipe=Recipe(lr=lr, max_epochs=max_epochs), runtime=runtime_info(device, precision), db=db,
-                        quiet=quiet)
+    return probe_models(models, view_of, table, splits, out, corpus=corpus, layers=request.layers, probes=probes,
+                        control=control, seed=seed, recipe=Recipe(lr=lr, max_epochs=max_epochs),
+                        runtime=runtime_info(device, precision), db=db, quiet=quiet)
 
 
 def _models(ckpts: list[str], registry: str | None, *, name: str | None, trust: bool, random_init: bool,

@@ -7,8 +7,10 @@ from collections.abc import Sequence
 
 from downstream_st.runs import decode_model, one_or_several, train_model
 from gendergap.options import store_path
+from gendergap.runs.leaf import cli_leaf
 
 
+@cli_leaf("st train")
 def st_train(*, train: str, valid: str, src: str, tgt: str, out: str, ckpt: str | None = None,
              layer: str = "last", trust_checkpoint: bool = False, device: str = "auto", precision: str = "fp32",
              feature_store: str | None = None, features_index: str | None = None, registry: str | None = None,
@@ -30,6 +32,7 @@ def st_train(*, train: str, valid: str, src: str, tgt: str, out: str, ckpt: str 
                        seed=seed, gpus=gpus, overrides=overrides, trust=trust_checkpoint)
 
 
+@cli_leaf("st decode")
 def st_decode(*, model: str, test: str | list[str], out: str, test_split: str | None = None, corpus: str | None = None,
               beam: int | None = None, feature_store: str | None = None, features_index: str | None = None,
               device: str | None = None, precision: str | None = None, registry: str | None = None,

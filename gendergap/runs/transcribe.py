@@ -10,8 +10,10 @@ import sys
 from pathlib import Path
 
 from downstream_asr.export import export_run
+from gendergap.runs.leaf import cli_leaf
 
 
+@cli_leaf("asr transcribe")
 def asr_transcribe(*, model: str, table: str | list[str], out: str, split: str | None = "test",
                    corpus: str | None = None, name: str | None = None, language: str | None = None,
                    task: str = "transcribe", tgt: str | None = None, max_new_tokens: int | None = None,
@@ -64,6 +66,7 @@ def asr_transcribe(*, model: str, table: str | list[str], out: str, split: str |
                              out_json=str(hyps.with_name(hyps.name.replace(".hyp.tsv", ".bleu.json"))), **stored)
 
 
+@cli_leaf("asr export")
 def asr_export(*, run: str, out: str, registry: str | None = None, trust_checkpoint: bool = False) -> dict:
     """Export the `asr finetune` run ``run`` as an EncoderASR folder ``out`` (the `asr export` leaf)."""
     cmd = "gendergap " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["asr"] else None

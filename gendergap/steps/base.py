@@ -1,10 +1,11 @@
 """A study step: one node of the study graph, a small typed object.
 
 A step's dataclass fields say what it computes (its table, checkpoint, layer, seed, output
-folder...); ``deps`` names the steps whose outputs it reads; ``run()`` calls one package
-function. Its key hashes its kind, its fields and the keys of the steps it reads, so a change
-upstream (another corpus, another override) changes every key below it, and an unchanged step
-is skipped. The sweep submits the step objects themselves through submitit (they pickle), and
+folder...); ``deps`` names the steps whose outputs it reads; ``run()`` does its work: by default
+the CLI leaves' functions its ``calls()`` returns, else the package functions it calls itself.
+Its key hashes its kind, its fields and the keys of the steps it reads, so a change upstream
+(another corpus, another override) changes every key below it, and an unchanged step is
+skipped. The sweep submits the step objects themselves through submitit (they pickle), and
 a results row points back to its step through the results store (analysis/store.py).
 
 Graph-level attributes (name, deps, resources, task, checkpoint, pair, outputs) are not part of
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Callable, ClassVar
 
 from corpora.base.provenance import config_hash
+from corpora.feature_request import Layers, Request
+from gendergap.runs.leaf import leaf_of
 from gendergap.tasks import TASKS, StepKind, register_task  # noqa: F401 (the one task registry)
 
 LIGHT = {"cpus": 1, "mem_gb": 2, "gpus": 0, "time_min": 30}  # data wiring, scoring, the report
@@ -105,13 +108,13 @@ class Step:
         calls = self.calls()
         if not calls:
             raise NotImplementedError(f"{type(self).__name__}.run")
-        run_calls(calls)
+        run_calls(calls, type(self).__name__)
 
     def calls(self) -> list[tuple[Callable, dict]]:
         """What running the step means as CLI leaves' functions: [(function, its keyword arguments)],
         e.g. (gendergap.runs.asr_frozen, {ckpt: ..., layer: ...}). ``run()`` calls them; `gendergap
-        trace` prints them as the command lines that redo exactly this step (gendergap.runs.CLI_LEAF).
-        Empty: the step is no CLI leaf's work."""
+        trace` prints them as the command lines that redo exactly this step, each function through the
+        leaf it declares (@cli_leaf, gendergap/runs/leaf.py). Empty: the step is no CLI leaf's work."""
         return []
 
     def check(self, ctx: "CheckContext") -> list["Problem"]:
@@ -122,7 +125,15 @@ class Step:
         return []
 
 
-def run_calls(calls: list[tuple[Callable, dict]]) -> None:
+def run_calls(calls: list[tuple[Callable, dict]], step: str = "a step") -> None:
+    """Call each function with its keyword arguments, once every one is known to be a CLI leaf's:
+    a step kind whose function declares no leaf is stopped at its first run (in its tests, in any
+    study), rather than later, when `gendergap trace` cannot print the command that redoes it."""
+    bare = [f"{f.__module__}.{f.__qualname__}" for f, _ in calls if leaf_of(f) is None]
+    if bare:
+        raise TypeError(f"{step}.calls() names {', '.join(bare)}, which no CLI leaf declares: put "
+                        "@cli_leaf('group leaf') (gendergap/runs/leaf.py) on the function, or override run() "
+                        "when the step's work is no CLI leaf's")
     for function, kwargs in calls:
         function(**kwargs)
 
@@ -175,9 +186,12 @@ class CheckContext:
 
 
 def _plain(value):
-    """Paths as strings, tuples as lists: the form a key hashes and job.json stores."""
+    """Paths as strings, tuples as lists, a feature Request as its dict: the form a key hashes and
+    job.json stores."""
     if isinstance(value, Path):
         return str(value)
+    if isinstance(value, Request):
+        return _plain(value.plain())
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, dict):
@@ -188,9 +202,10 @@ def _plain(value):
 # --- task types: a config schema and a planner each --------------------------------------------
 
 Planner = Callable[["Graph", str, dict], None]   # (graph, task name, validated task config) -> adds steps
-# (graph, checkpoint, task config) -> what the task reads from the feature store: {corpus, splits,
-# layers, probe_seed} (FeaturesStep, gendergap/steps/models.py), or a list of them (rows of several corpora)
-FeatureRequest = Callable[["Graph", str, dict], "dict | list[dict]"]
+# (graph, checkpoint, task config) -> what the task reads from the feature store: a
+# corpora.feature_request.Request (or a dict of its fields: corpus, splits, layers, probe_seed), or a
+# list of them (rows of several corpora); FeaturesStep, gendergap/steps/models.py
+FeatureRequest = Callable[["Graph", str, dict], "Request | dict | list"]
 # A task type is registered once, with all it is (schema, planner, feature request, config check, and per
 # step kind its cost estimate, stage order and report title): gendergap.tasks.register_task (re-exported
 # here for step modules). Besides its step class and its package function, that is all a new downstream
@@ -243,13 +258,12 @@ class Graph:
 
     def layer(self, ck: str, layer) -> str:
         """The layer a task reads; filterbanks have one output (0), so any layer but `all` means it."""
-        return str(layer) if not self.is_baseline(ck) or str(layer) == "all" else "0"
+        return str(layer) if not self.is_baseline(ck) or Layers.parse(layer).every else "0"
 
-    def split_request(self, ck: str, t: dict) -> dict:
+    def split_request(self, ck: str, t: dict) -> Request:
         """A feature request for a task reading its splits of its corpus at its `layer` (frozen
         ASR, ST)."""
-        return {"corpus": t["corpus"], "splits": sorted(set(t["splits"].values())), "layers": self.layer(ck, t["layer"]),
-                "probe_seed": None}
+        return Request(t["corpus"], sorted(set(t["splits"].values())), self.layer(ck, t["layer"]))
 
     def features_of(self, ck: str, t: dict) -> str:
         """The name of the step extracting ``ck``'s features for task ``t``."""

@@ -5,11 +5,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from corpora.base.errors import UserError
-from corpora.utterances import UtteranceTable
+from corpora.feature_request import Request
 from gendergap.steps.base import TASKS, LIGHT, CheckContext, Graph, ModelStep, Problem, Step
 from ssl_pretrain.checkpoints import CheckpointRef
 from ssl_pretrain.device import FAIRSEQ_SUBNORMALS, job_device
-from ssl_pretrain.feature_cover import extract_covering
+from ssl_pretrain.feature_cover import extract_requests
 from ssl_pretrain.model_choice import ModelChoice
 from ssl_pretrain.registry import run_checkpoint
 from ssl_pretrain.safe_load import unsafe_classes
@@ -87,8 +87,9 @@ class CheckpointsStep(Step):
 class FeaturesStep(ModelStep):
     """Extract, once, what a checkpoint's frozen-feature tasks read from the feature store.
 
-    Each request is a task's rows (corpus + splits; probes: the rows probe_splits draws with
-    ``probe_seed``) and layers (ssl_pretrain.feature_cover merges them)."""
+    Each request (a corpora.feature_request.Request) is a task's rows (corpus + splits; probes: the
+    rows probe_splits draws with ``probe_seed``) at its layers; ssl_pretrain.feature_cover extracts
+    them into as few store entries as cover them. The key hashes each request as its plain dict."""
     KIND = "features"
     COST_MIN = 0.6
     table: str
@@ -97,46 +98,13 @@ class FeaturesStep(ModelStep):
     store: str
     requests: list
 
+    def __post_init__(self):
+        self.requests = [Request.of(r) for r in self.requests]   # a task type's dicts, or a record read back
+
     def run(self) -> None:
         model = ModelChoice.resolve(self.ckpt, self.registry, trust=self.trust, device=self.device,
                                     precision=self.precision)
-        _extract_features(model, self.table, self.store, self.requests)
-
-
-def _extract_features(model: ModelChoice, table: str, store: str, requests: list[dict]) -> None:
-    """Extract, once, what ``model``'s frozen-feature tasks will read from the feature store.
-
-    Each request names a corpus, splits and layers (probes: also the seed probe_splits draws its
-    rows with); ssl_pretrain.feature_cover merges them into as few store entries as cover them.
-    The built-in study gets one entry with every layer of synth-fr (frozen ASR, fr->en ST, probes)
-    and one with layer 1 of the gender set (en->fr ST).
-    """
-    loaded = UtteranceTable.load(table)
-    loaded.audio_rows()   # a piped or special audio row is refused before any extraction
-    wanted = [(request_rows(loaded, req), req["layers"]) for req in requests]
-    views = extract_covering(store, model.extractor, wanted)
-    for view in views:
-        print(f"features of {model.spec}: {len(view)} utterances ({view.n_segments} audio segments), layers {view.layers}, "
-              f"{model.device} {model.precision} -> {view.dir}", flush=True)
-    asked = len({uid for rows, _ in wanted for uid in rows["id"]})
-    stored = sum(view.n_segments for view in views)
-    if stored < asked:
-        print(f"features of {model.spec}: {asked - stored} of {asked} rows share their audio segment with another row "
-              f"(the same file content, offset and length): extracted once, not again", flush=True)
-
-
-def request_rows(table, req: dict):
-    """A request's rows of ``table`` (an UtteranceTable; probes: the rows probe_splits draws with its seed)."""
-    import pandas as pd
-
-    from analysis.probing import probe_splits
-
-    rows = table.select(split=req["splits"], corpus=req["corpus"] or None).nonempty(
-        f"corpus {req['corpus']!r} in splits {req['splits']} for a frozen-feature task",
-        "check the tasks' corpus and splits in the study config").rows
-    if req.get("probe_seed") is not None:
-        rows = pd.concat(probe_splits(rows, seed=req["probe_seed"], source=table.source).values())
-    return rows
+        extract_requests(model, self.table, self.store, self.requests)
 
 
 def plan_checkpoints(g: Graph) -> None:

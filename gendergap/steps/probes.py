@@ -7,11 +7,10 @@ from typing import Callable
 
 from corpora.base.errors import UserError
 from corpora.checks import gender_findings, load_table
+from corpora.feature_request import Layers, Request
 from gendergap.config_schema import ProbesTask
 from gendergap.runs import probe_run
 from gendergap.steps.base import CheckContext, Graph, ModelStep, Problem, problems, register_task, task_runtime
-from gendergap.steps.models import request_rows
-from ssl_pretrain.feature_cover import union_layers
 
 
 @dataclass(kw_only=True)
@@ -33,6 +32,10 @@ class ProbesStep(ModelStep):
     db: str
     seed: int
 
+    def request(self) -> Request:
+        """What the probes read: the rows of their draw (the study's features step extracted them)."""
+        return Request.probes(self.corpus, self.layers, self.seed)
+
     def calls(self) -> list[tuple[Callable, dict]]:
         return [(probe_run, dict(
             ckpt=[self.ckpt], registry=self.registry, table=self.table, corpus=self.corpus, layers=self.layers,
@@ -42,9 +45,7 @@ class ProbesStep(ModelStep):
 
     def check(self, ctx: CheckContext) -> list[Problem]:
         """The probed corpus has rows of both genders, and the probe's train/valid/test draw (the
-        corpus's split labels, U rows left out, speakers disjoint) finds F and M in each split."""
-        from analysis.probing import probe_splits
-
+        corpus's split labels, U rows left out, speakers disjoint; Request.rows) finds F and M in each split."""
         if ctx.is_pending(self.table):
             return []
         found = problems(gender_findings(self.table, self.corpus))
@@ -52,7 +53,7 @@ class ProbesStep(ModelStep):
             return found
         table, _ = load_table(self.table)
         try:
-            probe_splits(table.select(corpus=self.corpus).rows, seed=self.seed, source=self.table)
+            self.request().rows(table)
         except UserError as e:
             return [Problem(f"corpus {self.corpus or '(all)'}: {e.message}", e.fix)]
         return []
@@ -72,14 +73,10 @@ def plan_probes(g: Graph, tname: str, t: dict) -> None:
             resources=dict(t["resources"]), task=tname, checkpoint=ck, outputs=[out]))
 
 
-PROBE_SPLITS = ("train", "valid", "dev", "test")   # probe_splits draws its train/valid/test from these
-
-
-def probe_rows(g: Graph, ck: str, t: dict) -> dict:
+def probe_rows(g: Graph, ck: str, t: dict) -> Request:
     """What the probes read: the rows probe_splits draws (with the study's seed) from every split
     of the corpus, at every layer they probe (filterbanks: their one output)."""
-    return {"corpus": t["corpus"], "splits": list(PROBE_SPLITS),
-            "layers": "all" if g.is_baseline(ck) else g.layer(ck, t["layers"]), "probe_seed": g.seed}
+    return Request.probes(t["corpus"], "all" if g.is_baseline(ck) else g.layer(ck, t["layers"]), g.seed)
 
 
 def estimate_probes(j: ProbesStep, ctx) -> tuple[float | None, dict]:
@@ -91,12 +88,11 @@ def estimate_probes(j: ProbesStep, ctx) -> tuple[float | None, dict]:
     f = ctx.models.facts(j.ckpt)
     if f is None:
         return None, {}
-    layers = union_layers([j.layers], f["outputs"])
+    layers = Layers.parse(j.layers).resolve(f["outputs"])
     n = len(layers) * len(j.probes) * (1 + bool(j.control)) * (1 + bool(j.random_init))
     seconds, disk = n * fig["probe_s_per_layer"] + fig["job_overhead_s"], {}
     if j.random_init and ctx.known(j.table):
-        rows = request_rows(ctx.table(j.table), {"corpus": j.corpus, "probe_seed": j.seed,
-                                                 "splits": list(PROBE_SPLITS)})
+        rows = j.request().rows(ctx.table(j.table))
         disk = {j.feature_store: ctx.feature_bytes(rows, len(layers), f)}
         seconds += ctx.extraction_seconds(ctx.audio_seconds(rows), f, dev)
     return seconds, disk

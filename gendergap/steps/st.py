@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from corpora.base.atomic import write_json
+from corpora.feature_request import Request
 from downstream_st.presets import apply_overrides, load_preset
 from gendergap.config_schema import StTask
 from gendergap.runs import st_decode, st_train
@@ -180,14 +181,15 @@ def _preset(g: Graph, preset: str) -> str:
     return preset if preset in ("xs", "tiny") else g.path(preset)
 
 
-def st_request(g: Graph, ck: str, t: dict) -> dict | list[dict]:
+def st_request(g: Graph, ck: str, t: dict) -> Request | list[Request]:
     """The pair's own rows of its splits; with `eval_corpus`, its train split plus that corpus's
     valid and test splits."""
     own = Graph.split_request(g, ck, t)
     if not t["eval_corpus"] or t["eval_corpus"] == t["corpus"]:
         return own
-    return [dict(own, splits=[t["splits"]["train"]]),
-            dict(own, corpus=t["eval_corpus"], splits=sorted({t["splits"]["valid"], t["splits"]["test"]}))]
+    held_out = sorted({t["splits"]["valid"], t["splits"]["test"]})
+    return [dataclasses.replace(own, splits=[t["splits"]["train"]]),
+            dataclasses.replace(own, corpus=t["eval_corpus"], splits=held_out)]
 
 
 # sizes measured on the built-in study
