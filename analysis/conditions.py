@@ -41,9 +41,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis.bootstrap import GENDERS, RESULT_KEYS, draw_counts, resample_scores
-from analysis.contrasts import (adjust_families, curvature_weights, excess_spread, expand, expansion,
-                                finite_part, run_test, slope_weights, speaker_df, t_draws)
 from analysis.compare import check_pairable, metric_from, speaker_arrays
+from analysis.contrasts import (
+    adjust_families,
+    curvature_weights,
+    excess_spread,
+    expand,
+    expansion,
+    finite_part,
+    run_test,
+    slope_weights,
+    speaker_df,
+    t_draws,
+)
 from analysis.delta import delta_rel_array
 from analysis.power import ALPHA, COMPONENTS_ROW, SLOPE_UNIT, TREND_MIN_SHARES, welch_df
 from analysis.store import ResultsStore

@@ -20,14 +20,23 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from analysis.conditions import (COMPONENTS_ROW, CURVATURE, FEW_SPEAKERS, MIN_SPEAKERS, TREND_MIN_SHARES, ONE_RUN, SLOPE,
-                                 STATS, design_unit, stat_row_key)
+from analysis.conditions import (
+    COMPONENTS_ROW,
+    CURVATURE,
+    FEW_SPEAKERS,
+    MIN_SPEAKERS,
+    ONE_RUN,
+    SLOPE,
+    TREND_MIN_SHARES,
+    design_unit,
+    stat_row_key,
+)
 from analysis.contrasts import FAMILIES, family_levels
 from analysis.metrics import get_metric
 from analysis.plots import save_png
 from analysis.power import ALPHA, POWER, SLOPE_UNIT
-from corpora.base.atomic import write_text
 from analysis.tables import ASR_TASK_TITLES, fmt, fmt_ci, latex_table, markdown_table, task_title
+from corpora.base.atomic import write_text
 
 SUBSET = "conditions"
 KEYS = ("delta_rel", "all", "F", "M", "gap", "ratio")

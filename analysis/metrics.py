@@ -34,6 +34,7 @@ from sacrebleu.metrics import CHRF as SacreCHRF
 from analysis.normalize import get_normalisation
 from corpora.base.errors import UserError
 
+
 class WER:
     """Word error rate through jiwer, with a named normalisation (analysis/normalize.py)."""
 

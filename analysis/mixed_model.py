@@ -42,9 +42,9 @@ import pandas as pd
 
 from analysis.compare import metric_from
 from analysis.scoring import align_texts, read_texts
-from corpora.voice_measures import MEASURES_VERSION
 from corpora.base.boundary import parse_json, read_json
 from corpora.base.errors import UserError
+from corpora.voice_measures import MEASURES_VERSION
 
 R_SCRIPT = Path(__file__).with_name("glmm.R")
 MEASURES_TAG = f"v{MEASURES_VERSION}"

@@ -27,7 +27,6 @@ from corpora.base.provenance import file_fingerprint
 from corpora.base.textfile import read_delimited, read_lines
 from corpora.table import normalise_gender
 
-
 REQUIRED_COLUMNS = ("REF", "WRONG-REF", "CATEGORY", "GENDERTERMS")
 CATEGORIES = ("1F", "1M", "2F", "2M")
 

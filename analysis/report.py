@@ -33,13 +33,15 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import plots, tables
-from analysis.conditions_report import SUBSET as CONDITIONS, answer_lines, condition_sections
-from analysis.mixed_report import SUBSET as MIXED, mixed_runs, mixed_section
+from analysis.conditions_report import SUBSET as CONDITIONS
+from analysis.conditions_report import answer_lines, condition_sections
+from analysis.mixed_report import SUBSET as MIXED
+from analysis.mixed_report import mixed_runs, mixed_section
 from analysis.probing.run import probe_table
 from analysis.store import ResultsStore
 from corpora.base.atomic import atomic_open, swap_in_dir, write_text
 from corpora.base.errors import UserError
-from corpora.base.leftovers import STALE_AFTER_S, pid_alive   # a day: a leftover of another host's process
+from corpora.base.leftovers import STALE_AFTER_S, pid_alive  # a day: a leftover of another host's process
 from corpora.base.owned_outputs import RECORD, claim, foreign, own_temp_name, write_record
 from manifests.stats import downstream_sets_table, pretraining_sets_table
 

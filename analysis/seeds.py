@@ -21,7 +21,6 @@ the mean Δrel exceeds the seed sd in size: outside what the speakers and the se
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from analysis.bootstrap import GENDERS, RESULT_KEYS, draw_counts, percentile_ci, resample_scores
@@ -30,7 +29,6 @@ from analysis.store import ResultsStore
 from corpora.base.boundary import read_json
 from corpora.base.errors import UserError
 from corpora.base.provenance import file_fingerprint
-
 
 
 def pool_seed_results(results: list[dict], seeds: list[int], *, bootstrap: int = 1000, seed: int = 12345,

@@ -36,8 +36,13 @@ SIZES = {"tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2
 
 
 def build_model(folder: Path, size: str) -> Path:
-    from transformers import (Wav2Vec2Config, Wav2Vec2CTCTokenizer, Wav2Vec2FeatureExtractor, Wav2Vec2ForCTC,
-                              Wav2Vec2Processor)
+    from transformers import (
+        Wav2Vec2Config,
+        Wav2Vec2CTCTokenizer,
+        Wav2Vec2FeatureExtractor,
+        Wav2Vec2ForCTC,
+        Wav2Vec2Processor,
+    )
     torch.manual_seed(0)
     vocab = {"<pad>": 0, "<unk>": 1, "|": 2, **{c: i + 3 for i, c in enumerate("abcdefghijklmnopqrstuvwxyz'")}}
     cfg = Wav2Vec2Config(vocab_size=len(vocab), feat_extract_norm="layer", do_stable_layer_norm=True,

@@ -32,7 +32,6 @@ from tqdm.auto import tqdm
 from corpora.base.boundary import special_kind
 from corpora.prepared_audio import open_audio
 
-
 _interrupted = threading.Event()  # set when the main thread stops a parallel read (Ctrl-C)
 
 

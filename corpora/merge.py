@@ -48,8 +48,18 @@ import pandas as pd
 from corpora.base.atomic import write_json
 from corpora.base.errors import UserError
 from corpora.base.provenance import file_fingerprint, git_sha
-from corpora.table import (COLUMNS, absolute_audio, apply_gender_map, is_pipe, parse_gender_map, read_table,
-                           table_paths, table_source, validate_table, write_table)
+from corpora.table import (
+    COLUMNS,
+    absolute_audio,
+    apply_gender_map,
+    is_pipe,
+    parse_gender_map,
+    read_table,
+    table_paths,
+    table_source,
+    validate_table,
+    write_table,
+)
 
 log = logging.getLogger(__name__)
 

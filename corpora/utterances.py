@@ -24,8 +24,16 @@ import pandas as pd
 from corpora.base.boundary import is_special, regular_file
 from corpora.base.errors import UserError
 from corpora.merge import merge_tables
-from corpora.table import (PIPE_FIX, absolute_audio, apply_gender_map, is_pipe, line_of_id, read_table,
-                           table_fingerprint, table_paths)
+from corpora.table import (
+    PIPE_FIX,
+    absolute_audio,
+    apply_gender_map,
+    is_pipe,
+    line_of_id,
+    read_table,
+    table_fingerprint,
+    table_paths,
+)
 
 log = logging.getLogger(__name__)
 

@@ -35,9 +35,9 @@ from tqdm import tqdm
 from corpora.base.atomic import atomic_open
 from corpora.base.boundary import locked
 from corpora.base.errors import UserError
-from corpora.table import absolute_audio, is_pipe, PIPE_FIX
 from corpora.segment_audio import read_native
 from corpora.segment_content import segment_keys
+from corpora.table import PIPE_FIX, absolute_audio, is_pipe
 
 MEASURES_VERSION = 1
 SAMPLE_RATE = 16_000          # the rate a segment's content key counts samples at (the feature store's)
@@ -72,7 +72,7 @@ def _frames_db(x: np.ndarray, sr: int) -> np.ndarray:
 
 def measure_samples(x: np.ndarray, sr: int = SAMPLE_RATE) -> dict:
     """The measures of one utterance's samples (float, -1..1) but words and rate (they need its text)."""
-    import parselmouth   # imported here: only this function needs Praat
+    import parselmouth  # imported here: only this function needs Praat
 
     x = np.asarray(x, dtype=np.float64)
     out = {"duration_s": len(x) / sr}

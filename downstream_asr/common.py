@@ -28,8 +28,14 @@ import numpy as np
 import speechbrain as sb
 import torch
 from speechbrain.core import INTRA_EPOCH_CKPT_FLAG
-from speechbrain.utils.checkpoints import (METAFNAME, PARAMFILE_EXT, Checkpoint, mark_as_loader, mark_as_saver,
-                                          register_checkpoint_hooks)
+from speechbrain.utils.checkpoints import (
+    METAFNAME,
+    PARAMFILE_EXT,
+    Checkpoint,
+    mark_as_loader,
+    mark_as_saver,
+    register_checkpoint_hooks,
+)
 from speechbrain.utils.distributed import ddp_barrier, ddp_broadcast, if_main_process, is_distributed_initialized
 
 from corpora.base.atomic import first_free, write_json

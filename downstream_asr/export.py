@@ -216,8 +216,7 @@ def load_export(folder: Path, device: str = "cpu"):
     from hyperpyyaml import load_hyperpyyaml
     from speechbrain.inference.ASR import EncoderASR
 
-    from ssl_pretrain.safe_load import check_model_folder
-    from ssl_pretrain.safe_load import load_torch_file
+    from ssl_pretrain.safe_load import check_model_folder, load_torch_file
 
     fix = "export the run again with `gendergap asr export RUN --out DIR`"
     meta = read_json(folder / MARKER, MARKER, shape=dict, max_bytes=1 << 20, fix=fix)

@@ -36,9 +36,9 @@ from corpora.base.boundary import HF_LOCAL, finite, read_json
 from corpora.base.errors import UserError
 from downstream_asr import export
 from downstream_asr.runs import task_of
+from ssl_pretrain.checkpoints import check_recogniser_folder, load_checked
 from ssl_pretrain.device import autocast
 from ssl_pretrain.invariant import encode
-from ssl_pretrain.checkpoints import check_recogniser_folder, load_checked
 from ssl_pretrain.safe_load import check_model_folder
 
 KINDS = ("run", "export", "speechbrain", "hf-ctc", "hf-seq2seq")
@@ -67,8 +67,10 @@ def detect(folder: str | os.PathLike) -> str:
 
 
 def _hf_kind(path: Path) -> str:
-    from transformers.models.auto.modeling_auto import (MODEL_FOR_CTC_MAPPING_NAMES,
-                                                        MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES)
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CTC_MAPPING_NAMES,
+        MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES,
+    )
     cfg = read_json(path / "config.json", "config.json", shape=dict, max_bytes=16 << 20, fix="copy the model folder again")
     model_type, archs = cfg.get("model_type"), cfg.get("architectures") or []
     if model_type in MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES and not any("CTC" in a for a in archs):

@@ -33,12 +33,12 @@ from pathlib import Path
 from hyperpyyaml import load_hyperpyyaml
 
 from corpora.base.boundary import read_json
-from corpora.base.strict_yaml import read_hyperpyyaml_keys, read_yaml
 from corpora.base.errors import UserError
+from corpora.base.provenance import file_sha256  # cached per (path, size, mtime)
+from corpora.base.strict_yaml import read_hyperpyyaml_keys, read_yaml
 from downstream_asr.data import read_csv
 from downstream_asr.decode import merge
 from downstream_asr.text import TextNorm, build_vocab, load_vocab, save_vocab
-from corpora.base.provenance import file_sha256  # cached per (path, size, mtime)
 
 log = logging.getLogger(__name__)
 

@@ -28,8 +28,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from corpora.base.errors import UserError
 from corpora.base.strict_yaml import read_yaml
-from downstream_st.fairseq_flags import (FLAG_FIX, INT, MAX_VALUE_CHARS, NAME, Kind, check_flags, choice, flag_key,
-                                         flag_problem)
+from downstream_st.fairseq_flags import (
+    FLAG_FIX,
+    INT,
+    MAX_VALUE_CHARS,
+    NAME,
+    Kind,
+    check_flags,
+    choice,
+    flag_key,
+    flag_problem,
+)
 
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
 DATA_KEYS = ("vocab_type", "vocab_size", "max_frames", "min_frames")

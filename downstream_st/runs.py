@@ -143,7 +143,7 @@ def decode_model(*, model: str, test: str | list[str], out: str, test_split: str
     index = features_index or (meta.get("feature_index") if not meta.get("ssl_checkpoint") else None)
     ssl = None
     if not index and meta.get("ssl_checkpoint"):   # the name st.json records, resolved as the user's choice says
-        from ssl_pretrain.model_choice import ModelChoice   # torch: kept out of --help
+        from ssl_pretrain.model_choice import ModelChoice  # torch: kept out of --help
         ssl = ModelChoice.resolve(meta["ssl_checkpoint"], registry or meta.get("registry"), trust=trust,
                                   device=device, precision=precision)
     source = FeatureSource(ssl, layer=meta.get("layer", "last"), store=decode_store(feature_store, meta, model, out),

@@ -28,8 +28,8 @@ import pandas as pd
 from corpora.base.atomic import write_json
 from corpora.base.boundary import MAX_CONFIG_BYTES, checked, is_special, read_json, read_state_json, regular_file
 from corpora.base.errors import UserError
-from corpora.checks import Finding, load_table
 from corpora.base.provenance import config_hash, engine_versions, file_sha256, git_sha
+from corpora.checks import Finding, load_table
 from downstream_st.average import average_checkpoints, last_checkpoints
 from downstream_st.data import build_s2t_dir, data_config_files, filter_frames, target_column
 from downstream_st.fairseq_flags import as_flags, check_flags, flag_key

@@ -10,10 +10,18 @@ import argparse
 
 from corpora.feature_request import Layers
 from gendergap.cmd_asr_models import add_leaves  # transcribe (any model), export
-from gendergap.options import (add_model_options, add_trust_option, call, layer_spec, out_dir, out_file, path_name,
-                               resamples, store_path)
+from gendergap.options import (
+    add_model_options,
+    add_trust_option,
+    call,
+    layer_spec,
+    out_dir,
+    out_file,
+    path_name,
+    resamples,
+    store_path,
+)
 from gendergap.runs.asr import asr_decode, asr_finetune, asr_frozen
-
 
 EPILOG = """\
 Each subcommand's --help has its own notes and examples.
@@ -221,7 +229,7 @@ def asr_kaldi_export(*, ckpt: str, layer: str, table: list[str], out: str, split
                      feature_store: str | None = None, device: str = "auto", precision: str = "fp32",
                      trust_checkpoint: bool = False) -> None:
     from downstream_asr.kaldi import export_table
-    from ssl_pretrain.model_choice import ModelChoice   # torch: kept out of --help
+    from ssl_pretrain.model_choice import ModelChoice  # torch: kept out of --help
 
     model = ModelChoice.resolve(ckpt, registry, trust=trust_checkpoint, device=device, precision=precision)
     summary = export_table(model, layer=layer, table=table, out=out, split=split, repeat_frames=repeat_frames,

@@ -48,11 +48,11 @@ def torch_version() -> str:
 
 
 def run(args) -> int:
+    import torch
+
     from gendergap.cost import PROFILE_PATH, save_profile
     from ssl_pretrain.device import device_and_precision, runtime_info
     from ssl_pretrain.throughput import measure_throughput
-
-    import torch
     device, precision = device_and_precision(args.device, args.precision)
     if args.check_precision:
         if precision == "fp32":   # the canary compares a precision with fp32: fp32 against itself says nothing

@@ -5,8 +5,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from gendergap.options import (add_model_options, add_trust_option, amount, count, layer_spec, options_of, out_dir,
-                               out_file, path_name, store_path)
+from gendergap.options import (
+    add_model_options,
+    add_trust_option,
+    amount,
+    count,
+    layer_spec,
+    options_of,
+    out_dir,
+    out_file,
+    path_name,
+    store_path,
+)
 from ssl_pretrain.convert import convert_checkpoint
 from ssl_pretrain.packed import pack_checkpoint
 
@@ -94,7 +104,7 @@ def run_convert(args) -> int:
 
 def _model(args):
     """The checkpoint the command names, with its device, precision and trust: resolved once, here."""
-    from ssl_pretrain.model_choice import ModelChoice   # torch: kept out of --help
+    from ssl_pretrain.model_choice import ModelChoice  # torch: kept out of --help
     return ModelChoice.resolve(args.checkpoint, args.registry, trust=args.trust_checkpoint, device=args.device,
                                precision=args.precision)
 

@@ -8,10 +8,17 @@ from __future__ import annotations
 import argparse
 
 from corpora.feature_request import Layers
-from gendergap.options import (add_model_options, add_trust_option, call, layer_spec, out_dir, out_file, path_name,
-                               resamples)
+from gendergap.options import (
+    add_model_options,
+    add_trust_option,
+    call,
+    layer_spec,
+    out_dir,
+    out_file,
+    path_name,
+    resamples,
+)
 from gendergap.runs.st import st_decode, st_train
-
 
 DESCRIPTION = """\
 Direct speech translation on frozen SSL features, as in the reference study (section 5):

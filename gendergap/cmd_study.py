@@ -59,6 +59,6 @@ def run(args) -> int:
     rc = run_study(args.config, args.out, pretrain=args.pretrain, parallel=args.parallel, seed=args.seed,
                    retry_failed=args.retry_failed, trust=args.trust_checkpoint)
     if rc == 0 and args.record:
-        from gendergap.demo_record import record_study   # torch (the CPU's name): kept out of --help
+        from gendergap.demo_record import record_study  # torch (the CPU's name): kept out of --help
         print(f"recorded: {record_study(args.config, args.out, args.parallel, args.record)}")
     return rc

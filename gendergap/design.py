@@ -19,8 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from analysis.conditions import ALPHA, female_share, group_conditions, unknown_share_note
-from analysis.power import (DEFAULT_COMPONENTS, DEFAULTS_SOURCE, POWER, RUN_AS_SEED, SLOPE_UNIT, components_from_db,
-                            design_power)
+from analysis.power import (
+    DEFAULT_COMPONENTS,
+    DEFAULTS_SOURCE,
+    POWER,
+    RUN_AS_SEED,
+    SLOPE_UNIT,
+    components_from_db,
+    design_power,
+)
 from corpora.base.boundary import printable
 from corpora.base.errors import UserError
 from corpora.synth import SIZES

@@ -14,13 +14,13 @@ from pathlib import Path
 
 from corpora.base.errors import UserError
 from gendergap.config import StudyConfig
-from gendergap.tasks import TASKS, titles
 from gendergap.steps import Graph, Step
 from gendergap.steps.conditions import plan_conditions
 from gendergap.steps.data import plan_corpus
 from gendergap.steps.mixed import plan_mixed
 from gendergap.steps.models import plan_checkpoints, plan_features
 from gendergap.steps.report import ReportStep, study_data
+from gendergap.tasks import TASKS, titles
 
 
 def plan_jobs(cfg: StudyConfig, out: str | Path, only: list[str] | None = None) -> list[Step]:

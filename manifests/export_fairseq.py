@@ -30,8 +30,17 @@ from tqdm.auto import tqdm
 from corpora.base.atomic import atomic_open
 from corpora.base.boundary import is_special, regular_file
 from corpora.base.errors import UserError
-from corpora.prepared_audio import (AudioCache, Source, Target, convert, default_cache_dir, engine_readable,
-                                    rate_counts, read_header, run_parallel)
+from corpora.prepared_audio import (
+    AudioCache,
+    Source,
+    Target,
+    convert,
+    default_cache_dir,
+    engine_readable,
+    rate_counts,
+    read_header,
+    run_parallel,
+)
 
 FAIRSEQ_RATE = 16000   # task.sample_rate of every preset (ssl_pretrain/presets/*.yaml)
 

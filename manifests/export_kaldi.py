@@ -32,8 +32,16 @@ from corpora.base.atomic import write_text
 from corpora.base.boundary import regular_file
 from corpora.base.errors import UserError
 from corpora.base.textfile import MAX_LABEL_BYTES
-from corpora.prepared_audio import (AudioCache, Source, Target, default_cache_dir, engine_readable, rate_counts,
-                                    read_header, run_parallel)
+from corpora.prepared_audio import (
+    AudioCache,
+    Source,
+    Target,
+    default_cache_dir,
+    engine_readable,
+    rate_counts,
+    read_header,
+    run_parallel,
+)
 from corpora.table import MAX_SECONDS
 
 KALDI_RATE = 16000   # conf/mfcc.conf --sample-frequency of the recipes (mTEDx, Common Voice)

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections import Counter
 import re
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -34,7 +34,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 def export_lhotse(splits: dict[str, pd.DataFrame], out_dir: str | os.PathLike, *, text_column: str = "text") -> dict:
     """Write the three manifests of each split under ``out_dir/<split>/`` (rows with absolute audio
     paths); returns supervisions and recordings per split."""
-    from lhotse import CutSet, RecordingSet, SupervisionSet   # torch: only when this format is built
+    from lhotse import CutSet, RecordingSet, SupervisionSet  # torch: only when this format is built
 
     out_dir = Path(out_dir)
     summary: dict = {"supervisions": {}, "recordings": {}}

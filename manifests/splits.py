@@ -18,9 +18,21 @@ import pandas as pd
 
 from corpora.base.errors import UserError
 from corpora.base.provenance import config_hash
-from manifests.select import (Dropped, GenderSpec, _GENDER_STREAM, _rng, apply_exclusions, cap_corpora, check_columns,
-                              hhmm, parse_gender_spec, sample_to_duration, select_by_gender, speaker_keys,
-                              speaker_pair)
+from manifests.select import (
+    _GENDER_STREAM,
+    Dropped,
+    GenderSpec,
+    _rng,
+    apply_exclusions,
+    cap_corpora,
+    check_columns,
+    hhmm,
+    parse_gender_spec,
+    sample_to_duration,
+    select_by_gender,
+    speaker_keys,
+    speaker_pair,
+)
 
 VALID_SPLITS = ("valid", "dev")
 TEST_SPLITS = ("test",)

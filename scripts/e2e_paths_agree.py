@@ -34,10 +34,9 @@ def wer(hyps: dict, refs: dict, genders: dict) -> str:
 
 
 def paths_of(run: Path, table: str, work: Path) -> dict[str, dict]:
-    from test_transcribe import ENV, FRESH_ONE_BY_ONE
-
     from downstream_asr.export import export_run
     from downstream_asr.transcribe import load_model, select_rows, transcribe_table
+    from test_transcribe import ENV, FRESH_ONE_BY_ONE
     rows = select_rows(table, "test", "synth-fr")
     got = {"study decode": tsv(run / "test.hyp.tsv")}
     export = work / f"{run.name}-export"

@@ -22,6 +22,9 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} MPLBACKEND=Agg
 # cluster already running is still used).
 [ "${GENDERGAP_SLURM:-on}" = off ] || bash scripts/slurm/install.sh
 bash scripts/slurm/start.sh
+# The linter first (pyproject.toml's [tool.ruff]: pyflakes, import order, 120-character lines): a
+# finding fails make test before the suite's minutes are spent
+.venv/bin/ruff check --quiet . || { echo "ruff check found the problems above (fix them; ruff check --fix repairs import order)"; exit 1; }
 log=$(mktemp)
 # -m "not long": the simulation studies (pytest -m long) run outside make test's budget; a -m in
 # TEST_ARGS comes later and wins

@@ -40,13 +40,26 @@ from pathlib import Path
 from corpora.base.boundary import HF_LOCAL, MAX_CONFIG_BYTES, finite, read_json
 from corpora.base.errors import UserError
 from corpora.base.provenance import file_sha256
-from corpora.base.registry_file import KIND_SUFFIX   # the file suffix each kind of registered checkpoint has
+from corpora.base.registry_file import KIND_SUFFIX  # the file suffix each kind of registered checkpoint has
 from corpora.base.reserved import FBANK  # the reserved name of the filterbank baseline
 from ssl_pretrain.architecture import check_any_architecture, check_architecture, hf_config
-from ssl_pretrain.convert import (convert_checkpoint, fairseq_to_transformers, load_fairseq_checkpoint, model_config,
-                                  num_updates)
-from ssl_pretrain.families import (FAMILIES, WAV2VEC2, Family, check_finetunable, check_weights_fit, describe,
-                                   family_of, read_preprocessor)
+from ssl_pretrain.convert import (
+    convert_checkpoint,
+    fairseq_to_transformers,
+    load_fairseq_checkpoint,
+    model_config,
+    num_updates,
+)
+from ssl_pretrain.families import (
+    FAMILIES,
+    WAV2VEC2,
+    Family,
+    check_finetunable,
+    check_weights_fit,
+    describe,
+    family_of,
+    read_preprocessor,
+)
 from ssl_pretrain.registry import Registry, check_name
 
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json")
@@ -355,6 +368,7 @@ class CheckpointRef:
         """The encoder as a frozen feature extractor (ssl_pretrain.features.FrozenSSL)."""
         self._needs_model("has no encoder to load (read it through the feature store)")
         import torch
+
         from ssl_pretrain.features import FrozenSSL
         fbank = None
         if self.kind == "hf":

@@ -12,7 +12,6 @@ import re
 import shutil
 from pathlib import Path
 
-
 from corpora.base.atomic import swap_in_dir, write_json
 from corpora.base.boundary import output_dir
 from corpora.base.errors import UserError

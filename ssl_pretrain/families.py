@@ -71,13 +71,13 @@ class Family:
         name from the file); None for a waveform family (its conv front-end is part of the model)."""
         if not self.filterbank:
             return None
-        from transformers import SeamlessM4TFeatureExtractor   # lazy: transformers is heavy
+        from transformers import SeamlessM4TFeatureExtractor  # lazy: transformers is heavy
 
         return SeamlessM4TFeatureExtractor.from_dict(meta)
 
     def meta_input(self, config, seconds: float):
         """A ``seconds``-long utterance as the model takes it, on the meta device (shapes only)."""
-        import torch   # lazy: only the cost table counts FLOPs
+        import torch  # lazy: only the cost table counts FLOPs
 
         if self.filterbank:
             return torch.zeros(1, int(seconds * 50), fbank_dim(config), device="meta")

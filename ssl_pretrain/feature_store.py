@@ -64,11 +64,26 @@ from corpora.base.boundary import locked
 from corpora.base.errors import UserError
 from corpora.base.provenance import canonical_json
 from corpora.feature_request import Layers
-from ssl_pretrain.device import runtime_info
 from corpora.segment_content import segment_keys
-from ssl_pretrain.store_files import (COUNTERS, DTYPES, EntryChanged, bytes_on_disk, entry_members,  # noqa: F401
-                                      export_view, mismatch, plan_shards, read_meta, record, record_found,
-                                      remove_stale_temporaries, shard_names, write_kaldi, write_meta, write_shard)
+from ssl_pretrain.device import runtime_info
+from ssl_pretrain.store_files import (  # noqa: F401
+    COUNTERS,
+    DTYPES,
+    EntryChanged,
+    bytes_on_disk,
+    entry_members,
+    export_view,
+    mismatch,
+    plan_shards,
+    read_meta,
+    record,
+    record_found,
+    remove_stale_temporaries,
+    shard_names,
+    write_kaldi,
+    write_meta,
+    write_shard,
+)
 
 log = logging.getLogger(__name__)
 

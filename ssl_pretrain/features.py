@@ -19,9 +19,9 @@ import torch
 from corpora.base.errors import UserError
 from corpora.segment_audio import read_native
 from ssl_pretrain.device import autocast
-from ssl_pretrain.precision_canary import Shapes
 from ssl_pretrain.families import frame_shift_s
 from ssl_pretrain.invariant import check_plain_encoder, frame_mask, front_end, layer_states, normalise, project
+from ssl_pretrain.precision_canary import Shapes
 
 log = logging.getLogger(__name__)
 

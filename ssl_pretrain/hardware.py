@@ -11,7 +11,6 @@ import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-
 from corpora.base.errors import UserError
 
 log = logging.getLogger(__name__)

@@ -25,9 +25,20 @@ from corpora.base.atomic import write_text
 from corpora.base.errors import UserError
 from ssl_pretrain import watchdog as wd
 from ssl_pretrain.hardware import BF16_CAVEAT, BatchPlan
-from ssl_pretrain.run import (base_lr, build_command, check_overrides, fairseq_env, read_log_from, recover,
-                              resume_updates, run_pretraining, start_fairseq, stop, watchdog_state)
 from ssl_pretrain.manifest_check import check_manifest_dir
+from ssl_pretrain.run import (
+    base_lr,
+    build_command,
+    check_overrides,
+    fairseq_env,
+    read_log_from,
+    recover,
+    resume_updates,
+    run_pretraining,
+    start_fairseq,
+    stop,
+    watchdog_state,
+)
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ import logging
 import os
 import re
 import shlex
-import signal
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -26,10 +26,10 @@ from corpora.base.atomic import atomic_open, atomic_path, write_json
 from corpora.base.boundary import read_state_json
 from corpora.base.errors import UserError
 from corpora.base.provenance import engine_versions, git_sha
+from ssl_pretrain import watchdog as wd
 from ssl_pretrain.fairseq_values import hydra_value_problem
 from ssl_pretrain.hardware import load_preset, preset_path
 from ssl_pretrain.manifest_check import check_manifest_dir
-from ssl_pretrain import watchdog as wd
 
 log = logging.getLogger(__name__)
 
@@ -321,6 +321,7 @@ def watchdog_state(journal_path: Path, lr: float, seed: int | None) -> tuple[flo
 def _weights_sha256(state: dict) -> str:
     """sha256 over a checkpoint dict's weights (names, dtypes, shapes, bytes): which model it is."""
     import hashlib
+
     import torch
     h = hashlib.sha256()
     for name in sorted(state["model"]):
@@ -480,6 +481,7 @@ def _cpu_rank_main(argv: list[str]) -> None:
     """
     import torch
     from fairseq.distributed import utils as dist_utils
+
     from ssl_pretrain.device import flush_subnormals
     from ssl_pretrain.safe_load import SAFE_GLOBALS
 

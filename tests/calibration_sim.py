@@ -29,8 +29,8 @@ compute_bleu is a Python call per row: too slow for thousands of studies); a tes
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 from scipy import optimize, stats

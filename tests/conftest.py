@@ -14,9 +14,9 @@ if "GENDERGAP_FEATURE_STORE" not in os.environ:
     atexit.register(shutil.rmtree, _store_root, ignore_errors=True)
     os.environ["GENDERGAP_FEATURE_STORE"] = os.path.join(_store_root, "features")
 
-from slurm_helpers import slurm_cluster  # noqa: E402,F401  -- the one-node SLURM cluster fixture
-
 import pytest  # noqa: E402
+
+from slurm_helpers import slurm_cluster  # noqa: E402,F401  -- the one-node SLURM cluster fixture
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,6 @@
 """End-to-end CTC fine-tuning (SpeechBrain + a tiny random-init wav2vec 2.0) on CPU."""
 from __future__ import annotations
 
-
 import pandas as pd
 import pytest
 import torch
@@ -27,8 +26,8 @@ def _params(brain):
 
 
 def test_two_separate_optimizers_each_with_its_lr(setup, tmp_path):
-    from downstream_asr.finetune import build_brain
     from downstream_asr.decode import read_run
+    from downstream_asr.finetune import build_brain
     from downstream_asr.text import load_vocab
     over = {**FAST, "max_steps": 1, "lr_head": 1e-2, "lr_wav2vec": 1e-4, "head_dropout": 0.0}
     out = tmp_path / "run"
@@ -95,8 +94,8 @@ def test_resume_equals_uninterrupted_run_then_decode_and_store(setup, tmp_path):
 def test_encoder_frozen_for_first_steps(setup, tmp_path):
     s = train_finetune(setup["ssl"], setup["train"], setup["valid"], tmp_path / "run", progress=False,
                        overrides={**FAST, "max_steps": 2, "freeze_encoder_steps": 5})
-    from downstream_asr.finetune import build_brain
     from downstream_asr.decode import read_run
+    from downstream_asr.finetune import build_brain
     from downstream_asr.text import load_vocab
     init, _ = build_brain(tmp_path / "run", read_run(tmp_path / "run"), load_vocab(tmp_path / "run" / "vocab.txt"))
     before, after = _params(init), _params(s["brain"])

@@ -74,8 +74,7 @@ def test_tdnn_padding_never_reaches_real_frames(lstm_layers):
 
 
 def test_recipe_fills_the_statistics_from_the_training_features(tmp_path):
-    from downstream_asr.frozen import train_frozen
-    from downstream_asr.frozen import csv_segments
+    from downstream_asr.frozen import csv_segments, train_frozen
     from ssl_pretrain.checkpoints import CheckpointRef
     from ssl_pretrain.feature_store import FeatureStore, SSLExtractor
     from ssl_pretrain.model_choice import ModelChoice

@@ -69,6 +69,7 @@ def test_frozen_trains_on_perturbed_training_copies_only(tmp_path):
 def test_finetune_speed_perturbs_training_batches_only(tmp_path):
     import speechbrain as sb
     import torch
+
     from downstream_asr.data import audio_dataset, read_csv
     from downstream_asr.finetune import train_finetune
     from downstream_asr.text import TextNorm

@@ -5,7 +5,16 @@ import pytest
 
 from corpora.base.errors import UserError
 from downstream_asr.decode import parse_overrides
-from downstream_asr.text import TextNorm, build_vocab, decode, encode, load_vocab, normalise_text, save_vocab, unknown_chars
+from downstream_asr.text import (
+    TextNorm,
+    build_vocab,
+    decode,
+    encode,
+    load_vocab,
+    normalise_text,
+    save_vocab,
+    unknown_chars,
+)
 
 
 def test_normalisation_keeps_accents_and_apostrophes():

@@ -3,6 +3,7 @@ CSV/TSV, NaN/Inf samples in a float wav, WinoST's 48 kHz wavs with no extra flag
 entries reaching the commands that read audio, a segment past the end in a generic table, a
 writer killed mid-write, an existing directory as --out. Each test builds the layout on disk and
 runs the real CLI (docs/bad-inputs.md lists them)."""
+import os
 import shlex
 import signal
 import subprocess
@@ -11,16 +12,14 @@ import textwrap
 import time
 
 import numpy as np
-import os
-
 import pytest
 import soundfile as sf
 
+from cli_helpers import run_lines as run
 from corpora.base.errors import UserError
 from corpora.table import read_table
 from corpora.utterances import UtteranceTable
 from fixtures_corpora import make_generic, make_kaldi, make_winost, write_audio
-from cli_helpers import run_lines as run
 
 MAP = "id=utt_id,audio=path,speaker=spk,gender=sex,text=transcript,offset=start,duration=dur"
 HEADER = "utt_id,path,spk,sex,transcript,start,dur,age\n"

@@ -119,6 +119,6 @@ def test_the_weighted_layers_variant_is_batch_invariant_and_files_its_own_rows(r
     assert task_of(read_run(out)) == "asr-e2e-layers" and task_of(read_run(run["run"])) == "asr-e2e"
     with pytest.raises(UserError, match="variant"):
         export_run(out, tmp_path / "export")
-    from downstream_asr.rundir import check_overrides   # what a sweep's dry run checks: the word, too
+    from downstream_asr.rundir import check_overrides  # what a sweep's dry run checks: the word, too
     with pytest.raises(UserError, match="ssl_layers.*use one of: last, all"):
         check_overrides({"ssl_layers": "first"}, "finetune")

@@ -25,6 +25,7 @@ def test_subsampler_batched_forward_equals_the_forward_alone():
     """In process, no fairseq run: the masked subsampler's batched output on every real frame is the
     one-utterance output (up to float rounding of other kernel shapes); fairseq's own forward is not."""
     from fairseq.models.speech_to_text.modules.convolution import Conv1dSubsampler
+
     from ssl_pretrain.fairseq_batch_invariance import masked_subsampler_forward
 
     torch.manual_seed(0)

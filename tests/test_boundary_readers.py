@@ -255,10 +255,9 @@ def test_a_wide_table_is_read_in_time_linear_in_its_columns_up_to_a_bound(tmp_pa
     later pandas operation costs a little per column: 100k columns made `manifest build` take 2 min)."""
     import time
 
-    from manifest_fixtures import write_corpus
-
     from corpora.table import MAX_COLUMNS
     from corpora.utterances import UtteranceTable
+    from manifest_fixtures import write_corpus
     path = write_corpus(tmp_path / "c", speakers={"f0": "F", "m0": "M"}, utts_per_speaker=2, long_recording=False)
     lines = path.read_text(encoding="utf-8").splitlines()
 

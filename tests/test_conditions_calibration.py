@@ -37,13 +37,25 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from scipy.stats import binom
-from calibration_sim import (Design, Effects, FastBLEU, contrast_truth, corpus_scores, curvature_weights, metric_for,
-                             planted, primary_truth, rates_of, simulate, true_values)
 
 import analysis.conditions as conditions
 import analysis.contrasts as contrasts
 from analysis.delta import delta_rel
 from analysis.metrics import get_metric
+from calibration_sim import (
+    Design,
+    Effects,
+    FastBLEU,
+    contrast_truth,
+    corpus_scores,
+    curvature_weights,
+    metric_for,
+    planted,
+    primary_truth,
+    rates_of,
+    simulate,
+    true_values,
+)
 
 # studies per design: under the global null (coverage, false calls, the MDE), at the MDE, at 1.5 MDE,
 # and (4+ shares) under a partial null

@@ -15,8 +15,8 @@ cell, and an answer sentence per design that claims only what the design support
 Names added by the fix are looked up inside the tests, so each fails on the code before it."""
 from __future__ import annotations
 
-import math
 import json
+import math
 import shutil
 from pathlib import Path
 

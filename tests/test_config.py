@@ -10,15 +10,14 @@ from pathlib import Path
 
 import pytest
 import submitit
-
 from pydantic import Field
 
 from corpora.base.errors import UserError
 from gendergap import config
 from gendergap.config import CONFIG_DIR, TaskBase, load_config, schema_json, schema_text, task_types
-from gendergap.tasks import register_task
 from gendergap.plan import plan_jobs
 from gendergap.sweep import slurm_parameters
+from gendergap.tasks import register_task
 
 GOOD = """\
 name: t

@@ -10,13 +10,34 @@ import soundfile as sf
 from corpora import audio_info
 from corpora.audio_info import AudioInfo, HeaderError, probe_headers
 from corpora.base.errors import UserError
-from corpora.readers import READERS, AudioCheck, read_speaker_genders
-from corpora.readers import (read_commonvoice, read_generic, read_kaldi, read_lebenchmark, read_mls,
-                             read_mtedx, read_mustc, read_mustshe, read_winost)
+from corpora.readers import (
+    READERS,
+    AudioCheck,
+    read_commonvoice,
+    read_generic,
+    read_kaldi,
+    read_lebenchmark,
+    read_mls,
+    read_mtedx,
+    read_mustc,
+    read_mustshe,
+    read_speaker_genders,
+    read_winost,
+)
 from corpora.stats import gender_summary, hours_minutes, render
 from corpora.table import COLUMNS, validate_table
-from fixtures_corpora import (make_commonvoice, make_generic, make_kaldi, make_lebenchmark, make_mls,
-                              make_mtedx, make_mustc, make_mustshe, make_winost, write_audio)
+from fixtures_corpora import (
+    make_commonvoice,
+    make_generic,
+    make_kaldi,
+    make_lebenchmark,
+    make_mls,
+    make_mtedx,
+    make_mustc,
+    make_mustshe,
+    make_winost,
+    write_audio,
+)
 
 QUIET = AudioCheck(progress=False)
 

@@ -10,12 +10,20 @@ import logging
 import pytest
 import soundfile as sf
 
+from cli_helpers import run_lines as run
 from corpora.base.errors import UserError
 from corpora.readers import AudioCheck, read_lebenchmark, read_mtedx, read_speaker_genders, read_winost
 from corpora.table import read_table
-from fixtures_corpora import (CV_HEADER, MUSTSHE_HEADER, make_kaldi, make_mtedx, make_mustc, make_mustshe,
-                              make_winost, write_audio)
-from cli_helpers import run_lines as run
+from fixtures_corpora import (
+    CV_HEADER,
+    MUSTSHE_HEADER,
+    make_kaldi,
+    make_mtedx,
+    make_mustc,
+    make_mustshe,
+    make_winost,
+    write_audio,
+)
 
 QUIET = AudioCheck(progress=False)
 

@@ -4,11 +4,19 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from corpora.table import read_table
-from fixtures_corpora import (make_commonvoice, make_generic, make_kaldi, make_lebenchmark, make_mls, make_mtedx,
-                              make_mustshe, write_audio)
-from gendergap import cli
 from cli_helpers import run_lines as run
+from corpora.table import read_table
+from fixtures_corpora import (
+    make_commonvoice,
+    make_generic,
+    make_kaldi,
+    make_lebenchmark,
+    make_mls,
+    make_mtedx,
+    make_mustshe,
+    write_audio,
+)
+from gendergap import cli
 
 GENERIC_MAP = "id=utt_id,audio=path,speaker=spk,gender=sex,text=transcript,offset=start,duration=dur"
 

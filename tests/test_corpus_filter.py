@@ -2,10 +2,10 @@
 splits named, kept in the others, the study's refusal naming the command."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 import soundfile as sf
-import numpy as np
 
 from cli_helpers import run_lines
 from corpora.checks import rows_findings

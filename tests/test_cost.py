@@ -60,10 +60,11 @@ def test_dry_run_prints_the_cost_table_and_the_store_estimate_holds(study, tmp_p
     assert "throughput: default" in text and "wall time with 2 job(s) at once" in text
     assert rows["asr-frozen"][0] == "2"    # two jobs: F-tiny and FBANK
 
+    import argparse
+
+    from gendergap.cmd_sweep import load
     from gendergap.cost import DEFAULTS, estimate, load_profile
     from gendergap.sweep import summary
-    from gendergap.cmd_sweep import load
-    import argparse
     _, _, jobs = load(argparse.Namespace(config=str(cfg), out=str(out), executor=None, action=None, only=None,
                                          trust_checkpoint=False))
     states = {r["job"]: r["state"] for r in summary(jobs, out)}

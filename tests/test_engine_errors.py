@@ -5,7 +5,6 @@ checkpoint a pretraining run without a valid split really wrote (checkpoint_last
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -15,14 +14,13 @@ from corpora.base.errors import UserError
 from gendergap.cli import main
 from ssl_pretrain.registry import Registry
 
-
 # --- fairseq ST: a split smaller than required_batch_size_multiple ------------------------------
 
 @pytest.mark.slow
 def test_st_on_five_utterances_with_xs_names_the_override_then_trains_with_it(tmp_path, capsys):
-    from st_helpers import tiny_wav2vec, toy_rows, write_toy_table, write_wavs_for
     from downstream_st.presets import load_preset
     from downstream_st.train import build_train_command, run_fairseq
+    from st_helpers import tiny_wav2vec, toy_rows, write_toy_table, write_wavs_for
 
     rows = toy_rows((("train", 5, ("f1", "m1")), ("valid", 8, ("f2", "m2")), ("test", 4, ("f3", "m3"))))
     write_wavs_for(tmp_path, rows)

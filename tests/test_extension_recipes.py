@@ -101,8 +101,8 @@ def test_an_ssl_family_added_to_families_runs_like_the_model_it_renames(toy_fami
     for name in ("T", "W"):
         assert main(["ckpt", "features", name, "--registry", str(reg), "--table", str(corpus["table"]),
                      "--layer", "all", "--feature-store", str(tmp_path / "store"), "--device", "cpu"]) == 0
-        from ssl_pretrain.model_choice import ModelChoice
         from corpora.utterances import UtteranceTable
+        from ssl_pretrain.model_choice import ModelChoice
         rows = UtteranceTable.load(corpus["table"]).audio_rows()
         views[name] = ModelChoice.resolve(name, reg).features(tmp_path / "store", rows, "all", progress=False)
     t, w = views["T"], views["W"]

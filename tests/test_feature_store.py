@@ -251,8 +251,8 @@ def test_a_segment_shared_by_two_corpora_is_extracted_once(corpus, tmp_path):
     folder of the talks), under other ids: the study's covering extraction stores each segment once
     and serves both corpora from it, at any layer it holds; a copy whose bytes differ is its own segment."""
     from corpora import stats
-    from ssl_pretrain.feature_cover import cover, extract_covering
     from corpora.segment_content import CACHE
+    from ssl_pretrain.feature_cover import cover, extract_covering
 
     rows_a = _rows(corpus["table"]).reset_index(drop=True)
     copy = tmp_path / "pair-copy"

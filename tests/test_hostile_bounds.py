@@ -12,7 +12,6 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cli_helpers import run_fresh  # noqa: E402
-
 from corpora.base.errors import UserError  # noqa: E402
 
 

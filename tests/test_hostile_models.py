@@ -37,8 +37,14 @@ class Payload:
 def good(tmp_path_factory):
     """A tiny Wav2Vec2ForCTC + processor (character vocabulary) and a one-utterance table."""
     import torch
-    from transformers import (Wav2Vec2Config, Wav2Vec2CTCTokenizer, Wav2Vec2FeatureExtractor, Wav2Vec2ForCTC,
-                              Wav2Vec2Processor)
+    from transformers import (
+        Wav2Vec2Config,
+        Wav2Vec2CTCTokenizer,
+        Wav2Vec2FeatureExtractor,
+        Wav2Vec2ForCTC,
+        Wav2Vec2Processor,
+    )
+
     from corpora.table import new_table, write_table
     root = tmp_path_factory.mktemp("hostile")
     torch.manual_seed(0)
@@ -281,6 +287,7 @@ def _sharded(src: Path, dest: Path) -> Path:
 
 def test_every_shard_a_sharded_folder_names_is_part_of_its_identity(ssl_models, tmp_path):
     from safetensors.torch import load_file, save_file
+
     from ssl_pretrain.checkpoints import CheckpointRef
     model = _sharded(ssl_models["wav2vec2"], tmp_path / "sharded")
     ref = CheckpointRef.resolve(model)
@@ -374,8 +381,9 @@ def test_weights_that_do_not_fit_or_are_not_finite_are_one_line(ssl_models, good
 def test_a_pretraining_folder_and_its_quantizer_still_load(good, tmp_path, capfd, monkeypatch):
     # a released pretraining folder holds more than the encoder (quantizer, project_q, project_hid): not a misfit
     import torch
-    from family_helpers import tiny_config
     from transformers import Wav2Vec2FeatureExtractor, Wav2Vec2ForPreTraining
+
+    from family_helpers import tiny_config
     torch.manual_seed(0)
     Wav2Vec2ForPreTraining(tiny_config("wav2vec2")).save_pretrained(tmp_path / "model")
     Wav2Vec2FeatureExtractor(sampling_rate=16000).save_pretrained(tmp_path / "model")

@@ -186,7 +186,7 @@ def test_synth_again_keeps_the_users_files_and_removes_only_its_own_temps(corpus
     mine = {**USER_FILES, f"audio/{spk}/.foo.tmp": b"mine", f"audio/{spk}/notes.txt": b"mine",
             ".utterances.tsv.notes.md": b"mine"}
     _plant(corpus, mine)
-    _plant(corpus, {f".utterances.tsv.ab12cd34.tmp": b"half", f"audio/{spk}/.{wav}.ab12cd34.tmp": b"half"})
+    _plant(corpus, {".utterances.tsv.ab12cd34.tmp": b"half", f"audio/{spk}/.{wav}.ab12cd34.tmp": b"half"})
     sums = (corpus / "checksums.sha256").read_text()
     synthesize(corpus, size="tiny", seed=1)     # another seed: every file of the corpus written again
     after = _tree(corpus)
@@ -212,7 +212,8 @@ def test_synth_refuses_to_replace_a_users_file_where_it_writes_one(corpus, capsy
 def test_a_corpus_of_the_previous_version_is_still_the_commands(tmp_path, capsys):
     """No record, but synth_config.json as this command writes it: an earlier version's folder, its
     files the command's own (a re-run is skipped as before); without it the folder is refused."""
-    from corpora.base.owned_outputs import RECORD as record_name, claim
+    from corpora.base.owned_outputs import RECORD as record_name
+    from corpora.base.owned_outputs import claim
     assert record_name == RECORD
     folder = tmp_path / "old"
     _plant(folder, {"synth_config.json": json.dumps({"config": {"generator": 3, "size": "tiny"}}).encode(),

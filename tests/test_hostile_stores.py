@@ -289,8 +289,8 @@ CACHE_TAMPERS = [_cache_line_edited, _audio_replaced_same_size]
 @pytest.mark.parametrize("tamper", CACHE_TAMPERS, ids=[f.__name__.strip("_") for f in CACHE_TAMPERS])
 @pytest.mark.timeout(120)
 def test_the_audio_hash_cache_serves_only_the_files_content(tmp_path, tamper):
-    from ssl_pretrain.feature_store import FbankExtractor, FeatureStore
     from corpora.segment_content import CACHE
+    from ssl_pretrain.feature_store import FbankExtractor, FeatureStore
     rows = _same_length_rows(tmp_path)
     store = FeatureStore(tmp_path / "store")
     first = store.view(FbankExtractor(), rows, "all", progress=False)

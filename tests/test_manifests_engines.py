@@ -9,6 +9,7 @@ from manifest_fixtures import write_corpus
 from manifests.build import build_manifests
 from manifests.export_fairseq import read_wav2vec_manifest
 
+
 @pytest.mark.slow
 def test_fairseq_pretrains_on_the_exported_manifest(tmp_path):
     table = write_corpus(tmp_path / "corpus", split_of={"f3": "valid", "m3": "valid"})

@@ -88,9 +88,9 @@ def test_wav2vec_refuses_mixed_sample_rates(corpus, tmp_path):
 # ------------------------------------------------------------------ fairseq s2t
 
 def test_s2t_tsv_config_and_sentencepiece_read_by_fairseq(corpus, tmp_path):
+    import sentencepiece as spm
     from fairseq.data.audio.data_cfg import S2TDataConfig
     from fairseq.data.audio.speech_to_text_dataset import SpeechToTextDatasetCreator
-    import sentencepiece as spm
 
     df = _sel(corpus)
     splits = {"train": df[df["split"] == "train"], "valid": df[df["split"] == "valid"]}

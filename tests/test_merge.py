@@ -12,13 +12,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from cli_helpers import run_lines as run
 from corpora.base.errors import UserError
 from corpora.table import read_table
 from corpora.utterances import UtteranceTable
 from fixtures_corpora import make_mtedx_pairs
 from gendergap.config import load_config
 from gendergap.plan import plan_jobs
-from cli_helpers import run_lines as run
 
 PAIRS = ("fr", "en", "es", "pt")
 # Rows per pair in make_mtedx_pairs: fr-fr 6 (a1 x2, b2, c3, d4 x2), fr-en 4, fr-es 6, fr-pt 5.

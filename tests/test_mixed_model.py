@@ -10,8 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis.mixed_model import (FAMILY, ModelUnavailable, fit_problems, fit_study, run_glmm, summarise,
-                                  Z95)
+from analysis.mixed_model import FAMILY, Z95, ModelUnavailable, fit_problems, fit_study, run_glmm, summarise
 
 needs_r = pytest.mark.skipif(shutil.which("Rscript") is None,
                              reason="R is not installed (scripts/install_r.sh installs it as root: "
@@ -166,6 +165,7 @@ def _scored_study(tmp_path):
     """Each checkpoint's hypotheses (words wrong at its gender's rate), scored by analysis.scoring as
     a study scores them; the test set's voice measures; the registry with the female shares."""
     import json
+
     from analysis.scoring import score_files
     from analysis.seeds import pool_and_store
     from corpora.voice_measures import write_measures

@@ -15,8 +15,16 @@ import numpy as np
 import pytest
 import yaml
 
-from analysis.power import (COMPONENTS_ROW, DEFAULT_COMPONENTS, components_from_db, design_mde, design_power, mde,
-                            mde_table, primary_weights)
+from analysis.power import (
+    COMPONENTS_ROW,
+    DEFAULT_COMPONENTS,
+    components_from_db,
+    design_mde,
+    design_power,
+    mde,
+    mde_table,
+    primary_weights,
+)
 from analysis.store import ResultsStore
 from cli_helpers import one_error_line, run_text
 from gendergap.config import CONFIG_DIR

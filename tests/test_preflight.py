@@ -6,9 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
-import pytest
-
 from corpora.table import new_table, write_table
 from gendergap.cli import main
 from gendergap.config import CONFIG_DIR

@@ -24,13 +24,13 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from cli_helpers import run_lines as run
 from corpora.prepared_audio import AudioCache, Source, Target
 from corpora.table import read_table
 from gendergap import cli
 from manifests.export_fairseq import read_wav2vec_manifest
 from manifests.export_kaldi import validate_kaldi_dir
 from ssl_pretrain.manifest_check import check_manifest_dir
-from cli_helpers import run_lines as run
 
 REPO = Path(__file__).resolve().parent.parent
 CV_HEADER = "client_id\tpath\tsentence\tup_votes\tdown_votes\tage\tgender\taccents\tvariant\tlocale\tsegment"
@@ -292,6 +292,7 @@ def test_export_prepares_only_what_fairseq_cannot_read(tmp_path):
     """With --resample, a 16 kHz mono wav stays where it lies (no copy); a segment of a 48 kHz
     talk becomes its own 16 kHz file with the segment's length; the manifest passes the pretraining check."""
     import pandas as pd
+
     from manifests.export_fairseq import export_wav2vec
     ok, talk = tmp_path / "c" / "ok16k.wav", tmp_path / "c" / "talk48k.flac"
     ok.parent.mkdir()

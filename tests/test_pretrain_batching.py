@@ -95,7 +95,8 @@ def test_measure_refuses_a_manifest_without_usable_utterances(tmp_path):
 
 # --- ST: update-freq from the GPU count ---------------------------------------------------------
 def test_st_update_freq_keeps_the_recipe_batch_on_g_gpus():
-    from downstream_st.presets import load_preset as st_preset, on_device, on_gpus, recipe_update_freq
+    from downstream_st.presets import load_preset as st_preset
+    from downstream_st.presets import on_device, on_gpus, recipe_update_freq
     xs = on_device(st_preset("xs"), "cuda:2", "fp16")
     assert recipe_update_freq(xs) == 8 and xs["train"]["max-tokens"] == 40000   # fairseq's mTEDx recipe, 1 GPU
     for gpus in (1, 2, 4, 8):

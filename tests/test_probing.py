@@ -11,8 +11,18 @@ import pytest
 import soundfile as sf
 import torch
 
-from analysis.probing import (Plateau, Recipe, attention_profile, probe_splits, probe_table,
-                              rows_for_store, run_baseline, score, standardise, train_attention_probe)
+from analysis.probing import (
+    Plateau,
+    Recipe,
+    attention_profile,
+    probe_splits,
+    probe_table,
+    rows_for_store,
+    run_baseline,
+    score,
+    standardise,
+    train_attention_probe,
+)
 from analysis.probing.run import ProbeResult
 from corpora.base.errors import UserError
 from corpora.feature_request import Layers

@@ -8,11 +8,11 @@ import logging
 import pytest
 import soundfile as sf
 
+from cli_helpers import run_lines as run
 from corpora.base.errors import UserError
 from corpora.readers import AudioCheck, read_covost2, read_fleurs, read_voxpopuli
 from corpora.utterances import UtteranceTable
 from fixtures_corpora import CV_HEADER, write_audio
-from cli_helpers import run_lines as run
 
 QUIET = AudioCheck(progress=False)
 ANY_RATE = AudioCheck(sample_rates=None, progress=False)

@@ -173,8 +173,7 @@ def _tiny_ctc(folder: Path) -> Path:
     """A random Wav2Vec2ForCTC with its processor (a character vocabulary), as a CTC model on the Hub ships."""
     import json
 
-    from transformers import (Wav2Vec2CTCTokenizer, Wav2Vec2FeatureExtractor, Wav2Vec2ForCTC,
-                              Wav2Vec2Processor)
+    from transformers import Wav2Vec2CTCTokenizer, Wav2Vec2FeatureExtractor, Wav2Vec2ForCTC, Wav2Vec2Processor
     encoder = tiny_wav2vec(folder.parent / f"{folder.name}-encoder")
     vocab = {"<pad>": 0, "<unk>": 1, "|": 2, **{c: i + 3 for i, c in enumerate("abcdefghijklmnopqrstuvwxyzéèàù'")}}
     (folder.parent / "vocab.json").write_text(json.dumps(vocab), encoding="utf-8")

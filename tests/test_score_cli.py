@@ -7,9 +7,10 @@ import jiwer
 import pytest
 import sacrebleu
 
+from cli_helpers import one_error_line
+from cli_helpers import run_text as run
 from gendergap import cli
 from scoring_data import make_corpus, write_inputs
-from cli_helpers import run_text as run, one_error_line
 
 
 @pytest.fixture()

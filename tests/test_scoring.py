@@ -14,6 +14,7 @@ from analysis.store import ResultsStore
 from corpora.base.errors import UserError
 from scoring_data import make_corpus, write_inputs
 
+
 @pytest.fixture()
 def corpus(tmp_path):
     data = make_corpus()

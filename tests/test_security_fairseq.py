@@ -298,6 +298,7 @@ def test_every_flag_and_preset_passes_fairseqs_own_parser_as_one_word(monkeypatc
     """The shipped presets pass the table; each flag of the table, with a value of its type, is parsed
     by fairseq 0.12's own argparse in the joined --flag=value form (a list too: --adam-betas=(0.9, 0.98))."""
     from fairseq import options
+
     from downstream_st.fairseq_flags import FLAGS, FLOATS, INT_CSV, INTS, NAME, SWITCH, as_flags, flag_problem
     from downstream_st.presets import apply_overrides, load_preset, preset_names
     for name in preset_names():

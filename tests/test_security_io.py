@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from cli_helpers import one_error_line
+from cli_helpers import run_text as run
 from scoring_data import make_corpus, write_inputs
-from cli_helpers import run_text as run, one_error_line
 
 
 @pytest.fixture()
@@ -27,7 +28,7 @@ def test_hypotheses_with_a_score_column_are_refused_at_the_line(perfect, capsys)
         rc, out, err = run(capsys, "score", kind, "--refs", d / "ref.tsv", "--hyps", d / "scored.tsv",
                            "--speakers", d / "utts.tsv", "--bootstrap", 0, "--json", d / f"{kind}.json")
         line = one_error_line(err)
-        assert rc == 2 and f"scored.tsv:1: 3 tab-separated fields" in line and "--hyp-column" in line
+        assert rc == 2 and "scored.tsv:1: 3 tab-separated fields" in line and "--hyp-column" in line
         assert not (d / f"{kind}.json").exists()
 
 

@@ -8,8 +8,8 @@ import torch
 from corpora.base.errors import UserError
 from gendergap.cli import main
 from ssl_helpers import write_manifest, write_wavs
-from ssl_pretrain.convert import convert_checkpoint, load_fairseq_checkpoint
 from ssl_pretrain.checkpoints import CheckpointRef, register_checkpoint
+from ssl_pretrain.convert import convert_checkpoint, load_fairseq_checkpoint
 from ssl_pretrain.manifest_check import check_manifest_dir
 from ssl_pretrain.registry import Registry
 
@@ -22,6 +22,7 @@ SHAPE = dict(extractor_mode="layer_norm", layer_norm_first=True, conv_bias=True,
 def fairseq_large_style(tmp_path, seed=0):
     """A randomly initialised fairseq wav2vec2 (large-style norms), saved as fairseq does."""
     from dataclasses import asdict
+
     from fairseq.models.wav2vec.wav2vec2 import Wav2Vec2Config, Wav2Vec2Model
     torch.manual_seed(seed)
     cfg = Wav2Vec2Config(**SHAPE)

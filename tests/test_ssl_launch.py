@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import re
 import subprocess
+from pathlib import Path
 
 import pytest
-
-from pathlib import Path
 
 from corpora.base.errors import UserError
 from gendergap.cli import main

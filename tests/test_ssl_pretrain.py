@@ -15,8 +15,8 @@ import torch
 from gendergap.cli import main
 from ssl_helpers import utterance_frame, write_manifest, write_wavs
 from ssl_pretrain import watchdog as wd
-from ssl_pretrain.convert import load_fairseq_checkpoint, num_updates
 from ssl_pretrain.checkpoints import CheckpointRef
+from ssl_pretrain.convert import load_fairseq_checkpoint, num_updates
 from ssl_pretrain.feature_store import FeatureStore, SSLExtractor, export_view
 from ssl_pretrain.run import build_command, repair_cut_short_last, start_fairseq
 

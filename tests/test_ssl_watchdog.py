@@ -195,7 +195,7 @@ def test_nan_injected_into_a_live_run_rolls_back_and_restarts_with_half_the_lr(t
     before, after = text.split("by rollback from", 1)
     assert f"@ {rollback['checkpoint_updates']} updates" in after.split("\n")[0] or \
         f"@ {rollback['checkpoint_updates']} updates" in before.rsplit("\n", 1)[-1]
-    assert f"(epoch" in after and "Loaded checkpoint" in after
+    assert "(epoch" in after and "Loaded checkpoint" in after
     peak_before = [r.values["lr"] * 200 / r.num_updates for r in wd.parse_lines(before.splitlines())
                    if r.kind == "train_inner" and r.values.get("loss") == r.values.get("loss")]
     peak_after = [r.values["lr"] * 200 / r.num_updates for r in wd.parse_lines(after.splitlines())

@@ -12,14 +12,13 @@ import yaml
 
 from corpora.base.errors import UserError
 from corpora.table import read_table
-from downstream_st.average import average_checkpoints, epoch_checkpoints, last_checkpoints
-from downstream_st.data import (attach_features, build_s2t_dir, filter_frames, read_feature_index,
-                                require_target)
-from downstream_st.decode import build_generate_command, parse_generate_output, write_hypotheses
-from downstream_st.prepare import FeatureSource, prepare_rows
-from downstream_st.fairseq_flags import as_flags
-from downstream_st.presets import apply_overrides, load_preset, on_device
 from corpora.utterances import UtteranceTable
+from downstream_st.average import average_checkpoints, epoch_checkpoints, last_checkpoints
+from downstream_st.data import attach_features, build_s2t_dir, filter_frames, read_feature_index, require_target
+from downstream_st.decode import build_generate_command, parse_generate_output, write_hypotheses
+from downstream_st.fairseq_flags import as_flags
+from downstream_st.prepare import FeatureSource, prepare_rows
+from downstream_st.presets import apply_overrides, load_preset, on_device
 from ssl_pretrain.model_choice import ModelChoice
 from st_helpers import tiny_wav2vec, toy_rows, write_npy_features, write_toy_table, write_wavs_for
 

@@ -175,6 +175,7 @@ def test_an_st_run_started_warm_is_the_plain_run(tmp_path, monkeypatch):
     (its log lines are read back), train the same model and decode the same text; its CPU time
     reaches the job through the job's ledger."""
     from bench_study_stages import st_data
+
     from downstream_st.decode import decode_st
     from downstream_st.presets import apply_overrides, load_preset
     from downstream_st.train import read_model_meta, train_st

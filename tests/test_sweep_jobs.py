@@ -18,9 +18,9 @@ from gendergap import sweep
 from gendergap.config import load_config
 from gendergap.jobs import SweepJob, run_job
 from gendergap.plan import plan_jobs
-from gendergap.study import print_stages
 from gendergap.steps.base import Step
 from gendergap.steps.models import CheckpointsStep
+from gendergap.study import print_stages
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from bench_sweep_plan import big_config  # noqa: E402

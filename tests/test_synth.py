@@ -18,8 +18,7 @@ import pytest
 import soundfile as sf
 
 from corpora.base.errors import UserError
-from corpora.synth import synthesize
-from corpora.synth import gender_set, lexicon, sentences
+from corpora.synth import gender_set, lexicon, sentences, synthesize
 from corpora.synth.voices import EVAL_ROLES, make_speakers
 from corpora.synth.worker import median_f0
 from corpora.table import read_table

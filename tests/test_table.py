@@ -75,6 +75,7 @@ def test_tab_in_text_is_refused(tmp_path):
 
 def test_atomic_writes_get_normal_permissions(tmp_path):
     import os
+
     from corpora.base.atomic import write_text
     old = os.umask(0o022)
     try:

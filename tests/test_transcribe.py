@@ -246,8 +246,14 @@ def test_hf_ctc_batches_resumes_after_a_kill_and_scores(hf_ctc, tmp_path):
 def build_tiny_whisper(folder: Path) -> Path:
     """A random WhisperForConditionalGeneration (d_model 16) with a byte-level BPE tokenizer built here."""
     import torch
-    from transformers import (GenerationConfig, WhisperConfig, WhisperFeatureExtractor,
-                              WhisperForConditionalGeneration, WhisperProcessor, WhisperTokenizer)
+    from transformers import (
+        GenerationConfig,
+        WhisperConfig,
+        WhisperFeatureExtractor,
+        WhisperForConditionalGeneration,
+        WhisperProcessor,
+        WhisperTokenizer,
+    )
     from transformers.convert_slow_tokenizer import bytes_to_unicode
     vocab = {c: i for i, c in enumerate(bytes_to_unicode().values())}
     vocab["<|endoftext|>"] = len(vocab)

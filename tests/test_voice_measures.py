@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 import soundfile as sf
 
-from corpora.voice_measures import CACHE_NAME, measure_samples, measure_table, read_measures, speaker_medians
 from cli_helpers import run_lines
 from corpora.table import new_table, write_table
+from corpora.voice_measures import CACHE_NAME, measure_samples, measure_table, read_measures, speaker_medians
 
 SR = 16_000
 
@@ -82,8 +82,8 @@ def tone_table(tmp_path):
 
 
 def test_measures_are_cached_by_content_and_an_edited_file_is_measured_again(tone_table, tmp_path, monkeypatch):
-    from corpora.table import read_table
     import corpora.voice_measures as vm
+    from corpora.table import read_table
     table = read_table(tone_table)
     first = measure_table(table, tone_table, tmp_path / "cache", progress=False)
     assert (tmp_path / "cache" / CACHE_NAME).is_file()

@@ -10,7 +10,6 @@ where the checkpoint's features step put them)."""
 from __future__ import annotations
 
 import time
-
 from dataclasses import dataclass
 
 from pydantic import Field

@@ -19,8 +19,16 @@ from analysis.probing.attention import AttentionProbe, attention_profile, train_
 from analysis.probing.baselines import BASELINES, POSITIONS, pool, run_baseline
 from analysis.probing.data import CLASSES, Features, standardise
 from analysis.probing.recipe import Plateau, Recipe
-from analysis.probing.run import (PROBE_GROUPS, ProbeResult, f1_by_layer, parse_probes, probe_layers, probe_table,
-                                  rows_for_store, score)
+from analysis.probing.run import (
+                                  PROBE_GROUPS,
+                                  ProbeResult,
+                                  f1_by_layer,
+                                  parse_probes,
+                                  probe_layers,
+                                  probe_table,
+                                  rows_for_store,
+                                  score,
+)
 from corpora.feature_request import probe_splits
 
 __all__ = ["AttentionProbe", "attention_profile", "train_attention_probe", "BASELINES", "POSITIONS", "pool",

@@ -89,7 +89,7 @@ def read_hf(root, *, splits: list[str] | None = None, lang: str | None = None, a
 def _quiet_datasets():
     """datasets draws progress bars and logs its own errors on stderr while it loads; a refused index prints
     one line only."""
-    import datasets   # pyarrow, pandas: only when such a folder is read
+    import datasets  # pyarrow, pandas: only when such a folder is read
 
     was_on = not datasets.are_progress_bars_disabled()
     library = logging.getLogger("datasets")   # its own error lines repeat what the UserError says

@@ -31,9 +31,8 @@ import re
 import subprocess
 from pathlib import Path
 
-import soundfile as sf
-
 import pandas as pd
+import soundfile as sf
 
 from corpora.base.boundary import rate
 from corpora.base.errors import UserError

@@ -135,7 +135,7 @@ def _folder_groups(root: Path) -> list[tuple[str, str, dict]]:
 
 def _load(path: Path, kind: str):
     """One manifest through lhotse: ``kind`` is recordings, supervisions, cuts, or any (lhotse guesses)."""
-    from lhotse import CutSet, RecordingSet, SupervisionSet, load_manifest   # torch: only when a manifest is read
+    from lhotse import CutSet, RecordingSet, SupervisionSet, load_manifest  # torch: only when a manifest is read
 
     regular_file(path, "lhotse manifest")
     loader = {"recordings": RecordingSet.from_file, "supervisions": SupervisionSet.from_file,

@@ -16,6 +16,6 @@ __all__ = ["SIZES", "synthesize"]
 
 def __getattr__(name):
     if name in __all__:
-        import corpora.synth.build as build   # on first use only: pyrealb, numpy, scipy, soundfile, tqdm
+        import corpora.synth.build as build  # on first use only: pyrealb, numpy, scipy, soundfile, tqdm
         return getattr(build, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

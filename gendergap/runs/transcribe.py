@@ -30,8 +30,15 @@ def asr_transcribe(*, model: str, table: str | list[str], out: str, split: str |
     from analysis.score_runs import score_asr_run, score_translation
     from analysis.scoring import read_speakers
     from corpora.table import table_source
-    from downstream_asr.transcribe import (check_options, result_config, result_task, select_rows, source_language,
-                                           split_by_corpus, transcribe_rows)
+    from downstream_asr.transcribe import (
+        check_options,
+        result_config,
+        result_task,
+        select_rows,
+        source_language,
+        split_by_corpus,
+        transcribe_rows,
+    )
 
     check_options(task=task, tgt=tgt, mustshe=mustshe, batch_seconds=batch_seconds, max_batch_size=max_batch_size,
                   per_corpus=per_corpus)

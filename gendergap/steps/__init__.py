@@ -8,8 +8,17 @@ module dropped here is found the same way; nothing else lists it.
 import importlib
 import pkgutil
 
-from gendergap.steps.base import (GRAPH_FIELDS, LIGHT, TASKS, Graph, ModelStep, Step, StepKind, register_task,
-                                  task_runtime)
+from gendergap.steps.base import (
+    GRAPH_FIELDS,
+    LIGHT,
+    TASKS,
+    Graph,
+    ModelStep,
+    Step,
+    StepKind,
+    register_task,
+    task_runtime,
+)
 
 for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")

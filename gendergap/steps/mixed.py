@@ -51,8 +51,8 @@ class MixedModelStep(Step):
     out: str
 
     def run(self) -> None:
-        from analysis.mixed_model import fit_study, mixed_rows, run_config
         from analysis.conditions import group_conditions
+        from analysis.mixed_model import fit_study, mixed_rows, run_config
         from analysis.store import ResultsStore
         from corpora.voice_measures import read_measures
 

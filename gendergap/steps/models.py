@@ -6,7 +6,7 @@ from pathlib import Path
 
 from corpora.base.errors import UserError
 from corpora.feature_request import Request
-from gendergap.steps.base import TASKS, LIGHT, CheckContext, Graph, ModelStep, Problem, Step
+from gendergap.steps.base import LIGHT, TASKS, CheckContext, Graph, ModelStep, Problem, Step
 from ssl_pretrain.checkpoints import CheckpointRef
 from ssl_pretrain.device import FAIRSEQ_SUBNORMALS, job_device
 from ssl_pretrain.feature_cover import extract_requests

@@ -16,8 +16,17 @@ from corpora.feature_request import Request
 from downstream_st.presets import apply_overrides, load_preset
 from gendergap.config_schema import StTask
 from gendergap.runs import st_decode, st_train
-from gendergap.steps.base import (CheckContext, Graph, ModelStep, Problem, Step, StepKind, problems, register_task,
-                                  task_runtime)
+from gendergap.steps.base import (
+    CheckContext,
+    Graph,
+    ModelStep,
+    Problem,
+    Step,
+    StepKind,
+    problems,
+    register_task,
+    task_runtime,
+)
 from gendergap.steps.conditions import declare_results
 from gendergap.steps.seeds import SUBSET, add_seeded
 from ssl_pretrain.device import FAIRSEQ_SUBNORMALS
