@@ -268,7 +268,8 @@ def result_from_db(db: str, run_id: int) -> dict:
         result = score_files(cfg["metric"], cfg["refs"], cfg["hyps"], cfg["table"], bootstrap=0,
                              seed=cfg.get("seed", 0), **opts)
     except KeyError:   # a run scored by a model's command: the result JSON it wrote holds the statistics
-        result = _written_result(parse_json(row["inputs"].iloc[0] or "[]", f"run {run_id}'s inputs", path=db, shape=list))
+        result = _written_result(parse_json(row["inputs"].iloc[0] or "[]", f"run {run_id}'s inputs", path=db,
+                                            shape=list))
         if result is None:
             raise UserError(f"run {run_id} does not record its input files", path=db,
                             fix="re-score it with `gendergap score asr|st --db`, or compare JSONs (--a/--b)") from None

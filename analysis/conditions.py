@@ -494,7 +494,8 @@ def compare_and_store(results: dict[str, list[str]], result_key: str | None, che
     res = compare_conditions(metric_from(first), conditions, n_resamples=bootstrap, seed=seed, margin=margin)
     res["left_out"] = left_out
     for (name, _), cks in members.items():   # Table 3's U, kept beside the share it is not part of
-        unknown = [float(checkpoints[ck]["unknown_pct"]) for ck in cks if checkpoints[ck].get("unknown_pct") is not None]
+        unknown = [float(checkpoints[ck]["unknown_pct"]) for ck in cks
+                   if checkpoints[ck].get("unknown_pct") is not None]
         res["conditions"][name]["unknown_pct"] = sum(unknown) / len(unknown) if unknown else None
     signature = (first["signature"].split("|ci:")[0] + f"|conditions:{len(conditions)}|checkpoints:"
                  + ",".join(str(len(c.checkpoints)) for c in conditions) + "|runs:"

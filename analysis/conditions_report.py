@@ -49,8 +49,10 @@ CAPTION = ("Pretraining conditions compared. A condition's estimate is the mean 
            "(paired) plus one draw per resample of the pretraining-run term (unit below: the checkpoints' spread "
            "within conditions, or with one checkpoint per condition the seeds' spread within checkpoints; a t with "
            "that spread's degrees of freedom) and, against the reference, the reference's own seeds' term. p: Holm-"
-           f"adjusted within the family the header names, per column; called when p is under the family's level and the "
-           f"CI excludes 0. Levels: the primary test at {ALPHA:g}; the secondary and reference families share {ALPHA:g} "
+           f"adjusted within the family the header names, per column; called when p is under the family's level "
+           f"and the "
+           f"CI excludes 0. Levels: the primary test at {ALPHA:g}; the secondary and reference families share "
+           f"{ALPHA:g} "
            "(half each when both are there) and are tested only once the primary test is called, so that the whole "
            f"table's chance of a false call stays at {ALPHA:g}. "
            f"MDE: the smallest difference the design detects with {POWER:.0%} power at the family's level.")
@@ -256,7 +258,8 @@ def _answer(part, b, t, m, r, design, nonfinite) -> str:
                 "(equivalence test)")
     else:
         text = (f"no {'slope' if slope else 'difference'} detected (this design detects "
-                f"{'slopes' if slope else 'differences'} of {mde:.1f}{per} or more{_over_span(b, mde) if slope else ''}): "
+                f"{'slopes' if slope else 'differences'} of {mde:.1f}{per} or more"
+                f"{_over_span(b, mde) if slope else ''}): "
                 f"{numbers}"
                 if mde is not None else f"no {'slope' if slope else 'difference'} detected: {numbers}")
         if margin is not None:
@@ -292,7 +295,8 @@ def _run_spread(part, m, b) -> str:
     var = _value(part, COMPONENTS_ROW, m, "var_run", "delta_rel")
     if var is None:
         return ""
-    return f"; Δrel's sd between pretraining runs of a share, beyond the speakers': {math.sqrt(max(var, 0.0)):.1f} points"
+    return (f"; Δrel's sd between pretraining runs of a share, beyond the speakers': "
+            f"{math.sqrt(max(var, 0.0)):.1f} points")
 
 
 def _trend_clause(part, b, m) -> str:

@@ -53,7 +53,8 @@ class WER:
         return f"{self.name}|norm:{self.normalization}|jiwer:{metadata.version('jiwer')}"
 
     def _align(self, refs: list[str], hyps: list[str]):
-        return jiwer.process_words(refs, hyps, reference_transform=self._transform, hypothesis_transform=self._transform)
+        return jiwer.process_words(refs, hyps, reference_transform=self._transform,
+                                   hypothesis_transform=self._transform)
 
     def utterance_stats(self, refs: Sequence[str], hyps: Sequence[str]) -> np.ndarray:
         """One row (hits, sub, del, ins, reference units) per utterance, int64, shape (n, 5)."""

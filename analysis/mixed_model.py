@@ -25,8 +25,8 @@ with several seeds. The fits run in R (glmmTMB, the field's reference; Debian's 
 through one ``Rscript --vanilla`` process for the whole study (analysis/glmm.R). A model that
 cannot be fitted, a fit that did not converge and a singular fit are each one line in the
 result's ``problems``, never dropped; a term whose variance is estimated at 0 and keeps the fit
-from converging is dropped and the fit repeated, which is one such line too. BLEU is no count with an exposure: an ST task gets a
-stated reason instead of a model.
+from converging is dropped and the fit repeated, which is one such line too. BLEU is no count
+with an exposure: an ST task gets a stated reason instead of a model.
 """
 from __future__ import annotations
 

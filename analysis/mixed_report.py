@@ -181,7 +181,8 @@ def mixed_section(rows: pd.DataFrame, runs: dict, out_dir: Path, written: dict, 
         table = [[n, _ratio_text(_cell(part, n, f"{m}:rate_ratio"), _cell(part, n, f"{m}:rate_ratio_p")),
                   _ratio_text(_cell(part, n, f"{m}:rate_ratio_adjusted"),
                               _cell(part, n, f"{m}:rate_ratio_adjusted_p"))] for n in names]
-        voice = [[t, VOICE_TERMS[t][2], _ratio_text(_cell(part, t, f"{m}:voice_effect"), _cell(part, t, f"{m}:voice_effect_p"))]
+        voice = [[t, VOICE_TERMS[t][2], _ratio_text(_cell(part, t, f"{m}:voice_effect"),
+                                                    _cell(part, t, f"{m}:voice_effect_p"))]
                  for t in VOICE_TERMS if _cell(part, t, f"{m}:voice_effect") is not None]
         body = (markdown_table(["Condition", "F/M", "F/M after voice"], table) + "\n\n"
                 + (markdown_table(["Voice measure", "per", "error-rate ratio"], voice) + "\n" if voice else ""))

@@ -13,8 +13,9 @@ The counting follows the official MuST-SHE evaluation script (FBK, ``mustshe_acc
 
 Groups are the CATEGORY column (1F, 1M, 2F, 2M), the gender form (the category's letter:
 F/M, i.e. the gender the reference requires) and the speaker's gender (SPEAKER column, which
-MuST-SHE spells She/He; GENDER when SPEAKER holds no gender). BLEU against REF and against WRONG-REF (the paper's Table 3) uses
-sacreBLEU (13a, mixed case) on the hypotheses as given (BLEU tokenises by itself).
+MuST-SHE spells She/He; GENDER when SPEAKER holds no gender). BLEU against REF and against
+WRONG-REF (the paper's Table 3) uses sacreBLEU (13a, mixed case) on the hypotheses as given
+(BLEU tokenises by itself).
 """
 from __future__ import annotations
 

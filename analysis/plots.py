@@ -170,7 +170,8 @@ def plot_probes_by_layer(grid: pd.DataFrame, path: str | os.PathLike) -> Path | 
     ax.axhline(50, color="grey", lw=0.8, ls=(0, (1, 4)))  # chance for two balanced classes
     if relative:
         ax.set_xlabel("layer / depth (0 = transformer input, 1 = last layer; depths: "
-                      + ", ".join(f"{c} {d}" for c, d in depth.items() if not str(c).endswith(RANDOM_INIT_SUFFIX)) + ")")
+                      + ", ".join(f"{c} {d}" for c, d in depth.items() if not str(c).endswith(RANDOM_INIT_SUFFIX))
+                      + ")")
     else:
         ax.set_xlabel("layer (0 = transformer input)")
         ax.set_xticks(sorted(int(x) for x in grid["layer"].unique()))

@@ -163,7 +163,8 @@ def design_power(components: dict, n_f: int, n_m: int, shares, checkpoints, seed
     pairs = len(shares) * (len(shares) - 1) // 2
     n_secondary = pairs + 1 if kind == "slope" else pairs - 1    # a slope's curvature test; else the pair is primary
     if df_runs == 0:
-        return DesignPower(kind, None, None, None, None, n_secondary, None, "cannot be estimated: one run per condition")
+        return DesignPower(kind, None, None, None, None, n_secondary, None,
+                           "cannot be estimated: one run per condition")
     terms = [_terms(components, n_f, n_m, k, s, unit) for k, s in zip(ks, ss)]
 
     def test(weights: list[float], level: float) -> tuple[float | None, float, float | None]:

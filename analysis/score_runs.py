@@ -40,7 +40,8 @@ def print_result(r: dict, out=None) -> None:
     norm = f" (norm:{r['normalization']})" if r.get("normalization") else ""
     d = r["delta_rel"]
     print(f"{r['metric'].upper()}{norm}  all {fmt_score(r['all'], ci['all'])}  F {fmt_score(r['F'], ci['F'])}  "
-          f"M {fmt_score(r['M'], ci['M'])}  delta_rel {('+' if d and d > 0 else '') + fmt_score(d, ci['delta_rel'])}", file=out)
+          f"M {fmt_score(r['M'], ci['M'])}  delta_rel {('+' if d and d > 0 else '') + fmt_score(d, ci['delta_rel'])}",
+          file=out)
     print(f"n_utts F={r['n_utts']['F']} M={r['n_utts']['M']}  n_speakers F={r['n_speakers']['F']} "
           f"M={r['n_speakers']['M']}", file=out)
     for g in ("F", "M"):
@@ -99,7 +100,8 @@ def score_st_run(*, refs: str, out: str, model: str, meta: dict, run: dict, test
     name = name or Path(str(meta.get("ssl_checkpoint") or meta.get("feature_index") or model)).stem
     config = {"st_model": str(Path(model).resolve()), "layer": meta.get("layer"),
               "runtime": runtime,
-              "preset": meta.get("preset_name"), "beam": run["beam"], "test": [str(Path(t).resolve()) for t in test] if isinstance(test, list) else str(Path(test).resolve()),
+              "preset": meta.get("preset_name"), "beam": run["beam"],
+              "test": [str(Path(t).resolve()) for t in test] if isinstance(test, list) else str(Path(test).resolve()),
               "corpus": corpus, "test_split": test_split, "bootstrap": bootstrap, "seed": seed}
     return score_translation(refs=refs, hyps=out, speakers=test, lang_pair=f"{meta['src_lang']}-{meta['tgt_lang']}",
                              mustshe=mustshe, bootstrap=bootstrap, seed=seed, db=db, checkpoint=name, subset=subset,

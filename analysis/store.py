@@ -223,7 +223,8 @@ class ResultsStore:
         for kind, name, table in self.conn.execute("SELECT type, name, tbl_name FROM sqlite_master"):
             auto = kind == "index" and name.startswith("sqlite_autoindex_") and table in ("runs", "steps", "scores")
             if (kind, name) not in own and not auto and not name.startswith("sqlite_stat"):
-                raise UserError(f"not a gendergap results DB: it holds a{'n' if kind == 'index' else ''} {kind} {printable(name)[:60]!r} that gendergap never "
+                raise UserError(f"not a gendergap results DB: it holds a{'n' if kind == 'index' else ''} {kind} "
+                                f"{printable(name)[:60]!r} that gendergap never "
                                 "creates: refusing to open it", path=self.path,
                                 fix=f"export the rows (sqlite3 {self.path} .dump > rows.sql), delete the CREATE "
                                     f"{kind.upper()} statement from rows.sql, load it into a new DB (sqlite3 NEW.db "

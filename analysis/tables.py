@@ -338,7 +338,8 @@ def st_layout(t: pd.DataFrame) -> tuple[list[str], list[list[str]]]:
 
 
 PRETRAINING_HEADER = ["Model", "Family", "Params", "Layers", "# updates", "# hours", "M, %", "F, %", "U, %"]
-PRETRAINING_CAPTION = ("Pre-trained self-supervised models: family (transformers model type), parameters and transformer layers, number of "
+PRETRAINING_CAPTION = ("Pre-trained self-supervised models: family (transformers model type), parameters and "
+                       "transformer layers, number of "
                        "updates and hours of pre-training speech, and the share of male (M), female (F) and "
                        "unknown-gender (U) speech in it.")
 

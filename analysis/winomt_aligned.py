@@ -101,7 +101,8 @@ def _nlp(lang: str):
         import spacy
     except ImportError:
         raise UserError("the aligned WinoMT method needs spaCy",
-                        fix=f"pip install spacy {SPACY_MODELS[lang].replace('_', '-')}, or use --method lexicon") from None
+                        fix=f"pip install spacy {SPACY_MODELS[lang].replace('_', '-')}, "
+                        "or use --method lexicon") from None
     try:
         # mt_gender loads the pipeline without parser and NER; the morphologizer is what votes
         return spacy.load(SPACY_MODELS[lang], disable=["parser", "ner", "lemmatizer"])

@@ -149,7 +149,8 @@ def bench_st(args) -> None:
                args.updates, "update", f"largest difference of the averaged models: {diff:.1e}")
 
 
-KEEP_SUBNORMALS = "import torch\ntorch.set_flush_denormal = lambda on: False   # the processes before: subnormals kept\n"
+KEEP_SUBNORMALS = ("import torch\ntorch.set_flush_denormal = lambda on: False   "
+                   "# the processes before: subnormals kept\n")
 
 
 def last_train_loss(log: Path) -> str:

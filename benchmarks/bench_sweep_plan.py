@@ -72,7 +72,8 @@ def main() -> None:
         small = best(big_config(d, max(1, a.checkpoints // 10)), d / "out-small", a.repeats)
         big = best(big_config(d, a.checkpoints), d / "out", a.repeats)
     for label, r in (("small", small), ("big", big)):
-        print(f"{label:5s} {r['jobs']:5d} jobs in {r['arrays']:3d} arrays: load {r['load']:.3f} s, plan {r['plan']:.3f} s, "
+        print(f"{label:5s} {r['jobs']:5d} jobs in {r['arrays']:3d} arrays: load {r['load']:.3f} s, "
+              f"plan {r['plan']:.3f} s, "
               f"dry-run states {r['states']:.3f} s, arrays {r['arrays_s']:.3f} s; total {r['total']:.3f} s "
               f"({r['jobs'] / r['total']:.0f} jobs/s)")
     linear = small["total"] * big["jobs"] / small["jobs"]

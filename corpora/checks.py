@@ -188,7 +188,8 @@ def gender_findings(table: str | os.PathLike, corpus: str | None) -> list[Findin
     rows = loaded.select(corpus=corpus).rows
     if rows.empty:
         return [Finding(f"corpus {corpus!r} has no rows in {Path(table).name} (its corpora: "
-                        f"{', '.join(sorted(loaded.rows['corpus'].unique())[:8])})", "set the task's corpus to one of those")]
+                        f"{', '.join(sorted(loaded.rows['corpus'].unique())[:8])})",
+                        "set the task's corpus to one of those")]
     lacking = sorted({"F", "M"} - set(rows["gender"]))
     if lacking:
         return [Finding(f"{corpus or 'the table'} has no {' or '.join(lacking)} speakers: a gender probe needs both",
@@ -207,7 +208,8 @@ def manifest_findings(table: str | os.PathLike, corpus: str | None, split: str, 
     rows = loaded.select(corpus=corpus).rows
     if corpus is not None and rows.empty:
         return [Finding(f"pretraining.corpus {corpus!r} has no rows in {Path(table).name} (its corpora: "
-                        f"{', '.join(sorted(loaded.rows['corpus'].unique())[:8])})", "set pretraining.corpus to one of those")]
+                        f"{', '.join(sorted(loaded.rows['corpus'].unique())[:8])})",
+                        "set pretraining.corpus to one of those")]
     rows = loaded.select(corpus=corpus, split=split).rows
     if rows.empty:
         return [Finding(f"no rows in split {split!r} (pretraining.split) of {corpus or 'the table'}",

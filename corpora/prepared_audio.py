@@ -15,9 +15,10 @@ Resumable: each file is written to a temp name beside it and ``os.replace``d, so
 leaves only whole files; the next run skips those and redoes the rest. An entry is used only when
 it verifies (the cache is handed data like any other): a regular file, not a symlink, with the size,
 mtime and header frames its index row recorded at write time, or, unindexed, one that decodes whole;
-anything else is rebuilt, and frame counts are read from the file, never taken from the index. ``index.tsv`` (the cache's library: key -> file, frames, source identity) is
-merged under a lock at the end of each run; files a killed run wrote but did not index are
-found by name and indexed from their headers.
+anything else is rebuilt, and frame counts are read from the file, never taken from the index.
+``index.tsv`` (the cache's library: key -> file, frames, source identity) is merged under a
+lock at the end of each run; files a killed run wrote but did not index are found by name and
+indexed from their headers.
 
     cache = AudioCache("runs/prepared-audio", Target(16000, "flac"))
     done = cache.prepare([Source("/cv/clips/a.mp3"), Source("/mtedx/talk.flac", start=8000, frames=32000)], jobs=4)

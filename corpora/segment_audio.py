@@ -34,7 +34,8 @@ def read_native(path: str, offset: float, duration: float) -> tuple[np.ndarray, 
         seconds = (frames if frames >= 0 else max(info.frames - start, 0)) / native
         if seconds > MAX_UTTERANCE_SECONDS:
             raise UserError(f"one utterance of {seconds:,.0f} s (at most {MAX_UTTERANCE_SECONDS:,.0f} s are read at "
-                            "once)", path=path, fix="segment the recording: give each utterance its offset and duration")
+                            "once)", path=path,
+                            fix="segment the recording: give each utterance its offset and duration")
         if hasattr(src, "seek"):
             src.seek(0)
         wav, _ = sf.read(src, start=start, frames=frames, dtype="float32", always_2d=True)

@@ -163,9 +163,11 @@ def table1(summary: pd.DataFrame) -> pd.DataFrame:
     label = " / ".join(genders)
     out = pd.DataFrame({
         "Dataset": summary["corpus"],
-        f"Duration ({label})": summary.apply(lambda r: " / ".join(hours_minutes(r[f"seconds_{g}"]) for g in genders), axis=1),
+        f"Duration ({label})": summary.apply(lambda r: " / ".join(hours_minutes(r[f"seconds_{g}"]) for g in genders),
+                                             axis=1),
         f"# speakers ({label})": summary.apply(lambda r: " / ".join(str(r[f"speakers_{g}"]) for g in genders), axis=1),
-        f"# utterances ({label})": summary.apply(lambda r: " / ".join(str(r[f"utterances_{g}"]) for g in genders), axis=1),
+        f"# utterances ({label})": summary.apply(lambda r: " / ".join(str(r[f"utterances_{g}"]) for g in genders),
+                                                 axis=1),
     })
     if group:
         out[group.capitalize()] = summary[group]

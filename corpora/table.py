@@ -213,7 +213,8 @@ def read_table(path: str | os.PathLike, validate: bool = True) -> pd.DataFrame:
     """Read an utterance table TSV. Non-UTF-8 bytes are a UserError naming the line."""
     path = Path(path)
     if not path.is_file():
-        raise UserError("no such utterance table", path=path, fix="check the path, or build one with `gendergap corpus index`")
+        raise UserError("no such utterance table", path=path,
+                        fix="check the path, or build one with `gendergap corpus index`")
     text = read_utf8(path, "utterance table")
     if not text.strip():
         raise UserError("empty utterance table", path=path, line=1, fix="the first line must be the header")
@@ -222,7 +223,8 @@ def read_table(path: str | os.PathLike, validate: bool = True) -> pd.DataFrame:
         df = pd.read_csv(io.StringIO(text), sep="\t", dtype=str, keep_default_na=False,
                          quoting=csv.QUOTE_NONE)
     except pd.errors.ParserError as e:
-        raise UserError(f"malformed TSV ({e})", path=path, fix="one row per line, tab-separated, same number of fields as the header") from None
+        raise UserError(f"malformed TSV ({e})", path=path,
+                        fix="one row per line, tab-separated, same number of fields as the header") from None
     if validate:
         validate_table(df, path)
     return _coerce_types(df) if set(COLUMNS) <= set(df.columns) else df

@@ -351,11 +351,13 @@ class CTCBrain(sb.Brain):
     def _save_checkpoint(self, meta: dict) -> None:
         meta = self._meta(meta)
         if not getattr(self, "stopped_mid_epoch", False):
-            self.checkpointer.save_and_keep_only(meta=meta, min_keys=[self.select_key] if self.select_key in meta else None)
+            self.checkpointer.save_and_keep_only(meta=meta,
+                                                 min_keys=[self.select_key] if self.select_key in meta else None)
             return
         # SpeechBrain resets step/avg_train_loss after the epoch loop, and the loop has already
         # fetched the next batch before it noticed the limit: put back the values at the stop.
-        saved = {"step": self.step, "avg_train_loss": self.avg_train_loss, "num_yielded": self._train_iterator_position()}
+        saved = {"step": self.step, "avg_train_loss": self.avg_train_loss,
+                 "num_yielded": self._train_iterator_position()}
         self._set_counters(self._counters_at_stop)
         try:
             self.checkpointer.save_and_keep_only(meta={**meta, INTRA_EPOCH_CKPT_FLAG: True}, end_of_epoch=False,

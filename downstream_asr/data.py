@@ -85,7 +85,8 @@ def oov_report(df: pd.DataFrame, enc) -> dict:
     counts = Counter(ch for t in df["text"] for ch in t if ch not in enc.lab2ind)
     n_chars = int(df["text"].str.len().sum())
     return {"unknown_chars": dict(counts.most_common()), "n_unknown": int(sum(counts.values())),
-            "n_chars": n_chars, "utts_with_unknown": int(df["text"].map(lambda t: any(c not in enc.lab2ind for c in t)).sum())}
+            "n_chars": n_chars,
+            "utts_with_unknown": int(df["text"].map(lambda t: any(c not in enc.lab2ind for c in t)).sum())}
 
 
 def audio_dataset(df: pd.DataFrame, enc, sample_rate: int = 16000):

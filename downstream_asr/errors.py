@@ -56,7 +56,8 @@ def is_out_of_memory(exc: BaseException) -> bool:
 def oom_error(exc: BaseException, option: str, value, where: str = "training") -> UserError:
     """The one-line error for running out of memory with ``option``=``value`` (a batch size)."""
     # torch's first two sentences: what ran out, and how much was asked for
-    first = ". ".join(str(exc).strip().splitlines()[0].split(". ")[:2])[:200] if str(exc).strip() else type(exc).__name__
+    first = (". ".join(str(exc).strip().splitlines()[0].split(". ")[:2])[:200] if str(exc).strip()
+             else type(exc).__name__)
     try:
         smaller = f"{option}={float(value) / 2:g}"
     except (TypeError, ValueError):

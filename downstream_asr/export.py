@@ -145,7 +145,8 @@ def export_run(run_dir: str | os.PathLike, out: str | os.PathLike, *, trust: boo
         shutil.copyfile(run_dir / "vocab.txt", stage / "label_encoder.txt")
         write_text(stage / "hyperparams.yaml", render_yaml(values))
         meta = {"format": FORMAT, "values": values, "name": run.get("ckpt_name") or run["ssl"]["name"],
-                "checkpoint": checkpoint, "text_norm": run["text_norm"], "text_norm_name": run["text_norm_name"], "ssl": run["ssl"]}
+                "checkpoint": checkpoint, "text_norm": run["text_norm"], "text_norm_name": run["text_norm_name"],
+                "ssl": run["ssl"]}
         write_json(stage / MARKER, meta)
         write_text(stage / "README.md", model_card(run_dir, run, meta, registry, commands))
         swap_in_dir(stage, out)
@@ -195,7 +196,8 @@ def model_card(run_dir: Path, run: dict, meta: dict, registry: str | None, comma
     scores = sorted(run_dir.glob("*.wer.json"))
     lines += ["## WER per gender (speaker-level bootstrap 95 % CIs)", ""]
     if scores:
-        lines += ["| test set | all | F | M | Δrel (F vs M, %) | utts F/M | speakers F/M |", "|---|---|---|---|---|---|---|"]
+        lines += ["| test set | all | F | M | Δrel (F vs M, %) | utts F/M | speakers F/M |",
+                  "|---|---|---|---|---|---|---|"]
         for p in scores:
             r = read_json(p, "score file", shape=dict)
             ci = r.get("ci") or {}
@@ -206,7 +208,8 @@ def model_card(run_dir: Path, run: dict, meta: dict, registry: str | None, comma
         lines += ["", f"Signature: `{printable(read_json(scores[0], 'score file', shape=dict).get('signature'))}`"]
     else:
         lines.append("Not scored yet: `gendergap asr decode --model RUN --test test.csv` writes test.wer.json.")
-    lines += ["", "## How it was made", "", "```"] + (commands or ["gendergap asr finetune ... (see run.json)"]) + ["```", ""]
+    lines += (["", "## How it was made", "", "```"] + (commands or ["gendergap asr finetune ... (see run.json)"])
+              + ["```", ""])
     return "\n".join(lines)
 
 

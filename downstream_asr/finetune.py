@@ -97,7 +97,8 @@ def run_ssl_folder(out_dir: Path, run: dict) -> Path:
     found = locate(out_dir, run.get("ssl_folder"), run.get("ssl_folder_abs"))
     if found is None:
         raise UserError(f"the transformers folder this run was built on is gone ({run.get('ssl_folder')!r} in the run "
-                        f"directory, or {run.get('ssl_folder_abs') or run.get('ssl_folder')})", path=out_dir / "run.json",
+                        f"directory, or {run.get('ssl_folder_abs') or run.get('ssl_folder')})",
+                        path=out_dir / "run.json",
                         fix="copy the run directory whole (with its ssl_hf/), or put the folder back")
     return found
 

@@ -2,9 +2,10 @@
 
 Features of a frozen wav2vec 2.0 checkpoint come from the feature store
 (ssl_pretrain.feature_store: extracted once per checkpoint and rows, shared with ST and the
-probes, on the run's device and precision); the model reads either one layer or all of them through a learned softmax-weighted sum (s3prl's "weighted sum": each
-layer layer-normalised per frame or standardised with the training set's statistics, one scalar
-weight per layer), then projection -> TDNN layers and/or BiLSTM -> softmax over characters,
+probes, on the run's device and precision); the model reads either one layer or all of them
+through a learned softmax-weighted sum (s3prl's "weighted sum": each layer layer-normalised
+per frame or standardised with the training set's statistics, one scalar weight per layer),
+then projection -> TDNN layers and/or BiLSTM -> softmax over characters,
 CTC. Batches group utterances of similar length (SpeechBrain's DynamicBatchSampler). Budgets,
 resume, checkpoints and decoding are shared with the fine-tuning recipe (downstream_asr/common.py).
 

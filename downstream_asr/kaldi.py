@@ -37,7 +37,8 @@ def kaldi_export(view, table: pd.DataFrame, audio_paths: list[str], out_dir: str
     from manifests.export_kaldi import export_kaldi_dir, kaldi_utt_ids, validate_kaldi_dir
     from ssl_pretrain.feature_store import write_kaldi
     if repeat not in (1, 2):
-        raise UserError(f"repeat={repeat}: frames are repeated 1x (20 ms) or 2x (10 ms)", fix="use --repeat-frames or not")
+        raise UserError(f"repeat={repeat}: frames are repeated 1x (20 ms) or 2x (10 ms)",
+                        fix="use --repeat-frames or not")
     if len(view.layers) != 1:
         raise UserError(f"Kaldi archives hold one matrix per utterance, not {len(view.layers)} layers",
                         fix="pick one --layer")
@@ -105,7 +106,8 @@ def kaldi_import(*, text: str | None = None, ctm: str | None = None, out: str | 
     many) -- scoring then counts their words as deletions instead of failing.
     """
     if (text is None) == (ctm is None):
-        raise UserError("give exactly one of --text and --ctm", fix="e.g. --text exp/.../scoring_kaldi/penalty_0.0/10.txt")
+        raise UserError("give exactly one of --text and --ctm",
+                        fix="e.g. --text exp/.../scoring_kaldi/penalty_0.0/10.txt")
     ids, order, segs = _data_dir_maps(Path(data_dir) if data_dir else None)
     if text is not None:
         hyps = _text_hyps(Path(text), ids, data_dir=data_dir)

@@ -71,7 +71,8 @@ def _hf_kind(path: Path) -> str:
         MODEL_FOR_CTC_MAPPING_NAMES,
         MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES,
     )
-    cfg = read_json(path / "config.json", "config.json", shape=dict, max_bytes=16 << 20, fix="copy the model folder again")
+    cfg = read_json(path / "config.json", "config.json", shape=dict, max_bytes=16 << 20,
+                    fix="copy the model folder again")
     model_type, archs = cfg.get("model_type"), cfg.get("architectures") or []
     if model_type in MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES and not any("CTC" in a for a in archs):
         return "hf-seq2seq"

@@ -99,7 +99,8 @@ def check_overrides(overrides: dict, kind: str, path: Path | None = None, marks:
             if isinstance(template[key], dict):
                 if not isinstance(value, dict):
                     raise UserError(f"hyper-parameter '{'.'.join(here)}' is a mapping in the recipe, got {value!r}",
-                                    path=path, line=(marks or {}).get(here), fix=f"e.g. {key}.{next(iter(template[key]))}=...")
+                                    path=path, line=(marks or {}).get(here),
+                                    fix=f"e.g. {key}.{next(iter(template[key]))}=...")
                 walk(value, template[key], here)
     walk(overrides, known, ())
     for key, allowed in CHOICES.items():   # one of a few words: refused here, so a sweep's dry run finds it
@@ -215,7 +216,8 @@ def locate(out_dir, recorded: str | None, original: str | None = None) -> Path |
 
 
 def prepare_run(ssl: dict, train_csv, out_dir, hparams_file=None, overrides: dict | None = None,
-                data_root: str | None = None, *, kind: str, extra: dict | None = None) -> tuple[dict, "object", "object"]:
+                data_root: str | None = None, *, kind: str,
+                extra: dict | None = None) -> tuple[dict, "object", "object"]:
     """Create or re-open a run directory: check the overrides, build or check the vocabulary.
 
     ``overrides``: plain KEY: VALUE values (a ``hparams_file`` of them first, ``overrides`` win).

@@ -92,7 +92,8 @@ def transcribe_table(model: Transcriber, rows, out_dir: str | os.PathLike, *, na
     batches = length_buckets(rows["duration"].astype(float).tolist(), batch_seconds, max_batch_size)
     todo = [b for b in batches if not all(ids[i] in done for i in b)]
     if done:
-        log.info("resuming: %d of %d utterances already transcribed, %d batch(es) to go", len(done), len(ids), len(todo))
+        log.info("resuming: %d of %d utterances already transcribed, %d batch(es) to go", len(done), len(ids),
+                 len(todo))
     t0, ran = time.monotonic(), 0
     with open(partial, "a", encoding="utf-8") as f, \
             tqdm(total=len(ids), initial=len(ids) - sum(len(b) for b in todo), unit="utt", disable=not progress,

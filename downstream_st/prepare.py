@@ -59,7 +59,8 @@ class FeatureSource:
         if self.expect_sha256 and self.ssl_sha256 and self.expect_sha256 != self.ssl_sha256:
             # a copied or moved run dir whose checkpoint name now means another model: its
             # features would not be the ones the ST model was trained on
-            raise UserError(f"the SSL checkpoint {self.model.spec!r} is now {ref.path} (sha256 {self.ssl_sha256[:12]}); "
+            raise UserError(f"the SSL checkpoint {self.model.spec!r} is now {ref.path} "
+                            f"(sha256 {self.ssl_sha256[:12]}); "
                             f"the ST model was trained on features of sha256 {self.expect_sha256[:12]}",
                             path=ref.path, fix="pass --registry (or restore the checkpoint) naming the model it "
                             "was trained on")

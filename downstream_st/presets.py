@@ -205,8 +205,8 @@ def on_device(cfg: dict, device: str, precision: str) -> dict:
     activations with an fp32 master copy in the optimizer and dynamic loss scaling, for training
     only: fairseq-generate's ``--fp16`` halves the model but feeds it the data's fp32 features
     ("Input type (float) and bias type (c10::Half) should be the same"; `st decode` of an fp16
-    run failed so on an H100), so decoding runs in fp32 on the GPU. bf16 is refused: fairseq 0.12's ``--bf16`` switches on TPU
-    mode (``--tpu``), which needs torch_xla.
+    run failed so on an H100), so decoding runs in fp32 on the GPU. bf16 is refused: fairseq 0.12's
+    ``--bf16`` switches on TPU mode (``--tpu``), which needs torch_xla.
     """
     if precision == "bf16":
         raise UserError("fairseq (0.12) cannot train or decode in bf16 off a TPU: its --bf16 implies --tpu",

@@ -114,7 +114,8 @@ def _check_before_decoding(model: str, meta: dict, trust: bool) -> None:
     check_model_files(model, meta, trust)
 
 
-def decode_model(*, model: str, test: str | list[str], out: str, test_split: str | None = None, corpus: str | None = None,
+def decode_model(*, model: str, test: str | list[str], out: str, test_split: str | None = None,
+                 corpus: str | None = None,
                  beam: int | None = None, feature_store: str | None = None, features_index: str | None = None,
                  device: str | None = None, precision: str | None = None, registry: str | None = None,
                  references: bool = True, trust: bool = False) -> dict:

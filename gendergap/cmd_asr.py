@@ -101,12 +101,13 @@ examples:
   gendergap asr kaldi-export --ckpt F-tiny --layer 6 --table test.tsv --out kaldi/test --repeat-frames
   gendergap asr kaldi-export --ckpt F-tiny --layer last --table data/utterances.tsv --split train --out kaldi/train
 """
-KALDI_IMPORT = """\
+KALDI_IMPORT = ("""\
 examples:
   gendergap asr kaldi-import --text exp/decode/scoring/10.tra.txt --data-dir kaldi/test --out hyp.tsv
-  gendergap asr kaldi-import --text kaldi/test/text --data-dir kaldi/test --out ref.tsv   # the references, ids mapped back
+  gendergap asr kaldi-import --text kaldi/test/text --data-dir kaldi/test --out ref.tsv   """
+                """# the references, ids mapped back
   gendergap score asr --refs ref.tsv --hyps hyp.tsv --speakers test.tsv                     # then score it per gender
-"""
+""")
 
 
 def register(subparsers, group: str, help: str) -> None:
@@ -143,9 +144,11 @@ def register(subparsers, group: str, help: str) -> None:
              lambda a: call(asr_decode, a), DECODE)
     q.add_argument("--model", required=True, help="the --out directory of `asr finetune` or `asr frozen`")
     q.add_argument("--test", required=True, help="SpeechBrain CSV to decode")
-    q.add_argument("--name", default=None, type=path_name("--name"), help="output name: NAME.hyp.tsv / NAME.ref.tsv (default: the CSV's stem)")
+    q.add_argument("--name", default=None, type=path_name("--name"),
+                   help="output name: NAME.hyp.tsv / NAME.ref.tsv (default: the CSV's stem)")
     q.add_argument("--data-root", default=None, help="replaces $data_root in the CSV's wav paths")
-    q.add_argument("--ckpt-name", default=None, type=path_name("--ckpt-name"), help="checkpoint name for the results DB (default: from the run)")
+    q.add_argument("--ckpt-name", default=None, type=path_name("--ckpt-name"),
+                   help="checkpoint name for the results DB (default: from the run)")
     q.add_argument("--device", default=None, help="auto|cpu|cuda|cuda:N (default: the device the run trained on)")
     q.add_argument("--precision", default=None, choices=("fp32", "fp16", "bf16"),
                    help="autocast precision (default: the run's)")
@@ -173,7 +176,8 @@ def _add_kaldi_leaves(leaf) -> None:
     q.add_argument("--batch-seconds", type=float, default=60.0, help="padded seconds of audio per extraction batch")
     add_model_options(q)
 
-    q = leaf("kaldi-import", "Kaldi decoding output (text or CTM) -> hypothesis file id<TAB>text", run_kaldi_import, KALDI_IMPORT)
+    q = leaf("kaldi-import", "Kaldi decoding output (text or CTM) -> hypothesis file id<TAB>text", run_kaldi_import,
+             KALDI_IMPORT)
     src = q.add_mutually_exclusive_group(required=True)
     src.add_argument("--text", help="Kaldi text output: `utt word word ...` per line")
     src.add_argument("--ctm", help="CTM: `utt-or-rec channel start dur word [conf]` per line")
@@ -184,14 +188,16 @@ def _add_kaldi_leaves(leaf) -> None:
 
 
 def _ckpt_options(q) -> None:
-    q.add_argument("--ckpt", required=True, help="checkpoint name in the registry, or a path (.pt or transformers folder)")
+    q.add_argument("--ckpt", required=True,
+                   help="checkpoint name in the registry, or a path (.pt or transformers folder)")
     q.add_argument("--registry", default=None, help="checkpoint registry JSON (default: runs/checkpoints.json)")
 
 
 def _train_options(q, default_yaml: str) -> None:
     q.add_argument("--train", required=True, help="training SpeechBrain CSV")
     q.add_argument("--valid", required=True, help="validation SpeechBrain CSV (best checkpoint by its WER)")
-    q.add_argument("--out", type=out_dir("--out"), required=True, help="run directory; running again with the same one resumes")
+    q.add_argument("--out", type=out_dir("--out"), required=True,
+                   help="run directory; running again with the same one resumes")
     q.add_argument("--hparams", default=None, metavar="FILE",
                    help=f"a YAML file of plain KEY: VALUE hyperparameter overrides (e.g. `lr: 1.0e-3`), applied over "
                         f"the recipe's template {default_yaml}; read as data, never as HyperPyYAML. KEY=VALUE "

@@ -84,8 +84,10 @@ def add_leaves(leaf) -> None:
     q.add_argument("--per-corpus", action="store_true",
                    help="score each corpus of the table apart (rows NAME@CORPUS: one per model x corpus x gender); "
                         "the model still runs once")
-    q.add_argument("--out", type=out_dir("--out"), required=True, help="folder for NAME.hyp.tsv, NAME.ref.tsv, NAME.wer.json")
-    q.add_argument("--name", default=None, type=path_name("--name"), help="file stem in --out and checkpoint name in the DB "
+    q.add_argument("--out", type=out_dir("--out"), required=True,
+                   help="folder for NAME.hyp.tsv, NAME.ref.tsv, NAME.wer.json")
+    q.add_argument("--name", default=None, type=path_name("--name"),
+                   help="file stem in --out and checkpoint name in the DB "
                    "(default: the model folder's name for files: the split)")
     q.add_argument("--language", default=None, help="source language of a sequence-to-sequence model (Whisper: fr)")
     q.add_argument("--task", default="transcribe", choices=("transcribe", "translate"),
@@ -100,7 +102,8 @@ def add_leaves(leaf) -> None:
     q.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_model_options(q, store=False)
     q.add_argument("--db", default=None, help="store the per-gender WER rows in this results DB")
-    q.add_argument("--subset", default=None, type=path_name("--subset"), help="subset label of the stored rows (default: the split)")
+    q.add_argument("--subset", default=None, type=path_name("--subset"),
+                   help="subset label of the stored rows (default: the split)")
     q.add_argument("--mustshe", default=None, metavar="TSV",
                    help="--task translate: also score MuST-SHE gender accuracy on this TSV (rows: task mustshe)")
     q.add_argument("--bootstrap", type=resamples("--bootstrap"), default=1000,
@@ -111,7 +114,8 @@ def add_leaves(leaf) -> None:
              lambda a: call(asr_export, a))
     q.epilog = EXPORT_EPILOG
     q.add_argument("run", metavar="RUN", help="the --out directory of `gendergap asr finetune`")
-    q.add_argument("--out", type=out_dir("--out"), required=True, help="the folder to write (an earlier export there is replaced)")
+    q.add_argument("--out", type=out_dir("--out"), required=True,
+                   help="the folder to write (an earlier export there is replaced)")
     q.add_argument("--registry", default=None, help="checkpoint registry for the model card's pretraining data "
                    "(default: runs/checkpoints.json)")
     q.add_argument("--trust-checkpoint", action="store_true",

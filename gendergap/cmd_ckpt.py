@@ -189,7 +189,8 @@ def _add_registry_leaves(sub) -> None:
                        "--out is written whole; an existing folder is replaced only if it is an earlier conversion.",
                        epilog=EXAMPLES["convert"], formatter_class=argparse.RawDescriptionHelpFormatter)
     c.add_argument("checkpoint", help="registered NAME or PATH of a fairseq .pt")
-    c.add_argument("--out", type=out_dir("--out"), required=True, help="output folder (config.json, model.safetensors, ...)")
+    c.add_argument("--out", type=out_dir("--out"), required=True,
+                   help="output folder (config.json, model.safetensors, ...)")
     add_trust_option(c)
     c.set_defaults(func=run_convert)
 
@@ -237,7 +238,8 @@ def _add_model_leaves(sub) -> None:
     f.add_argument("--table", required=True, action="append", help="utterance table (TSV); repeat it for several: "
                    "they are merged as `corpus merge` does")
     f.add_argument("--split", help="only rows of this split")
-    f.add_argument("--out", type=out_dir("--out"), default=None, help="also export the features into this dir (see --format)")
+    f.add_argument("--out", type=out_dir("--out"), default=None,
+                   help="also export the features into this dir (see --format)")
     f.add_argument("--format", choices=("npy", "kaldi"), default="npy",
                    help="export format: npy ([T, D] per utterance, [L, T, D] for several layers; features.tsv "
                         "index) or kaldi (feats.ark/scp, one layer)")

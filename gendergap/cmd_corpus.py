@@ -58,14 +58,15 @@ examples:
   gendergap corpus measure cv_fr.tsv --split test --corpus cv-fr --out cv.tsv --speakers cv.speakers.tsv
 """
 
-INDEX_DESCRIPTION = """\
+INDEX_DESCRIPTION = ("""\
 Index one corpus into an utterance table. Durations and sample rates come from the audio
 headers (read in parallel, never decoded; only float-coded wavs, the one kind that can hold
 NaN/Inf samples, are also scanned for them). Gender labels are normalised to F/M/U (the raw label
 is kept in gender_raw; an unknown label is reported and mapped to U). Any problem -- missing or
 corrupt audio, NaN/Inf samples, a rate or channel count not accepted, a duplicate id, non-UTF-8
 text, an unbalanced quote in a CSV, a segment past the end of its recording -- stops with one
-line naming the file and line; nothing is written then. Known defects of released corpora are handled, counted and summarised in one
+line naming the file and line; nothing is written then. Known defects of released corpora are """
+                     """handled, counted and summarised in one
 warning line instead: a zero-byte Common Voice clip is skipped, an mTEDx/MuST-C segment running
 past the end of its talk is trimmed, a speaker missing from a gender list is U; --strict makes
 each of them an error. docs/bad-inputs.md lists every case.
@@ -116,7 +117,8 @@ is reported, with a warning when some or all did not.
 examples:
   gendergap corpus index --kind mls --root mls_french --split train,dev --out mls_fr.tsv
   gendergap corpus index --kind commonvoice --root cv-corpus-17.0/fr --split train --out cv_fr.tsv
-  gendergap corpus index --kind mustc --root MUSTC_v1.0 --tgt-lang de --speaker-genders MuST-Speakers.tsv --out mustc.tsv
+  gendergap corpus index --kind mustc --root MUSTC_v1.0 --tgt-lang de --speaker-genders MuST-Speakers.tsv """
+                     """--out mustc.tsv
   gendergap corpus index --kind generic --root meta.csv --map audio=path,speaker=spk,gender=sex --out t.tsv
   gendergap corpus index --kind covost2 --root covost_tsv --cv-root cv-corpus-4-2019-12-10/fr \\
       --out covost_fr_en.tsv
@@ -131,7 +133,7 @@ examples:
       --speaker-column path --out fleurs_hf.tsv
   gendergap corpus index --kind mustc --root MUSTC_v1.0 --tgt-lang de --speaker-genders MuST-Speakers.tsv \\
       --gender-map 'Multi-Mix=U' --out mustc.tsv
-"""
+""")
 
 MERGE_DESCRIPTION = """Merge utterance tables into one (every command also takes several tables -- `--table` repeated,
 a list in a study config -- and merges them in memory by these same rules; nothing is dropped):
@@ -220,7 +222,8 @@ def register(subparsers, group: str, help_: str) -> None:
     st = sub.add_parser("stats", help="per-gender hours, speakers, utterances (Table 1 layout)",
                         description=STATS_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     st.add_argument("tables", nargs="+", metavar="TABLE.tsv", help="utterance table(s)")
-    st.add_argument("--format", default="text", choices=["text", "csv", "markdown"], help="output format (default text)")
+    st.add_argument("--format", default="text", choices=["text", "csv", "markdown"],
+                    help="output format (default text)")
     st.add_argument("--by", help="group rows by this column (default: style when filled in, else split)")
     st.add_argument("--out", type=out_file("--out"), help="write to this file instead of stdout")
     st.set_defaults(func=run_stats)
@@ -229,7 +232,8 @@ def register(subparsers, group: str, help_: str) -> None:
                         description=MERGE_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     mg.add_argument("tables", nargs="+", metavar="TABLE.tsv", help="utterance tables, in order (the #<n> of a "
                     "renamed id is a table's position here)")
-    mg.add_argument("--out", type=out_file("--out"), required=True, help="merged table to write (TSV); the report goes to OUT.merge.json")
+    mg.add_argument("--out", type=out_file("--out"), required=True,
+                    help="merged table to write (TSV); the report goes to OUT.merge.json")
     mg.add_argument("--gender-map", metavar="LABEL=F|M|U,...", help="re-map gender from gender_raw for these labels, "
                     "e.g. 'Multi-Mix=U,Frau=F'")
     mg.set_defaults(func=run_merge)
@@ -237,7 +241,8 @@ def register(subparsers, group: str, help_: str) -> None:
     ms = sub.add_parser("measure", help="per-utterance voice measures: F0, speaking rate, length, level",
                         description=MEASURE_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     ms.add_argument("table", metavar="TABLE.tsv", help="utterance table")
-    ms.add_argument("--out", type=out_file("--out"), required=True, help="measures to write (TSV, one row per utterance)")
+    ms.add_argument("--out", type=out_file("--out"), required=True,
+                    help="measures to write (TSV, one row per utterance)")
     ms.add_argument("--split", help="only this split's rows (e.g. test; default: every row)")
     ms.add_argument("--corpus", help="only this corpus's rows (the table's corpus column; default: every row)")
     ms.add_argument("--speakers", type=out_file("--speakers"), metavar="FILE.tsv",
@@ -265,7 +270,6 @@ def register(subparsers, group: str, help_: str) -> None:
 
 def _add_index(sub) -> None:
     from corpora.readers import READERS
-
     ix = sub.add_parser("index", help="index a corpus into an utterance table", description=INDEX_DESCRIPTION,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
     ix.add_argument("--kind", required=True, choices=sorted(READERS), help="corpus layout (see above)")
@@ -307,9 +311,12 @@ def _add_index(sub) -> None:
                          "(never run otherwise)")
     ix.add_argument("--path-template", metavar="TEMPLATE", help="generic: audio path from the row, e.g. "
                     "\"{root}/{id[:4]}/{id}.ogg\" ({root}: the file's dir; {COL}, {COL[a:b]}: a column)")
-    ix.add_argument("--supervisions", metavar="FILE", help="lhotse: the SupervisionSet of the RecordingSet --root names")
-    ix.add_argument("--audio-column", metavar="COL", help="hf: the audio column, an Audio feature or paths (default audio)")
-    ix.add_argument("--gender-column", metavar="COL", help="hf: the gender column, labels or a ClassLabel (default gender)")
+    ix.add_argument("--supervisions", metavar="FILE",
+                    help="lhotse: the SupervisionSet of the RecordingSet --root names")
+    ix.add_argument("--audio-column", metavar="COL",
+                    help="hf: the audio column, an Audio feature or paths (default audio)")
+    ix.add_argument("--gender-column", metavar="COL",
+                    help="hf: the gender column, labels or a ClassLabel (default gender)")
     ix.add_argument("--speaker-column", metavar="COL", help="hf: the speaker column (default: speaker_id, client_id or "
                     "speaker, the first there)")
     ix.add_argument("--text-column", metavar="COL", help="hf: the transcript column (default: text, sentence, "
@@ -360,7 +367,8 @@ def run_measure(args) -> int:
         want = getattr(args, col)
         if want is not None:
             if want not in set(rows[col]):
-                raise UserError(f"no rows of {col} {want!r} in this table (it has: {', '.join(sorted(set(table[col])))})",
+                raise UserError(f"no rows of {col} {want!r} in this table "
+                                f"(it has: {', '.join(sorted(set(table[col])))})",
                                 path=args.table, fix=f"pass --{col} one of those")
             rows = rows[rows[col] == want]
     measures = measure_table(rows, args.table, args.cache)
@@ -377,7 +385,8 @@ def run_filter(args) -> int:
     from corpora.filter import filter_table
 
     for s in filter_table(args.table, args.out, args.drop_unknown_gender):
-        print(f"{s['split']}: {s['speakers_dropped']} speaker(s), {s['rows_dropped']} row(s) of unknown gender dropped; "
+        print(f"{s['split']}: {s['speakers_dropped']} speaker(s), {s['rows_dropped']} row(s) "
+              f"of unknown gender dropped; "
               f"{s['speakers_kept']} speaker(s), {s['rows_kept']} row(s) kept")
     print(f"wrote {args.out}")
     return 0

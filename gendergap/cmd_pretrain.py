@@ -74,7 +74,8 @@ PROFILE_NAMES = ("v100-32g", "a100-40g", "a100-80g", "cpu")
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", default="tiny", help="large, base, tiny, or a fairseq hydra yaml file (default tiny)")
     p.add_argument("--manifest", required=True, help="dir with train.tsv (and valid.tsv), fairseq wav2vec format")
-    p.add_argument("--out", type=out_dir("--out"), required=True, help="output dir (checkpoints, log, watchdog journal)")
+    p.add_argument("--out", type=out_dir("--out"), required=True,
+                   help="output dir (checkpoints, log, watchdog journal)")
     p.add_argument("--seed", type=int, default=None, help="fairseq common.seed (default: the preset's)")
     p.add_argument("--check-audio", choices=("sample", "all", "none"), default="sample",
                    help="read audio headers of 200 sampled files (default), of all, or none")
@@ -100,7 +101,8 @@ def run_launch(args) -> int:
     if args.dry_run:
         print(result, end="")
         return 0
-    print(f"submitted job {result.job_id} ({args.executor}); logs in {args.out}/submitit, training log {args.out}/train.log")
+    print(f"submitted job {result.job_id} ({args.executor}); logs in {args.out}/submitit, "
+          f"training log {args.out}/train.log")
     if args.wait:
         out = result.result()
         print(f"done: {json.dumps({k: out[k] for k in ('final_updates', 'lr', 'restarts') if k in out})}")
@@ -168,7 +170,8 @@ def register(subparsers, group: str, help: str) -> None:
     la.add_argument("--mem-gb", type=int, default=None, help="memory per node in GB (default: SLURM's)")
     la.add_argument("--executor", choices=("slurm", "local"), default="slurm",
                     help="slurm (default) or submitit's local executor")
-    la.add_argument("--dry-run", action="store_true", help="print the sbatch script and fairseq command; submit nothing")
+    la.add_argument("--dry-run", action="store_true",
+                    help="print the sbatch script and fairseq command; submit nothing")
     la.add_argument("--wait", action="store_true", help="wait for the job and print its result")
     la.set_defaults(func=run_launch)
 

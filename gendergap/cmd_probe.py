@@ -68,7 +68,8 @@ def register(subparsers, group: str, help: str) -> None:
                    help="registered checkpoint name or path (fairseq .pt or transformers folder); repeat or "
                         "comma-separate for several. Results are filed under the registered name, or for a path "
                         "under its folder (runs/F/checkpoint_best.pt -> F) or file/folder name; see --name")
-    r.add_argument("--name", default=None, type=path_name("--name"), help="file the results under this name (one --ckpt only)")
+    r.add_argument("--name", default=None, type=path_name("--name"),
+                   help="file the results under this name (one --ckpt only)")
     r.add_argument("--registry", default=None, help="checkpoint registry JSON (default runs/checkpoints.json)")
     r.add_argument("--table", required=True, action="append", help="utterance table (TSV) with train/valid/test split "
                    "labels; repeat it for several: they are merged as `corpus merge` does")
@@ -106,5 +107,6 @@ def register(subparsers, group: str, help: str) -> None:
     c.add_argument("--layer", default="last", type=layer_spec("--layer", Layers.one, words=("best",)),
                    help="last (default), best, or a layer number")
     c.add_argument("--subset", default="test", help="evaluation subset of both kinds of rows (default test)")
-    c.add_argument("--out", type=out_dir("--out"), default=None, help="output directory (default: probe_correlation/ next to the DB)")
+    c.add_argument("--out", type=out_dir("--out"), default=None,
+                   help="output directory (default: probe_correlation/ next to the DB)")
     c.set_defaults(func=run_correlate)

@@ -94,12 +94,15 @@ def _add_metric_leaves(sub) -> None:
             q.add_argument("--lowercase", action="store_true", help="case-insensitive (default: case-sensitive)")
         _add_bootstrap_options(q)
         q.add_argument("--level", type=float, default=0.95, help="CI level (default: 0.95)")
-        q.add_argument("--json", type=out_file("--json"), metavar="OUT", default=None, help="write the full result here (JSON)")
+        q.add_argument("--json", type=out_file("--json"), metavar="OUT", default=None,
+                       help="write the full result here (JSON)")
         q.add_argument("--db", default=None, help="also store the rows in this results DB (e.g. runs/results.db)")
-        q.add_argument("--checkpoint", default=None, type=path_name("checkpoint name"), help="model/checkpoint name for --db")
+        q.add_argument("--checkpoint", default=None, type=path_name("checkpoint name"),
+                       help="model/checkpoint name for --db")
         q.add_argument("--task", default=None, type=path_name("--task"), help=f"task name for --db (default: {name})")
         q.add_argument("--lang-pair", default="", help="language pair for --db, e.g. fr-en")
-        q.add_argument("--subset", default="test", type=path_name("--subset"), help="subset name for --db (default: test)")
+        q.add_argument("--subset", default="test", type=path_name("--subset"),
+                       help="subset name for --db (default: test)")
         q.set_defaults(func=run_score, score_kind=name)
 
 
@@ -135,7 +138,8 @@ def _add_delta_and_compare(sub) -> None:
     q.add_argument("--resamples", type=resamples("--resamples", lo=1), default=None,
                    help=f"default: 1000 (bootstrap), 10000 (ar); at most {MAX_RESAMPLES:,}")
     q.add_argument("--seed", type=int, default=12345, help="RNG seed (default: 12345; 0 is a real seed)")
-    q.add_argument("--json", type=out_file("--json"), metavar="OUT", default=None, help="write the test result here (JSON)")
+    q.add_argument("--json", type=out_file("--json"), metavar="OUT", default=None,
+                   help="write the test result here (JSON)")
     q.set_defaults(func=run_compare)
 
 

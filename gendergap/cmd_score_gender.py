@@ -24,7 +24,7 @@ examples:
   gendergap score mustshe --tsv ms.tsv --hyps hyp.txt --json ms.json --db runs/results.db --checkpoint F-tiny
 """
 
-WINOMT_EPILOG = """\
+WINOMT_EPILOG = ("""\
 gold: WinoMT's en.txt (tab-separated: gender, entity index, English sentence, entity profession).
 translations (--format, default auto):
   mt_gender  `English sentence ||| translation` per line, as mt_gender ships its systems'
@@ -36,7 +36,8 @@ translations (--format, default auto):
 
 methods (how the entity's gender is read from the translation):
   aligned  (default) mt_gender's: the English sentence is word-aligned to the translation
-           (eflomal, forward links, the whole set at once; 2,700 sentences/s on one core), the target words aligned to the
+           (eflomal, forward links, the whole set at once; 2,700 sentences/s on one core), """
+                 """the target words aligned to the
            entity and to the article before it are parsed by spaCy (fr/es/it_core_news_sm) and
            their morphological Gender votes. Nothing aligned, or no Gender feature: unknown
            (n_unaligned counts the first). The one difference from mt_gender is the aligner:
@@ -82,7 +83,7 @@ examples:
       --translations mt_gender/translations/google/en-fr.txt --lang fr \\
       --pro mt_gender/data/aggregates/en_pro.txt --anti mt_gender/data/aggregates/en_anti.txt \\
       --reference acl2019 --official-rounding --json google.json
-"""
+""")
 
 
 def add_gender_commands(score_subparsers) -> None:
@@ -134,9 +135,11 @@ def add_gender_commands(score_subparsers) -> None:
 
 def _add_store_options(p) -> None:
     p.add_argument("--db", default=None, help="also store the scores in this results DB (e.g. runs/results.db)")
-    p.add_argument("--checkpoint", default=None, type=path_name("--checkpoint"), help="the checkpoint/model name to file the scores under (with --db)")
+    p.add_argument("--checkpoint", default=None, type=path_name("--checkpoint"),
+                   help="the checkpoint/model name to file the scores under (with --db)")
     p.add_argument("--lang-pair", default="", help="language pair recorded with --db, e.g. en-fr")
-    p.add_argument("--subset", default="test", type=path_name("--subset"), help="subset name recorded with --db (default: test)")
+    p.add_argument("--subset", default="test", type=path_name("--subset"),
+                   help="subset name recorded with --db (default: test)")
 
 
 def _config(args) -> dict:

@@ -26,7 +26,7 @@ features of one layer of a wav2vec 2.0 checkpoint feed a fairseq s2t_transformer
 with Adam (lr 2e-3) and label-smoothed cross-entropy; the last 10 epoch checkpoints are
 averaged and decoded with beam 5; BLEU is scored per speaker gender."""
 
-TRAIN_EPILOG = """\
+TRAIN_EPILOG = ("""\
 what it does:
   1. reads the layer's features from the feature store (--feature-store), extracting them on
      --device in --precision when no entry holds them yet; fr->en, fr->es, fr->pt, frozen ASR
@@ -35,7 +35,8 @@ what it does:
      on the train targets (column tgt_text_<tgt>); training/valid utterances over
      data.max_frames (3,000) feature frames are removed;
   3. runs fairseq-train on --device (--precision fp16: fairseq's --fp16, fp32 master weights and
-     loss scaling; bf16 is refused, fairseq 0.12 ties it to TPUs) (log: OUT/train.log), keeping the last checkpoints (xs: 10 epoch
+     loss scaling; bf16 is refused, fairseq 0.12 ties it to TPUs) (log: OUT/train.log), """
+                """keeping the last checkpoints (xs: 10 epoch
      checkpoints; tiny: 4 saved every 25 updates), and averages them into OUT/checkpoint_avg.pt.
   Running the same command again resumes an interrupted run; a finished one only re-averages.
 
@@ -65,7 +66,7 @@ examples:
       --src en --tgt fr --out runs/st/F-tiny.en-fr --preset tiny max-update=250
   gendergap st train --ckpt LB-1K --layer last --train mtedx_fr-en_train.tsv --valid mtedx_fr-en_valid.tsv \\
       --src fr --tgt en --out runs/st/LB-1K.fr-en --preset xs
-"""
+""")
 
 DECODE_EPILOG = """\
 output: HYP holds `id<TAB>text` lines, detokenised (sentencepiece pieces joined back into
@@ -116,7 +117,8 @@ def register(subparsers, group: str, help: str) -> None:
                         "fr-fr's valid set: e.g. --corpus mtedx-fr-en --valid-corpus mtedx-fr)")
     t.add_argument("--src", required=True, help="source speech language (checked against the table's lang column)")
     t.add_argument("--tgt", required=True, help="target language: the table column tgt_text_<tgt> is the reference")
-    t.add_argument("--out", type=out_dir("--out"), required=True, help="model dir (data/, checkpoints/, checkpoint_avg.pt, train.log, st.json)")
+    t.add_argument("--out", type=out_dir("--out"), required=True,
+                   help="model dir (data/, checkpoints/, checkpoint_avg.pt, train.log, st.json)")
     t.add_argument("--preset", default="tiny", help="xs (the study's), tiny, or a preset YAML file (default tiny)")
     t.add_argument("--seed", type=int, default=None, help="fairseq seed (default: the preset's)")
     t.add_argument("--gpus", type=int, default=1,
@@ -133,7 +135,8 @@ def register(subparsers, group: str, help: str) -> None:
                    help="utterance table with the test rows (repeat for several: merged as `corpus merge` does)")
     d.add_argument("--test-split", default=None, help="keep only rows whose split column is this (e.g. test)")
     d.add_argument("--corpus", default=None, help="keep only rows of this corpus (e.g. synth-fr)")
-    d.add_argument("--out", type=out_file("--out"), required=True, metavar="HYP", help="hypotheses file to write (id<TAB>text)")
+    d.add_argument("--out", type=out_file("--out"), required=True, metavar="HYP",
+                   help="hypotheses file to write (id<TAB>text)")
     d.add_argument("--beam", type=int, default=None, help="beam size (default: the preset's, 5)")
     d.add_argument("--feature-store", default=None, metavar="DIR",
                    help="feature store (default: the one the model was trained with)")
@@ -150,15 +153,19 @@ def register(subparsers, group: str, help: str) -> None:
                    help="speaker bootstrap resamples for CIs (default 1000)")
     d.add_argument("--seed", type=int, default=12345, help="bootstrap seed (default 12345; 0 is a real seed)")
     d.add_argument("--db", default=None, help="store the scores in this results DB (e.g. runs/results.db)")
-    d.add_argument("--name", default=None, type=path_name("--name"), help="checkpoint name for the store (default: the SSL checkpoint's)")
-    d.add_argument("--subset", default="test", type=path_name("--subset"), help="subset name for the store (default test)")
-    d.add_argument("--task", default="st", type=path_name("--task"), help="task name for the store (default st: Table 5; the study files its "
+    d.add_argument("--name", default=None, type=path_name("--name"),
+                   help="checkpoint name for the store (default: the SSL checkpoint's)")
+    d.add_argument("--subset", default="test", type=path_name("--subset"),
+                   help="subset name for the store (default test)")
+    d.add_argument("--task", default="st", type=path_name("--task"),
+                   help="task name for the store (default st: Table 5; the study files its "
                    "en->fr gender set under gender-st)")
     d.set_defaults(func=lambda a: call(st_decode, a))
 
 
 def _feature_options(p, training: bool) -> None:
-    p.add_argument("--ckpt", default=None, help="SSL checkpoint: a registry name, a fairseq .pt or a transformers folder")
+    p.add_argument("--ckpt", default=None,
+                   help="SSL checkpoint: a registry name, a fairseq .pt or a transformers folder")
     p.add_argument("--layer", default="last", type=layer_spec("--layer", Layers.one),
                    help="layer whose output is the feature (0 = CNN projection; default last)")
     add_model_options(p)

@@ -7,7 +7,7 @@ from corpora.base.errors import UserError
 from gendergap.cmd_sweep import TRUST_HELP
 from gendergap.options import out_dir, out_file
 
-DESCRIPTION = """\
+DESCRIPTION = ("""\
 Run the whole study in miniature on the built-in synthetic gendered corpus, on a CPU: generate
 the corpus (12 test voices per gender), build pretraining manifests of five female shares (0, 25,
 50, 75, 100 %), register nine tiny wav2vec 2.0 checkpoints (two pretraining runs per share, one for
@@ -27,10 +27,11 @@ skips finished jobs (a no-op when all are done); a killed study resumes where it
 examples:
   gendergap study                        # everything, into ./study
   gendergap study --out /tmp/s --seed 1
-  gendergap study --pretrain             # pretrain the nine tiny checkpoints too (hours: ~18 CPU-min each, plus seed retries)
+  gendergap study --pretrain             # pretrain the nine tiny checkpoints too (hours: ~18 CPU-min each, """
+               """plus seed retries)
   gendergap study --config configs/mini-full.yaml --out study-full   # longer frozen ASR and fine-tuning
   gendergap study --config my_study.yaml # another study config (see `gendergap sweep --schema`)
-"""
+""")
 
 
 def register(subparsers, group: str, help_: str) -> None:
@@ -38,7 +39,8 @@ def register(subparsers, group: str, help_: str) -> None:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", help="study config YAML (default: configs/mini.yaml, the built-in study)")
     p.add_argument("--out", type=out_dir("--out"), default="study", help="output directory (default: ./study)")
-    p.add_argument("--seed", type=int, default=None, help="seed for corpus, selections and training (default: the config's, 0)")
+    p.add_argument("--seed", type=int, default=None,
+                   help="seed for corpus, selections and training (default: the config's, 0)")
     p.add_argument("--pretrain", action="store_true",
                    help="pretrain the nine tiny checkpoints anew instead of using the shipped ones")
     p.add_argument("--parallel", type=int, default=None, help="jobs at once (default: the config's, 2)")

@@ -11,7 +11,7 @@ from corpora.base.errors import UserError
 from gendergap.options import out_dir
 from gendergap.preflight import preflight
 
-DESCRIPTION = """\
+DESCRIPTION = ("""\
 Expand a study config (checkpoints x tasks x language pairs) into jobs with dependencies and
 run them through submitit: locally (--executor local, N at a time) or as SLURM job arrays with
 per-task resources. Each job is one typed study step (gendergap/steps/). Idempotent: a job whose
@@ -28,7 +28,8 @@ jobs, in dependency order:
 
 examples:
   gendergap sweep --config configs/mini.yaml --dry-run            # validate, print the plan, check the inputs
-  gendergap sweep --config study.yaml --dry-run --variance-from runs/mini   # what it detects, by an earlier study's variance
+  gendergap sweep --config study.yaml --dry-run --variance-from runs/mini   # what it detects, """
+               """by an earlier study's variance
   gendergap sweep --config configs/mini.yaml --out runs/mini      # run it here, 2 jobs at a time
   gendergap sweep --config configs/mini.yaml --only st,report     # ST (and what it needs) only
   gendergap sweep status --config configs/mini.yaml --out runs/mini
@@ -53,7 +54,7 @@ SLURM: each array is throttled to executor.array_parallelism elements at once (%
 sweep while an earlier run's jobs are still queued submits only the rest, and a new job waits on
 its prerequisite's existing SLURM job id (afterok). Jobs are requeued on preemption / time-out
 and resume from their own checkpoints.
-"""
+""")
 
 
 TRUST_HELP = ("unpickle the study's checkpoint files fully (torch.load weights_only=False): its .pt checkpoints and "
@@ -71,7 +72,9 @@ def register(subparsers, group: str, help_: str) -> None:
     p.add_argument("--executor", choices=("local", "slurm"), help="default: the config's executor.name")
     p.add_argument("--parallel", type=int, help="local executor: jobs at once (default: the config's)")
     p.add_argument("--only", help="comma-separated task names (plus the jobs they need, and 'report')")
-    p.add_argument("--dry-run", action="store_true", help="validate the config, print the plan (every job with its resources; under SLURM the job arrays) and "
+    p.add_argument("--dry-run", action="store_true",
+                   help="validate the config, print the plan (every job with its resources; under SLURM the job "
+                   "arrays) and "
                    "what each compared task's design can detect, check every job's inputs against the data (exit 2 on "
                    "any problem) and cost the jobs; run nothing")
     p.add_argument("-v", "--verbose", action="store_true", help="--dry-run: also print each job's step with every "
@@ -80,7 +83,8 @@ def register(subparsers, group: str, help_: str) -> None:
     p.add_argument("--force", action="store_true", help="run even where the cost estimate says a file system "
                    "is too small (the dry run and every real run compare the disk estimate with the free space)")
     p.add_argument("--profile", metavar="FILE", help="throughput profile for the cost estimate (default: "
-                   "~/.cache/gendergap/profile.json from `gendergap bench`, else the measured defaults of docs/measurements.md)")
+                   "~/.cache/gendergap/profile.json from `gendergap bench`, else the measured defaults of "
+                   "docs/measurements.md)")
     p.add_argument("--variance-from", metavar="DIR", help="--dry-run: size each task's minimum detectable difference "
                    "with the variance components an earlier study measured (its folder, or its results DB file) "
                    "instead of the defaults fitted on the built-in study (docs/design-power.md)")

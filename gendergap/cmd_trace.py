@@ -67,7 +67,8 @@ def step_of_record(step: dict):
         kinds = getattr(cls, "KINDS", None) or ((cls.KIND,) if cls.KIND else ())
         if step["kind"] in kinds:
             return cls(name=step["name"], **step["fields"])
-    raise UserError(f"step kind {step['kind']!r} is unknown to this gendergap", fix="trace with the version that made it")
+    raise UserError(f"step kind {step['kind']!r} is unknown to this gendergap",
+                    fix="trace with the version that made it")
 
 
 def _subclasses(cls):

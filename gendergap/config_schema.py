@@ -289,7 +289,8 @@ class Checkpoint(Section):
         sources = [k for k in ("shipped", "path", "registered", "pretrain", "baseline") if getattr(self, k)]
         if len(sources) != 1:
             raise refuse(f"needs exactly one of shipped, path, registered, pretrain, baseline (has "
-                         f"{', '.join(sources) or 'none'})", "e.g. `{shipped: tiny-female}` or `{path: /models/w2v.pt}`")
+                         f"{', '.join(sources) or 'none'})",
+                         "e.g. `{shipped: tiny-female}` or `{path: /models/w2v.pt}`")
         return self
 
 
@@ -373,7 +374,8 @@ class Executor(Section):
     partition: str | None = Field(None, description="SLURM partition")
     account: str | None = Field(None, description="SLURM account")
     qos: str | None = Field(None, description="SLURM quality of service (sbatch --qos)")
-    constraint: str | None = Field(None, description="SLURM node constraint, e.g. v100-32g or a100 (sbatch --constraint)")
+    constraint: str | None = Field(None,
+                                   description="SLURM node constraint, e.g. v100-32g or a100 (sbatch --constraint)")
     setup: list[str] = Field([], description="shell lines each job's sbatch script runs first, e.g. "
                              "[module load cuda/12.1, export HF_HOME=/shared/hf] (`pretrain launch` has none: its job "
                              "inherits the environment of the shell that submits it)")
@@ -416,7 +418,8 @@ def describe(task_models: dict[str, type[TaskBase]]) -> str:
                          f"({'|'.join(task_models)})")
             _task_lines(task_models, lines)
         elif name == "checkpoints":
-            lines.append("checkpoints:        # name -> checkpoint; exactly one of shipped, path, registered, pretrain, baseline")
+            lines.append("checkpoints:        # name -> checkpoint; exactly one of shipped, path, registered, "
+                         "pretrain, baseline")
             model_lines(Checkpoint, 2, lines)
         else:
             field_lines(name, field, 0, lines)

@@ -91,7 +91,8 @@ def load_profile(path: str | os.PathLike | None = None) -> dict:
     data = read_json(p, "throughput profile", shape=dict, max_bytes=1 << 20, fix="run `gendergap bench` again")
     devices = data.get("devices") or {}
     if not isinstance(devices, dict):
-        raise UserError("the throughput profile's 'devices' is not a mapping", path=p, fix="run `gendergap bench` again")
+        raise UserError("the throughput profile's 'devices' is not a mapping", path=p,
+                        fix="run `gendergap bench` again")
     out = {dev: dict(figs) for dev, figs in DEFAULTS.items()}
     for dev, figs in devices.items():
         if dev in out and isinstance(figs, dict):
@@ -363,7 +364,8 @@ def cost_table(estimates: list[Estimate], parallel: int, profile: dict) -> str:
         unknown = f"  ({s['unknown']} unknown: inputs not there yet, or no step budget)" if s["unknown"] else ""
         blank = s["unknown"] == s["jobs"]   # nothing known of the stage: "?", not a zero
         lines.append(f"  {name:16s} {s['jobs']:4d} {'?' if blank and not s['disk'] else bytes_label(s['disk']):>9s} "
-                     f"{'?' if blank else _fmt_time(s['cpu']):>9s} {'?' if blank else _fmt_time(s['gpu']):>9s}{unknown}")
+                     f"{'?' if blank else _fmt_time(s['cpu']):>9s} "
+                     f"{'?' if blank else _fmt_time(s['gpu']):>9s}{unknown}")
     total = {k: sum(s[k] for s in stages.values()) for k in ("disk", "cpu", "gpu")}
     lines.append(f"  {'total':16s} {len(estimates):4d} {bytes_label(total['disk']):>9s} "
                  f"{_fmt_time(total['cpu']):>9s} {_fmt_time(total['gpu']):>9s}")
@@ -397,7 +399,8 @@ def store_lines(estimates: list[Estimate]) -> list[str]:
         total, free = sum(e.store["bytes"] for e in ests), free_bytes(path)
         lines.append(f"feature store {path}:")
         for e in ests:
-            lines.append(f"  {e.step:36s} {e.store['layers']:3d} layer(s), {bytes_label(e.store['per_layer'])} per layer"
+            lines.append(f"  {e.step:36s} {e.store['layers']:3d} layer(s), "
+                         f"{bytes_label(e.store['per_layer'])} per layer"
                          f" -> {bytes_label(e.store['bytes'])}")
         verdict = (f"more than the {bytes_label(free)} free on its file system: store fewer layers (`layer:` "
                    "instead of `all`), select fewer hours (`selections:`), or move --out to a larger disk"

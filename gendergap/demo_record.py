@@ -135,7 +135,8 @@ def make_record(config: Path, out: Path, rows: list[dict], parallel: int) -> dic
                        "sha256": file_sha256(config)},
             "inputs": demo_inputs(),
             "machine": {"cpu": device_name("cpu"), "cores": os.cpu_count(), "jobs_at_once": parallel},
-            "git_sha": _run_git_sha(out), "recorded": time.strftime("%Y-%m-%d", time.gmtime(max(r["finished"] for r in done))),
+            "git_sha": _run_git_sha(out),
+            "recorded": time.strftime("%Y-%m-%d", time.gmtime(max(r["finished"] for r in done))),
             "wall_s": round(wall), "job_s": round(sum(r["seconds"] for r in done)),
             **({} if cpu is None else {"cpu_s": cpu}),
             "stages": {k: {"jobs": v["jobs"], "job_s": round(v["job_s"]), "span_s": round(v["last"] - v["first"]),
@@ -183,7 +184,8 @@ def render(rec: dict) -> str:
     stages = ", ".join(f"{k} {v['job_s']:,} s" for k, v in rec["stages"].items())
     cpu = f"{rec['cpu_s']:,} CPU-seconds (user + system) in its jobs, " if "cpu_s" in rec else ""
     lines += ["", f"Time: {rec['wall_s']:,} s wall ({rec['wall_s'] / 60:.0f} min), {rec['job_s']:,} s of job time, "
-                  f"{cpu}{m['jobs_at_once']} jobs at once on {m['cores']} cores ({m['cpu']}); recorded {rec['recorded']} "
+                  f"{cpu}{m['jobs_at_once']} jobs at once on {m['cores']} cores ({m['cpu']}); "
+                  f"recorded {rec['recorded']} "
                   f"at git {rec['git_sha'][:12]}. Job time per stage: {stages}."]
     return "\n".join(lines)
 

@@ -171,7 +171,8 @@ def _components(d: TaskDesign, measured: dict | None, source: str) -> tuple[dict
         if default is None:
             return None, source, False
         return ({**got, "run": default["run"], "seed": default["seed"]},
-                f"{source} (speakers; var_run and var_seed from the {DEFAULTS_SOURCE}: one run per condition there)", True)
+                f"{source} (speakers; var_run and var_seed from the {DEFAULTS_SOURCE}: one run per condition there)",
+                True)
     where = source
     if got["seed"] is None:   # one seed per checkpoint there: its var_run holds the seeds' variance
         where += " (one seed per checkpoint there: its var_run holds the seeds')"
@@ -200,17 +201,20 @@ def design_line(d: TaskDesign, measured: dict | None, source: str) -> str:
         more = (design_power(comp, d.speakers["F"], d.speakers["M"], d.shares, d.checkpoints, 2, alpha=ALPHA)
                 if p.primary and max(d.checkpoints) == 1 else None)
         return (head + f"{test}: {p.reason} ({layout})"
-                + (f"; with 2 seeds per checkpoint: {more.mde:.1f} Δrel points" + (f" per {SLOPE_UNIT:g} points of share"
-                   if more.primary == "slope" else "") if more and more.mde is not None else ""))
+                + (f"; with 2 seeds per checkpoint: {more.mde:.1f} Δrel points"
+                   + (f" per {SLOPE_UNIT:g} points of share" if more.primary == "slope" else "")
+                   if more and more.mde is not None else ""))
     per = f" per {SLOPE_UNIT:g} points of share" if p.primary == "slope" else ""
     if p.primary == "slope":   # the same test read as a difference between the lowest and highest share
         span = 100 * (max(d.shares) - min(d.shares))
-        per += f" ({p.mde * span / SLOPE_UNIT:.1f} from {100 * min(d.shares):.0f} to {100 * max(d.shares):.0f} % female)"
+        per += (f" ({p.mde * span / SLOPE_UNIT:.1f} from {100 * min(d.shares):.0f} "
+                f"to {100 * max(d.shares):.0f} % female)")
     note = ("one pretraining run per share: a checkpoint against a checkpoint, the share's effect not told from the "
             "run's" if p.unit == "seed" else RUN_AS_SEED if run_guessed else "")
     return (head + f"{test} {p.mde:.1f} Δrel points{per} with {layout}; variance components from {where}"
             + (f"; {note}" if note else "")
-            + (f"; each of the {p.n_secondary} secondary comparisons (Holm, behind the primary test): {p.secondary_mde:.1f}"
+            + (f"; each of the {p.n_secondary} secondary comparisons (Holm, behind the primary test): "
+               f"{p.secondary_mde:.1f}"
                if p.secondary_mde is not None else ""))
 
 

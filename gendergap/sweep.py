@@ -308,7 +308,8 @@ def _run_slurm(jobs, states, out, slurm, progress) -> dict[str, str]:
             watched.append((j, str(sj.job_id), str(sj.paths.stdout)))
         throttle = f" %{slurm['array_parallelism']}" if slurm.get("array_parallelism") else ""
         progress.say("submit", f"{len(group)} job(s) of {label}",
-                     f"array {str(handles[0].job_id).split('_')[0]}{throttle}" + (f" after {','.join(deps)}" if deps else ""))
+                     f"array {str(handles[0].job_id).split('_')[0]}{throttle}"
+                     + (f" after {','.join(deps)}" if deps else ""))
     while any(states[j.name] == "running" for j, _, _ in watched):
         time.sleep(2)
         queue = _squeue_ids() or set()
@@ -328,7 +329,8 @@ def _run_slurm(jobs, states, out, slurm, progress) -> dict[str, str]:
                 failed = read_state(folder / "failed.json") or {}
                 states[j.name] = "failed"
                 progress.failed += 1
-                why = failed.get("error") or "left the SLURM queue without finishing (cancelled, or a job it needs failed)"
+                why = (failed.get("error")
+                       or "left the SLURM queue without finishing (cancelled, or a job it needs failed)")
                 progress.say("FAILED", j.name, f"{why} (log: {log})")
     return states
 

@@ -90,7 +90,8 @@ def register_task(type_: str, schema: type[TaskBase], planner: Callable, feature
     if old is not None and old != new:
         raise ValueError(f"task type {type_!r} is already registered ({old.schema.__name__}, "
                          f"{old.planner.__qualname__})")
-    for k in kinds:   # a kind two types add (MuST-SHE scoring) is declared alike by both, or costs would depend on order
+    # a kind two types add (MuST-SHE scoring) is declared alike by both, or costs would depend on order
+    for k in kinds:
         other = step_kind(k.name)
         if other is not None and other != k and old is None:
             raise ValueError(f"task type {type_!r}: step kind {k.name!r} is already declared otherwise")

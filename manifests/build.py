@@ -221,7 +221,8 @@ def make_up(report_path: str | os.PathLike) -> dict:
     report = read_json(report_path, "selection report", shape=dict, fix=fix)
     train = (report.get("splits") or {}).get("train") if isinstance(report.get("splits"), dict) else None
     if not isinstance(train, dict) or not all(isinstance(v, dict) for v in train.values()):
-        raise UserError("the selection report has no splits.train of {gender: {seconds: ...}}", path=report_path, fix=fix)
+        raise UserError("the selection report has no splits.train of {gender: {seconds: ...}}", path=report_path,
+                        fix=fix)
     seconds = {g: finite(v.get("seconds", 0.0), f"splits.train.{g}.seconds", lo=0, hi=1e12, path=report_path)
                for g, v in train.items() if g != "all"}
     total = sum(seconds.values())

@@ -95,7 +95,8 @@ def export_wav2vec(splits: dict[str, pd.DataFrame], out_dir: str | os.PathLike, 
     if materialise not in ("auto", "always", "never"):
         raise UserError(f"unknown materialise mode {materialise!r}", fix="use auto, always or never")
     if resample and sample_rate and int(resample) != int(sample_rate):
-        raise UserError(f"--resample {resample} but the model reads {sample_rate} Hz", fix=f"use --resample {sample_rate}")
+        raise UserError(f"--resample {resample} but the model reads {sample_rate} Hz",
+                        fix=f"use --resample {sample_rate}")
     want = int(resample or sample_rate or FAIRSEQ_RATE)
     out_dir = Path(out_dir)
     final_dir = Path(final_dir or out_dir).resolve()
@@ -122,7 +123,8 @@ def _audio_headers(all_rows: pd.DataFrame, want: int, resample: bool) -> dict:
     task.sample_rate (the feature store and the SpeechBrain pipelines resample as they read)."""
     rel = [a for a in all_rows["audio"] if not os.path.isabs(a)]
     if rel:
-        raise UserError(f"audio path {rel[0]!r} is relative", fix="read the table with corpora.utterances.UtteranceTable.load (audio absolute)")
+        raise UserError(f"audio path {rel[0]!r} is relative",
+                        fix="read the table with corpora.utterances.UtteranceTable.load (audio absolute)")
     # a FIFO blocks the header read for ever (in a worker thread Ctrl-C cannot reach): refuse it first
     special = next((a for a in sorted(set(all_rows["audio"])) if is_special(a)), None)
     if special is not None:
@@ -138,7 +140,8 @@ def _audio_headers(all_rows: pd.DataFrame, want: int, resample: bool) -> dict:
         ([f"{len(gz)} {'is' if len(gz) == 1 else 'are'} gzipped"] if gz else [])
     if problems:
         example = next(iter(other), None) or (multi + gz)[0]
-        raise UserError(f"fairseq's audio_pretraining reads mono audio at one sample rate, {want} Hz (task.sample_rate), "
+        raise UserError(f"fairseq's audio_pretraining reads mono audio at one sample rate, {want} Hz "
+                        f"(task.sample_rate), "
                         f"and does not resample; of {len(info)} files, {'; '.join(problems)} (e.g. {example})",
                         fix=f"add `--resample {want}` to `gendergap manifest build` ({want} Hz mono copies are "
                             "written once into the prepared-audio cache; the corpus is not modified)")

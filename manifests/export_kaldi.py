@@ -125,7 +125,8 @@ def export_kaldi_dir(df: pd.DataFrame, out_dir: str | os.PathLike, text_column: 
     files = {
         "utt2spk": [f"{u} {s}" for u, s in zip(rows["utt"], rows["spk"])],
         "text": [f"{u} {t}".rstrip() for u, t in zip(rows["utt"], rows["text"])],
-        "segments": [f"{u} {r} {a:.3f} {b:.3f}" for u, r, a, b in zip(rows["utt"], rows["rec"], rows["start"], rows["end"])],
+        "segments": [f"{u} {r} {a:.3f} {b:.3f}"
+                     for u, r, a, b in zip(rows["utt"], rows["rec"], rows["start"], rows["end"])],
         "utt2dur": [f"{u} {d:.3f}" for u, d in zip(rows["utt"], rows["dur"])],
         "utt2table_id": [f"{u} {_kaldi_id(i)}" for u, i in zip(rows["utt"], df.loc[rows.index, "id"])],
     }
@@ -175,7 +176,8 @@ def _prepare_recordings(splits: dict[str, pd.DataFrame], resample: int | None, a
         other = rates[rates["sample_rate"].astype(int) != KALDI_RATE]
         if len(other):
             raise UserError(f"Kaldi recipes read {KALDI_RATE} Hz audio (conf/mfcc.conf --sample-frequency); of "
-                            f"{len(rates)} recordings, {rate_counts(other['sample_rate'])} (e.g. {other['audio'].iloc[0]})",
+                            f"{len(rates)} recordings, {rate_counts(other['sample_rate'])} "
+                            f"(e.g. {other['audio'].iloc[0]})",
                             fix=f"add `--resample {KALDI_RATE}` to `gendergap manifest build` ({KALDI_RATE} Hz wav "
                                 "copies are written once into the prepared-audio cache; the corpus is not modified)")
         return {}

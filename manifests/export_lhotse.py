@@ -92,5 +92,6 @@ def _supervision(row: dict, recording, text_column: str):
     return SupervisionSegment(id=str(row["id"]), recording_id=recording.id, start=float(row["offset"]),
                               duration=float(row["duration"]), channel=channels[0] if len(channels) == 1 else channels,
                               text=str(row[text_column]), language=str(row["lang"]) or None,
-                              speaker=str(row["speaker"]), gender=row["gender"] if row["gender"] in ("F", "M") else None,
+                              speaker=str(row["speaker"]),
+                              gender=row["gender"] if row["gender"] in ("F", "M") else None,
                               custom=custom)

@@ -49,7 +49,8 @@ def _n_frames(df: pd.DataFrame, n_frames) -> list[int]:
         n_frames = kaldi_num_frames_of_row
     if isinstance(n_frames, str):
         if n_frames not in df.columns:
-            raise UserError(f"no column {n_frames!r} for n_frames", fix="name a column of the table, or pass a callable")
+            raise UserError(f"no column {n_frames!r} for n_frames",
+                            fix="name a column of the table, or pass a callable")
         return [int(v) for v in pd.to_numeric(df[n_frames])]
     if callable(n_frames):
         return [int(n_frames(r)) for r in df.to_dict("records")]
@@ -63,7 +64,8 @@ def _feature_paths(df: pd.DataFrame, template: str) -> list[str]:
             out.append(template.format(**r, safe_id=safe_name(r["id"])))
         except (KeyError, IndexError, ValueError) as e:
             raise UserError(f"feature path template {template!r} cannot be filled ({e})",
-                            fix="use fields that are table columns, e.g. {id}, {speaker}, {split}, or {safe_id}") from None
+                            fix="use fields that are table columns, e.g. {id}, {speaker}, {split}, "
+                            "or {safe_id}") from None
     return out
 
 

@@ -196,7 +196,8 @@ def _train_pool(pool: pd.DataFrame, valid: pd.DataFrame, valid_splits: tuple, dr
     train_pool = pool[~pool.index.isin(valid.index)]
     leftover = train_pool["split"].isin(set(valid_splits)).to_numpy()
     if leftover.any():
-        dropped.append(Dropped.of("valid-labelled row left out: valid down-sampled to its target", train_pool[leftover]))
+        dropped.append(Dropped.of("valid-labelled row left out: valid down-sampled to its target",
+                                  train_pool[leftover]))
         train_pool = train_pool[~leftover]
     # Speaker-disjointness: no valid speaker may keep rows in train.
     overlap = speaker_keys(train_pool).isin(set(speaker_keys(valid))).to_numpy()

@@ -139,7 +139,8 @@ def format_stats(splits: dict[str, pd.DataFrame], fmt: str = "text", with_second
         raise UserError(f"unknown format {fmt!r}", fix="use text, csv or markdown")
     counts = gender_counts(splits)
     if fmt == "csv":
-        tidy = counts.assign(hours=counts["seconds"].map(lambda s: hhmm(s, with_seconds)), seconds=counts["seconds"].round(3))
+        tidy = counts.assign(hours=counts["seconds"].map(lambda s: hhmm(s, with_seconds)),
+                             seconds=counts["seconds"].round(3))
         return _render(tidy, "csv")
     t2, t1 = table2(counts, splits, with_seconds), table1(counts, with_seconds, splits)
     head = "## " if fmt == "markdown" else ""
@@ -185,10 +186,10 @@ def _total_speakers(t1: pd.DataFrame, rows: pd.DataFrame) -> list[str]:
 
 def downstream_sets_table(sets: list[dict]) -> pd.DataFrame:
     """Table 2 of the study: per data set, per split a '# speakers' and a 'Duration' line
-    (columns M, F, B[, U], All; h:mm:ss when every set is under an hour). A set is ``{name, dir}`` (a selection written by
-    manifests.task_selection: its selection_<split>.tsv files) or ``{name, table, corpus, splits}``
-    (a corpus's rows under the table's split labels; ``splits`` maps a role to a label). Sets
-    whose files do not exist (yet) are skipped."""
+    (columns M, F, B[, U], All; h:mm:ss when every set is under an hour). A set is ``{name, dir}``
+    (a selection written by manifests.task_selection: its selection_<split>.tsv files) or
+    ``{name, table, corpus, splits}`` (a corpus's rows under the table's split labels; ``splits``
+    maps a role to a label). Sets whose files do not exist (yet) are skipped."""
     frames, tables, found = [], {}, []
     for s in sets:
         if "dir" in s:

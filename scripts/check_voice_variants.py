@@ -78,7 +78,8 @@ def main(checked: list[str]) -> None:
         print(f"{v:10} {'yes' if same else 'NO':>13} {runs[0][v]['f0']:>7.0f} Hz {p_female:>10.2f}  "
               f"{near} {np.linalg.norm(z[v] - z[near]):.2f}")
     pairs = [("steph", "steph2"), ("steph2", "steph3"), ("linda", "belinda")]   # near-copies among the stock ones
-    print("for comparison, stock near-copies: " + ", ".join(f"{a}-{b} {np.linalg.norm(z[a] - z[b]):.2f}" for a, b in pairs))
+    print("for comparison, stock near-copies: "
+          + ", ".join(f"{a}-{b} {np.linalg.norm(z[a] - z[b]):.2f}" for a, b in pairs))
 
 
 if __name__ == "__main__":

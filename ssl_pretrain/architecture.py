@@ -164,9 +164,11 @@ def _refuse_quantised(cfg: dict, path) -> None:
         # transformers would hand it to bitsandbytes/GPTQ/... at load time: another library, other weights
         q = cfg["quantization_config"]
         kind = q.get("quant_method", "?") if isinstance(q, dict) else "?"
-        raise UserError(f"the model config asks for quantised weights (quantization_config, {printable(str(kind))[:40]}): "
+        raise UserError(f"the model config asks for quantised weights (quantization_config, "
+                        f"{printable(str(kind))[:40]}): "
                         "gendergap compares models in full or mixed precision only", path=path,
-                        fix="use the model's unquantised release, or remove quantization_config if its weights are plain")
+                        fix="use the model's unquantised release, or remove quantization_config if its weights "
+                        "are plain")
 
 
 def check_architecture(cfg: dict, family, path, max_bytes: int):

@@ -270,7 +270,8 @@ class CheckpointRef:
     def _needs_model(self, what: str) -> None:
         if self.is_fbank:
             raise UserError(f"FBANK (filterbanks, no pretrained model) {what}",
-                            fix="use FBANK only as a frozen-feature baseline (asr frozen, st, probe run, ckpt features)")
+                            fix="use FBANK only as a frozen-feature baseline "
+                            "(asr frozen, st, probe run, ckpt features)")
 
     # ---- identity ------------------------------------------------------------------------
     def files(self) -> list[Path]:

@@ -74,7 +74,8 @@ def _rename(key: str) -> str | None:
         (r"^mask_emb$", "masked_spec_embed"),
         (r"^feature_extractor\.conv_layers\.(\d+)\.0\.(weight|bias)$", r"feature_extractor.conv_layers.\1.conv.\2"),
         # layer_norm extractor: Sequential(conv, dropout, Sequential(TransposeLast, LayerNorm, TransposeLast), GELU)
-        (r"^feature_extractor\.conv_layers\.(\d+)\.2\.1\.(weight|bias)$", r"feature_extractor.conv_layers.\1.layer_norm.\2"),
+        (r"^feature_extractor\.conv_layers\.(\d+)\.2\.1\.(weight|bias)$",
+         r"feature_extractor.conv_layers.\1.layer_norm.\2"),
         # default extractor: Sequential(conv, dropout, GroupNorm, GELU) in block 0 only
         (r"^feature_extractor\.conv_layers\.0\.2\.(weight|bias)$", r"feature_extractor.conv_layers.0.layer_norm.\1"),
         (r"^post_extract_proj\.(weight|bias)$", r"feature_projection.projection.\1"),
@@ -83,7 +84,8 @@ def _rename(key: str) -> str | None:
         (r"^encoder\.pos_conv\.0\.weight_g$", "encoder.pos_conv_embed.conv.WEIGHT_G"),
         (r"^encoder\.pos_conv\.0\.weight_v$", "encoder.pos_conv_embed.conv.WEIGHT_V"),
         (r"^encoder\.layer_norm\.(weight|bias)$", r"encoder.layer_norm.\1"),
-        (r"^encoder\.layers\.(\d+)\.self_attn\.(k|v|q|out)_proj\.(weight|bias)$", r"encoder.layers.\1.attention.\2_proj.\3"),
+        (r"^encoder\.layers\.(\d+)\.self_attn\.(k|v|q|out)_proj\.(weight|bias)$",
+         r"encoder.layers.\1.attention.\2_proj.\3"),
         (r"^encoder\.layers\.(\d+)\.self_attn_layer_norm\.(weight|bias)$", r"encoder.layers.\1.layer_norm.\2"),
         (r"^encoder\.layers\.(\d+)\.fc1\.(weight|bias)$", r"encoder.layers.\1.feed_forward.intermediate_dense.\2"),
         (r"^encoder\.layers\.(\d+)\.fc2\.(weight|bias)$", r"encoder.layers.\1.feed_forward.output_dense.\2"),
@@ -107,8 +109,10 @@ def fairseq_to_transformers(ckpt: dict, path: str | os.PathLike = "<checkpoint>"
     target = model.state_dict()
     # transformers stores the weight-normed positional conv either as weight_g/weight_v or,
     # with torch's parametrizations, as original0/original1
-    g_name = next(k for k in target if k.startswith("encoder.pos_conv_embed.conv.") and k.endswith(("weight_g", "original0")))
-    v_name = next(k for k in target if k.startswith("encoder.pos_conv_embed.conv.") and k.endswith(("weight_v", "original1")))
+    g_name = next(k for k in target
+                  if k.startswith("encoder.pos_conv_embed.conv.") and k.endswith(("weight_g", "original0")))
+    v_name = next(k for k in target
+                  if k.startswith("encoder.pos_conv_embed.conv.") and k.endswith(("weight_v", "original1")))
     mapped, dropped, unmapped = {}, [], []
     for key, value in ckpt["model"].items():
         new = _rename(key)

@@ -54,7 +54,8 @@ def extract_requests(model, table: str | list[str], store: str, requests: list) 
     wanted = [(req.rows(loaded), req.layers) for req in map(Request.of, requests)]
     views = extract_covering(store, model.extractor, wanted)
     for view in views:
-        print(f"features of {model.spec}: {len(view)} utterances ({view.n_segments} audio segments), layers {view.layers}, "
+        print(f"features of {model.spec}: {len(view)} utterances ({view.n_segments} audio segments), "
+              f"layers {view.layers}, "
               f"{model.device} {model.precision} -> {view.dir}", flush=True)
     asked = len({uid for rows, _ in wanted for uid in rows["id"]})
     stored = sum(view.n_segments for view in views)

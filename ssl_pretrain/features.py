@@ -2,11 +2,11 @@
 
 One forward path for every checkpoint: fairseq checkpoints are converted in memory to
 transformers' Wav2Vec2Model (ssl_pretrain.convert), Hugging Face folders of every family in
-ssl_pretrain.families load directly; both through ssl_pretrain.checkpoints.CheckpointRef.load. `hidden_states` returns the layers asked
-for: index 0 is the transformer's input, index i the output of layer i (for pre-LN "large"
-models the last one after the final LayerNorm, which is what fairseq returns as the encoder
-output). It runs on the chosen device under autocast (ssl_pretrain.device); features are
-stored by ssl_pretrain.feature_store.
+ssl_pretrain.families load directly; both through ssl_pretrain.checkpoints.CheckpointRef.load.
+`hidden_states` returns the layers asked for: index 0 is the transformer's input, index i the
+output of layer i (for pre-LN "large" models the last one after the final LayerNorm, which is
+what fairseq returns as the encoder output). It runs on the chosen device under autocast
+(ssl_pretrain.device); features are stored by ssl_pretrain.feature_store.
 """
 from __future__ import annotations
 

@@ -3,9 +3,10 @@
 On SLURM every task runs fairseq-hydra-train; fairseq reads its rank, world size and the
 master node from the SLURM environment (`distributed_training.distributed_port` > 0 switches
 that on). CPU ranks (the cpu profile, gloo) go through `python -m ssl_pretrain.run`, which
-works around fairseq's two CUDA-only calls on that path (see ssl_pretrain/run.py). On preemption or time-out submitit requeues the job (`Checkpointable`) and fairseq
-resumes from checkpoint_last.pt. Global rank 0 also runs the watchdog: on a trip it rolls
-back, journals, and requeues the job, which restarts with the lower lr recorded in the journal.
+works around fairseq's two CUDA-only calls on that path (see ssl_pretrain/run.py). On
+preemption or time-out submitit requeues the job (`Checkpointable`) and fairseq resumes from
+checkpoint_last.pt. Global rank 0 also runs the watchdog: on a trip it rolls back, journals,
+and requeues the job, which restarts with the lower lr recorded in the journal.
 """
 from __future__ import annotations
 
@@ -201,7 +202,8 @@ def launch(preset: str, manifest_dir, out_dir, plan: BatchPlan | None, slurm: Sl
     job_name = f"w2v2-{Path(preset).stem}-{out_dir.name}"
     if dry_run:
         cmd = build_command(preset, manifest_dir, out_dir, seed, all_overrides
-                            + (["distributed_training.distributed_port=<10000 + job id % 20000>"] if distributed else []),
+                            + (["distributed_training.distributed_port=<10000 + job id % 20000>"]
+                               if distributed else []),
                             hydra_dir=(out_dir / "hydra" / "rank<global rank>") if distributed else None,
                             cpu_ranks=distributed and plan.cpu)
         return _dry_run_text(cmd, plan, slurm, executor=executor, folder=folder, job_name=job_name)
@@ -224,7 +226,8 @@ def _dry_run_text(cmd: list[str], plan: BatchPlan | None, slurm: SlurmOptions | 
         if plan.bf16:
             parts.append("# bf16 caveat: " + BF16_CAVEAT)
     if executor == "slurm":
-        parts += ["# ---- sbatch script (submitit) ----", render_sbatch(plan, slurm or SlurmOptions(), folder, job_name)]
+        parts += ["# ---- sbatch script (submitit) ----",
+                  render_sbatch(plan, slurm or SlurmOptions(), folder, job_name)]
     parts += ["# ---- fairseq command (each task) ----", shlex.join(cmd)]
     return "\n".join(parts) + "\n"
 

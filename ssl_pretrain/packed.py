@@ -56,7 +56,8 @@ def load_packed(path: str | os.PathLike) -> dict:
             meta = f.metadata() or {}
             if meta.get("format") != PACKED_FORMAT:
                 raise UserError(f"not a gendergap packed checkpoint (format {meta.get('format')!r})", path=path,
-                                fix="give a file written by `gendergap ckpt pack`, a fairseq .pt or a transformers folder")
+                                fix="give a file written by `gendergap ckpt pack`, a fairseq .pt or a transformers "
+                                "folder")
             weights = {k: f.get_tensor(k) for k in f.keys()}
     except (SafetensorError, OSError) as e:
         raise UserError(f"cannot read as safetensors ({e})", path=path,

@@ -72,7 +72,8 @@ def _canary_ops(shapes: Shapes, device: str) -> dict[str, tuple]:
     frames = 96
     return {
         "conv1d front-end (1->C, k10, s5)": (lambda x, w: F.conv1d(x, w, stride=5), (r(2, 1, 4000), r(c, 1, 10))),
-        "conv1d front-end (C->C, k3, s2)": (lambda x, w: F.conv1d(x, w, stride=2), (r(2, c, 400), r(c, c, 3) / c ** .5)),
+        "conv1d front-end (C->C, k3, s2)": (lambda x, w: F.conv1d(x, w, stride=2),
+                                            (r(2, c, 400), r(c, c, 3) / c ** .5)),
         f"conv1d positional (groups {groups}, k{k})": (
             lambda x, w: F.conv1d(x, w, padding=k // 2, groups=groups),
             (r(2, d, frames), r(d, d // groups, k) / (d // groups * k) ** .5)),

@@ -6,7 +6,8 @@ the `manifest build` dir it was pretrained on when given (a study's Table 1 desc
 the model's facts (family, parameters, layers, hidden_size, front_end, sample_rate).
 Entries are checked before they are added (ssl_pretrain.checkpoints.register_checkpoint): a
 fairseq file must be a wav2vec 2.0 *pretraining* checkpoint (a fine-tuned CTC model is
-refused), a folder must be a transformers model of a supported family (ssl_pretrain.families). This module only keeps the JSON.
+refused), a folder must be a transformers model of a supported family (ssl_pretrain.families).
+This module only keeps the JSON.
 """
 from __future__ import annotations
 
@@ -69,7 +70,8 @@ class Registry:
                             fix="give the shares of the pretraining hours in percent (Table 3 of the study)")
         path = Path(path).resolve()
         if not path.exists():
-            raise UserError("checkpoint path not found", path=path, fix="give a fairseq .pt file or a transformers folder")
+            raise UserError("checkpoint path not found", path=path,
+                            fix="give a fairseq .pt file or a transformers folder")
         entries = self._stored()
         if any(e["name"] == name for e in entries) and not replace:
             raise UserError(f"a checkpoint named {name!r} is already registered", path=self.path,
@@ -98,12 +100,14 @@ class Registry:
             return f"{v:g}"
         rows = [("Model", "family", "params", "# updates", "# hours", "M,%", "F,%", "U,%", "kind")]
         for e in self.entries():
-            rows.append((boundary.printable(e["name"]), boundary.printable(e.get("family") or "-"), count_label(e.get("parameters")),
+            rows.append((boundary.printable(e["name"]), boundary.printable(e.get("family") or "-"),
+                         count_label(e.get("parameters")),
                          fmt(e.get("updates"), "updates"), fmt(e.get("hours"), "hours"),
                          fmt(e.get("male_pct"), "pct"), fmt(e.get("female_pct"), "pct"),
                          fmt(e.get("unknown_pct"), "pct"), e["kind"]))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in rows]
+        lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+                 for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
         return "\n".join(lines) + "\n"
 

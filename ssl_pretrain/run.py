@@ -166,7 +166,8 @@ def fairseq_inputs(cmd: list[str], cwd: Path) -> list[Path]:
     (save dir's checkpoint_last.pt, or the restore file), the warm-start and pretrained-part
     files, generate's --path models, and any other argument naming an existing .pt file."""
     found = []
-    for save_flag, restore_flag in (("--save-dir", "--restore-file"), ("checkpoint.save_dir", "checkpoint.restore_file")):
+    for save_flag, restore_flag in (("--save-dir", "--restore-file"),
+                                    ("checkpoint.save_dir", "checkpoint.restore_file")):
         save_dir = _arg(cmd, save_flag)
         restore = _arg(cmd, restore_flag) or "checkpoint_last.pt"
         if save_dir:

@@ -88,7 +88,8 @@ def check_before_fairseq(paths, *, trust: bool = False) -> None:
             # deep in fairseq's upgrade code, reported from its log
             if not (isinstance(state, dict) and isinstance(state.get("model"), dict)
                     and ("cfg" in state or "args" in state) and ("optimizer_history" in state or "best_loss" in state)):
-                raise UserError("is not a fairseq checkpoint (a mapping with model, cfg or args, and optimizer_history)",
+                raise UserError("is not a fairseq checkpoint (a mapping with model, cfg or args, and "
+                                "optimizer_history)",
                                 path=path, fix="give the checkpoint fairseq wrote: restore the run directory, or train "
                                                "the run again")
 

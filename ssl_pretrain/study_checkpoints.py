@@ -48,7 +48,8 @@ def pretrain_tiny(manifest: str, out: str, seed: int, updates: int, preset: str 
             (out / "updates.txt").write_text(f"{total}\n")
             (out / "checkpoint.txt").write_text(str(best) + "\n")
             return
-        print(f"seed {s}: valid accuracy {accuracy} at update {at} is still at chance; trying the next seed", flush=True)
+        print(f"seed {s}: valid accuracy {accuracy} at update {at} is still at chance; trying the next seed",
+              flush=True)
     raise UserError(f"pretraining stayed at chance with seeds {seed + 1}..{seed + PRETRAIN_SEEDS}", path=out,
                     fix="use a shipped or imported checkpoint, or another seed")
 

@@ -8,9 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-TINY_W2V = """
+TINY_W2V = ("""
 common: {log_format: json, log_interval: 1, seed: 1, cpu: true}
-checkpoint: {save_dir: %(out)s, save_interval_updates: %(updates)d, keep_interval_updates: 1, no_epoch_checkpoints: true}
+checkpoint: {save_dir: %(out)s, save_interval_updates: %(updates)d, keep_interval_updates: 1, """
+            """no_epoch_checkpoints: true}
 task: {_name: audio_pretraining, data: %(data)s, max_sample_size: 16000, min_sample_size: 4000, normalize: false}
 dataset: {num_workers: 0, max_tokens: 64000, required_batch_size_multiple: 1, skip_invalid_size_inputs_valid_test: true,
           validate_interval_updates: %(updates)d}
@@ -37,7 +38,7 @@ model:
   mask_prob: 0.5
   mask_length: 3
   feature_grad_mult: 0.1
-"""
+""")
 
 
 def train_tiny(manifest_dir: Path, work: Path, updates: int = 3) -> tuple[subprocess.CompletedProcess, str]:

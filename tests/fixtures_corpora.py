@@ -34,7 +34,8 @@ def make_mls(root: Path, conflict: bool = True) -> Path:
     d = root / "mls_french"
     d.mkdir(parents=True)
     meta = (
-        " SPEAKER   |   GENDER   | PARTITION  |  MINUTES   |  BOOK ID   |             TITLE              |            CHAPTER            \n"
+        " SPEAKER   |   GENDER   | PARTITION  |  MINUTES   |  BOOK ID   |             TITLE              "
+        "|            CHAPTER            \n"
         "   1840    |     F      |   train    |   0.05     |    1234    | Contes | du lundi | (Tome 1) | Le siège\n"
         "   2506    |     M      |   train    |   0.03     |    5678    | Les Misérables                 | Fantine\n"
         "   3001    |     F      |    dev     |   0.02     |    9999    | Germinal                       | 1\n"
@@ -139,9 +140,12 @@ def make_mustshe(root: Path) -> Path:
     """MuST-SHE_v1.2/MONOLINGUAL.fr_v1.2.tsv + wav/<ID>.wav; the last row has no SPEAKER."""
     d = root / "MuST-SHE_v1.2"
     rows = [
-        ("fr-0001", "en-fr", "1001", "I am tired.", "Je suis fatiguée.", "Je suis fatigué.", "Ann Lee", "She", "1F", "FREE", "fatiguée fatigué"),
-        ("fr-0002", "en-fr", "1002", "I was born there.", "Je suis né là.", "Je suis née là.", "Bob Roy", "He", "1M", "FREE", "né née"),
-        ("fr-0003", "en-fr", "1003", 'She said "hello".', "Elle a dit « bonjour ».", "Il a dit « bonjour ».", "", "He", "2F", "FREE", "Elle Il"),
+        ("fr-0001", "en-fr", "1001", "I am tired.", "Je suis fatiguée.", "Je suis fatigué.", "Ann Lee", "She", "1F",
+         "FREE", "fatiguée fatigué"),
+        ("fr-0002", "en-fr", "1002", "I was born there.", "Je suis né là.", "Je suis née là.", "Bob Roy", "He", "1M",
+         "FREE", "né née"),
+        ("fr-0003", "en-fr", "1003", 'She said "hello".', "Elle a dit « bonjour ».", "Il a dit « bonjour ».", "", "He",
+         "2F", "FREE", "Elle Il"),
     ]
     lines = [MUSTSHE_HEADER]
     for r in rows:

@@ -25,7 +25,8 @@ class Arrays:
 
 def test_feature_stats_are_per_layer_per_dim_over_all_frames(tmp_path):
     rng = np.random.default_rng(0)
-    xs = [rng.normal(loc=[[[1.0]], [[-2.0]], [[5.0]]], scale=[[[1.0]], [[3.0]], [[0.5]]], size=(3, n, 4)).astype(np.float32)
+    xs = [rng.normal(loc=[[[1.0]], [[-2.0]], [[5.0]]], scale=[[[1.0]], [[3.0]], [[0.5]]],
+                     size=(3, n, 4)).astype(np.float32)
           for n in (7, 11, 5)]
     mean, std = feature_stats(Arrays(xs), range(3))
     cat = np.concatenate(xs, axis=1)  # [L, T, D]
@@ -81,7 +82,8 @@ def test_recipe_fills_the_statistics_from_the_training_features(tmp_path):
     ref = CheckpointRef.resolve(tiny_wav2vec2(tmp_path / "w2v"))
     data = write_corpus(tmp_path / "data")
     over = {"max_steps": 1, "batch_seconds": 3, "valid_batch_seconds": 6, "proj_dim": 16, "hidden_size": 8}
-    s = train_frozen(ModelChoice(ref), "all", data["train"], data["valid"], tmp_path / "run", overrides=over, progress=False)
+    s = train_frozen(ModelChoice(ref), "all", data["train"], data["valid"], tmp_path / "run", overrides=over,
+                     progress=False)
     comb = s["brain"].modules.model.combine
     assert comb.norm == "global" and bool(comb.stats_set)
     train = pd.read_csv(data["train"])

@@ -42,8 +42,8 @@ def test_frozen_trains_on_perturbed_training_copies_only(tmp_path):
     over = {"max_steps": 1, "batch_seconds": 3, "valid_batch_seconds": 6, "proj_dim": 16, "hidden_size": 8,
             "speed_perturb": [0.9, 1.0, 1.1]}
     before = COUNTERS["utterances"]
-    s = train_frozen(ModelChoice(ref), "all", data["train"], data["valid"], tmp_path / "run", overrides=over, progress=False,
-                     extra_csvs=[data["test"]])
+    s = train_frozen(ModelChoice(ref), "all", data["train"], data["valid"], tmp_path / "run", overrides=over,
+                     progress=False, extra_csvs=[data["test"]])
     assert s["train_utterances"] == 3 * 8
     assert COUNTERS["utterances"] - before == 3 * 8 + 4  # three training copies and valid; test is not read
     entries = [json.loads(p.read_text()) for p in (tmp_path / "run" / "features").rglob("entry.json")]

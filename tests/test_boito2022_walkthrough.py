@@ -142,7 +142,8 @@ def test_study_stage_reaches_the_report_with_tables_1_to_5(walked):
     for p, talks in PAIR_TRAIN_TALKS.items():
         spk = t2[(t2["Dataset"] == f"mtedx-fr-{p} (train)") & (t2["measure"] == "# speakers")]
         assert spk["All"].tolist() == [str(len(talks))]
-    sel = t2[(t2["Dataset"] == "asr-balanced (selection of mtedx-fr)") & (t2["measure"] == "Duration")].set_index("split")
+    sel = t2[(t2["Dataset"] == "asr-balanced (selection of mtedx-fr)")
+             & (t2["measure"] == "Duration")].set_index("split")
     assert sel.loc["train", "M"] == sel.loc["train", "F"] and sel.loc["valid", "M"] != "-"
     # Table 4: both ASR tasks for both checkpoints; Table 5: the three pairs
     t4 = (work / "study" / "report" / "table4_asr.md").read_text()

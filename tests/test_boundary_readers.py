@@ -105,7 +105,8 @@ def test_read_delimited_hostile_tables(tmp_path):
     p = tmp_path / "t.tsv"
     p.write_text('id\ttext\n\nu1\t"quoted" as is\n  \t \nu2\tb\n', encoding="utf-8")
     header, rows = read_delimited(p, "\t")   # a blank line is skipped; a row of blank fields is a row
-    assert header == ["id", "text"] and [line for line, _ in rows] == [3, 4, 5] and rows[1][1] == {"id": "  ", "text": " "}
+    assert (header == ["id", "text"] and [line for line, _ in rows] == [3, 4, 5]
+            and rows[1][1] == {"id": "  ", "text": " "})
     assert read_delimited(p, "\t", skip_blank=True)[1] == [(3, {"id": "u1", "text": '"quoted" as is'}),
                                                            (5, {"id": "u2", "text": "b"})]   # quotes are text
     p.write_text("id\ttext\nu1\ta\tb\n", encoding="utf-8")
@@ -270,7 +271,8 @@ def test_a_wide_table_is_read_in_time_linear_in_its_columns_up_to_a_bound(tmp_pa
     rows = UtteranceTable.load(widened(1_900)).rows
     assert rows.shape[1] >= 1_900 and (rows["x1899"] == "7").all() and rows["duration"].dtype == float
     started = time.monotonic()
-    with pytest.raises(UserError, match=rf"wide30000.tsv:1: the table has 30,0\d\d columns; .* at most {MAX_COLUMNS:,}"):
+    with pytest.raises(UserError,
+                       match=rf"wide30000.tsv:1: the table has 30,0\d\d columns; .* at most {MAX_COLUMNS:,}"):
         UtteranceTable.load(widened(30_000))
     assert time.monotonic() - started < 5
 
@@ -289,7 +291,8 @@ def test_every_reader_of_the_boundary_has_hostile_cases():
                                   if isinstance(n, ast.FunctionDef))
                if not name.startswith("_") and (name.startswith(("read_", "parse_")) or name in (
                    "listed_file", "locked", "regular_file", "inside", "no_custom_code", "folder_files"))}
-    assert {"read_json", "parse_json", "read_lines", "read_delimited", "read_yaml", "read_registry", "locked"} <= readers
+    assert {"read_json", "parse_json", "read_lines", "read_delimited", "read_yaml", "read_registry",
+            "locked"} <= readers
     suites = "".join(p.read_text(encoding="utf-8") for p in Path(__file__).parent.glob("test_*.py")
                      if p.name.startswith(("test_hostile", "test_boundary", "test_security")))
     # a reader is covered when a hostile suite calls it, or runs a command whose input goes through it

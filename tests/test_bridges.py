@@ -101,7 +101,8 @@ def test_lhotse_recipe_folder_and_recordings_with_supervisions(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path / "manifests")                           # elsewhere: --audio-dir says where
     df = read_lhotse(manifests, audio_dir=tmp_path, check=QUIET)
     assert sorted(zip(df["id"], df["split"], df["corpus"])) == [
-        ("clip-0", "valid", "mini"), ("talk-0", "train", "mini"), ("talk-1", "train", "mini"), ("talk-2", "train", "mini")]
+        ("clip-0", "valid", "mini"), ("talk-0", "train", "mini"), ("talk-1", "train", "mini"),
+        ("talk-2", "train", "mini")]
     assert set(df["audio"]) == {str(tmp_path / "audio/talk.wav"), str(tmp_path / "audio/clip.wav")}
     assert list(read_lhotse(manifests, splits=["dev"], audio_dir=tmp_path, check=QUIET)["id"]) == ["clip-0"]
     # a RecordingSet as --root with its SupervisionSet beside it; --speaker-genders fills the one missing

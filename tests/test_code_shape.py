@@ -216,7 +216,8 @@ LAZY_IMPORTS = {
     "corpora/checks.py": {"corpora.audio_info": "numpy, soundfile"},
     "corpora/feature_request.py": {"corpora.table": "pandas (Layers, the option types' grammar, stays light)"},
     "corpora/synth/__init__.py": {"corpora.synth.build": "pyrealb, numpy, scipy, soundfile, tqdm (SIZES and "
-                                  "synthesize on first use: the package, and a synthesis worker importing it, stay light)"},
+                                  "synthesize on first use: the package, and a synthesis worker importing it, "
+                                  "stay light)"},
     "corpora/synth/build.py": {"corpora.table": "pandas"},
     "downstream_asr/common.py": {"downstream_asr.data": "pandas"},
     "downstream_asr/data.py": {"corpora.prepared_audio": "numpy, soundfile",
@@ -246,7 +247,8 @@ LAZY_IMPORTS = {
         "ssl_pretrain.device": "torch", "ssl_pretrain.precision_canary": "torch",
         "ssl_pretrain.throughput": "torch, transformers, pandas, numpy, soundfile"},
     "gendergap/cmd_ckpt.py": {"ssl_pretrain.checkpoint_tools": "torch, pydantic",
-        "ssl_pretrain.checkpoints": "pydantic", "ssl_pretrain.feature_store": "torch, pandas, numpy, soundfile, pydantic",
+        "ssl_pretrain.checkpoints": "pydantic",
+        "ssl_pretrain.feature_store": "torch, pandas, numpy, soundfile, pydantic",
         "ssl_pretrain.model_choice": "torch, pandas, numpy, soundfile, pydantic", "ssl_pretrain.registry": "pydantic"},
     "gendergap/cmd_corpus.py": {"corpora.index": "pandas, numpy, soundfile", "corpora.merge": "pandas",
         "corpora.readers": "pandas, numpy, soundfile", "corpora.stats": "pandas",
@@ -259,8 +261,10 @@ LAZY_IMPORTS = {
         "analysis.normalize": "jiwer", "analysis.score_file": "pandas, sacrebleu, numpy, jiwer",
         "analysis.score_runs": "pandas, sacrebleu, numpy, jiwer", "analysis.store": "pandas"},
     "gendergap/cmd_score_gender.py": {"analysis.gender_translation": "pandas, sacrebleu, numpy, jiwer"},
-    "gendergap/cmd_study.py": {"gendergap.demo_record": "torch", "gendergap.study": "torch, pandas, numpy, soundfile, pydantic"},
-    "gendergap/cmd_sweep.py": {"analysis.store": "pandas", "gendergap": "torch, pandas, numpy, soundfile, submitit, pydantic",
+    "gendergap/cmd_study.py": {"gendergap.demo_record": "torch",
+                               "gendergap.study": "torch, pandas, numpy, soundfile, pydantic"},
+    "gendergap/cmd_sweep.py": {"analysis.store": "pandas",
+                               "gendergap": "torch, pandas, numpy, soundfile, submitit, pydantic",
         "gendergap.config": "pydantic", "gendergap.cost": "torch, pandas, numpy, soundfile, pydantic",
         "gendergap.design": "torch, pandas, numpy, scipy, soundfile, pydantic",
         "gendergap.plan": "torch, pandas, numpy, soundfile, pydantic",
@@ -589,7 +593,8 @@ def test_packages_take_a_resolved_model_not_a_checkpoint_name_and_a_registry():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 names = {a.arg for a in node.args.args + node.args.kwonlyargs}
             elif isinstance(node, ast.ClassDef):
-                names = {s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+                names = {s.target.id for s in node.body
+                         if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
             else:
                 continue
             if names & CHECKPOINT_ARGS and any("registry" in n for n in names):

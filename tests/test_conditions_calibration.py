@@ -161,7 +161,8 @@ def _partial_null(design: Design, effect: float, n: int, seed: int) -> dict:
     def null(t):
         return abs(contrast_truth(design, t["weights"], truth)) < 1e-9
     return {"partial null: primary power": rate(res, lambda r: find_test(r)["called"]["delta_rel"]),
-            "partial null: false calls": rate(res, lambda r: any(t["called"]["delta_rel"] for t in r["tests"] if null(t)))}
+            "partial null: false calls": rate(res, lambda r: any(t["called"]["delta_rel"]
+                                                                 for t in r["tests"] if null(t)))}
 
 
 def failures(out: dict) -> list[str]:

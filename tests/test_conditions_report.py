@@ -239,8 +239,8 @@ def test_five_shares_two_checkpoints_give_a_slope_with_its_lack_of_fit(tmp_path)
     assert f"Δrel's sd between pretraining runs of a share, beyond the speakers': {run_sd:.1f} points" in sentence
     assert "per 10 points of share, women's WER is lower by" in sentence, sentence
     md = (tmp_path / "report" / "conditions_asr-frozen.md").read_text()
-    assert "lack of fit (curvature)" in md and "p Holm (secondary, 11 tests, at 0.05, behind the primary test)" in md and "Unit: the pretraining run" in (
-        tmp_path / "report" / "report.md").read_text()
+    assert ("lack of fit (curvature)" in md and "p Holm (secondary, 11 tests, at 0.05, behind the primary test)" in md
+            and "Unit: the pretraining run" in (tmp_path / "report" / "report.md").read_text())
     assert (tmp_path / "report" / "trend_asr-frozen.png").is_file()
 
 
@@ -264,7 +264,8 @@ def test_one_share_against_fbank_says_the_share_effect_cannot_be_estimated(tmp_p
                             seed=0)
     assert res["primary"] is None and [t["family"] for t in res["tests"]] == ["reference"]
     t = res["tests"][0]
-    assert t["name"] == "50% F vs FBANK" and t["status"] == "compared" and t["p_adj"]["delta_rel"] == t["p"]["delta_rel"]
+    assert (t["name"] == "50% F vs FBANK" and t["status"] == "compared"
+            and t["p_adj"]["delta_rel"] == t["p"]["delta_rel"])
     sentence = _sentence(tmp_path)
     assert ("one female share of pretraining, so the share's effect cannot be estimated; against the reference "
             "without pretraining, ") in sentence, sentence

@@ -70,7 +70,8 @@ def test_builtin_configs_validate_and_plan():
     # each task's conditions compared once its rows are in, before the report
     assert by["conditions:asr-frozen"].deps == sorted([f"asr-frozen:{ck}" for ck in runs + ["FBANK"]] + ["checkpoints"])
     assert by["conditions:asr-frozen"].references == ["FBANK"] and by["conditions:st:fr-en"].result_key == "bleu"
-    assert len(by["conditions:st:fr-en"].results["FBANK"]) == 3 and len(by["conditions:st:fr-en"].results["M-tiny"]) == 1
+    assert (len(by["conditions:st:fr-en"].results["FBANK"]) == 3
+            and len(by["conditions:st:fr-en"].results["M-tiny"]) == 1)
     assert {"conditions:asr-e2e", "conditions:asr-frozen", "conditions:st:fr-en"} <= set(by["report"].deps)
     # two runs of a share differ in their pretraining seed only (run 2: the seed rule from 10)
     entries = {e["name"]: e for e in by["checkpoints"].entries}
@@ -122,23 +123,29 @@ def test_keys_change_downstream_only(tmp_path):
 def test_dry_run_prints_plan_and_writes_nothing(tmp_path):
     r = cli("sweep", "--config", str(CONFIG_DIR / "boito2022.yaml"), "--out", str(tmp_path / "o"), "--dry-run",
             "--verbose")
-    # the plan is printed (with --verbose, each step's fields), then the inputs are checked: each /path/to/... placeholder is a problem (exit 2)
+    # the plan is printed (with --verbose, each step's fields), then the inputs are checked: each /path/to/...
+    # placeholder is a problem (exit 2)
     problems = [x for x in r.stderr.splitlines() if x.startswith(str(CONFIG_DIR / "boito2022.yaml") + ":")]
     assert r.returncode == 2 and f"{len(problems)} problem(s) with the study's inputs" in r.stderr, r.stderr
     assert all("/path/to/" in x for x in problems) and any(": corpus.table: " in x for x in problems), r.stderr
-    assert "43 jobs" in r.stdout and "conditions:fr-pt-st:fr-pt" in r.stdout and "st:LB-3K-Large:fr-pt" in r.stdout and "StStep(task_type='st', ckpt='LB-3K-Large'" in r.stdout and "preset='xs'" in r.stdout
+    assert ("43 jobs" in r.stdout and "conditions:fr-pt-st:fr-pt" in r.stdout and "st:LB-3K-Large:fr-pt" in r.stdout
+            and "StStep(task_type='st', ckpt='LB-3K-Large'" in r.stdout and "preset='xs'" in r.stdout)
     assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.parametrize("edit, line, words", [
-    (lambda t: t.replace("  asr-frozen: {corpus", "  asr-frozen: {corpsu"), 8, ["unknown key 'corpsu'", "did you mean 'corpus'"]),
-    (lambda t: t.replace("checkpoints: [F-tiny]", "checkpoints: [X-tiny]"), 9, ["unknown checkpoint 'X-tiny'", "F-tiny, M-tiny"]),
+    (lambda t: t.replace("  asr-frozen: {corpus", "  asr-frozen: {corpsu"), 8,
+     ["unknown key 'corpsu'", "did you mean 'corpus'"]),
+    (lambda t: t.replace("checkpoints: [F-tiny]", "checkpoints: [X-tiny]"), 9,
+     ["unknown checkpoint 'X-tiny'", "F-tiny, M-tiny"]),
     (lambda t: t.replace("seed", "seed") + "sed: 3\n", 10, ["unknown key 'sed'", "did you mean 'seed'"]),
     (lambda t: t + "executor: {name: cloud}\n", 10, ["'executor.name' is 'cloud'", "local, slurm"]),
-    (lambda t: t.replace("overrides: [max_steps=2]", "overrides: max_steps=2"), 8, ["'tasks.asr-frozen.overrides' must be list"]),
+    (lambda t: t.replace("overrides: [max_steps=2]", "overrides: max_steps=2"), 8,
+     ["'tasks.asr-frozen.overrides' must be list"]),
     (lambda t: t.replace("pairs: [fr-en]", "pairs: [fren]"), 9, ["language pair 'fren' is not SRC-TGT"]),
     (lambda t: t.replace("{corpus: synth-fr, overrides: [max_steps=2]}", "{corpus: synth-fr, after: [st]}")
-     .replace("checkpoints: [F-tiny]}", "checkpoints: [F-tiny], after: [asr-frozen]}"), 8, ["cycle", "asr-frozen", "st"]),
+     .replace("checkpoints: [F-tiny]}", "checkpoints: [F-tiny], after: [asr-frozen]}"), 8,
+     ["cycle", "asr-frozen", "st"]),
     (lambda t: t.replace("pretrained_on: female", "pretrained_on: femal"), 5, ["pretraining set 'femal'"]),
     (lambda t: t + "tasks2: {}\n", 10, ["unknown key 'tasks2'", "did you mean 'tasks'"]),
     (lambda t: t.replace("  st: {", "  mt: {"), 9, ["task 'mt' has no known type"]),
@@ -179,7 +186,8 @@ def test_unavailable_executor_is_refused_before_anything_runs(tmp_path):
 
 
 def test_missing_inputs_are_refused_before_anything_runs(tmp_path):
-    r = cli("sweep", "--config", str(CONFIG_DIR / "boito2022.yaml"), "--out", str(tmp_path / "o"), "--executor", "local")
+    r = cli("sweep", "--config", str(CONFIG_DIR / "boito2022.yaml"), "--out", str(tmp_path / "o"), "--executor",
+            "local")
     assert r.returncode == 2 and "boito2022.yaml:" in r.stderr and "does not exist" in r.stderr, r.stderr
     assert not (tmp_path / "o").exists()
 

@@ -131,7 +131,8 @@ def test_commonvoice_mp3_headers(tmp_path):
     # Only a system libsndfile older than 1.1 lacks mp3; the pinned soundfile wheel bundles one that
     # reads it, so this skip never fires through `make test` (run_tests.sh would print it if it did).
     if "MP3" not in sf.available_formats():
-        pytest.skip("the system libsndfile is older than 1.1 and cannot decode mp3 (a library capability, not gendergap's; the pinned soundfile wheel has it)")
+        pytest.skip("the system libsndfile is older than 1.1 and cannot decode mp3 (a library capability, not "
+                    "gendergap's; the pinned soundfile wheel has it)")
     root = make_commonvoice(tmp_path, clip_fmt="mp3")
     t = by_id(read_commonvoice(root, splits=["test"], check=QUIET))
     assert t.loc["common_voice_fr_5", "audio"].endswith(".mp3")
@@ -149,7 +150,8 @@ def test_commonvoice_validated_overlap_is_duplicate(tmp_path):
 def test_mustshe_reference_and_categories(tmp_path):
     t = by_id(read_mustshe(make_mustshe(tmp_path), check=QUIET))
     assert t.loc["fr-0001", "gender"] == "F" and t.loc["fr-0002", "gender"] == "M"
-    assert t.loc["fr-0001", "tgt_text_fr"] == "Je suis fatiguée." and t.loc["fr-0001", "wrong_ref_fr"] == "Je suis fatigué."
+    assert (t.loc["fr-0001", "tgt_text_fr"] == "Je suis fatiguée."
+            and t.loc["fr-0001", "wrong_ref_fr"] == "Je suis fatigué.")
     assert t.loc["fr-0002", "category"] == "1M" and t.loc["fr-0001", "gender_terms"] == "fatiguée fatigué"
     assert t.loc["fr-0003", "speaker"] == "1003"          # no SPEAKER: the talk stands in
     assert t.loc["fr-0003", "text"] == 'She said "hello".'
@@ -300,8 +302,10 @@ def test_mtedx_yaml_entry_without_wav(tmp_path):
 
 def test_generic_multiline_quoted_cells_are_flattened(tmp_path):
     csv_path = make_generic(tmp_path)
-    csv_path.write_text(csv_path.read_text().replace('"oui, bien sûr"', '"oui,\n\tbien sûr"').replace(",41\n", ",\"4\t1\"\n"))
-    t = by_id(read_generic(csv_path, mapping="id=utt_id,audio=path,speaker=spk,text=transcript,offset=start,duration=dur",
+    csv_path.write_text(csv_path.read_text().replace('"oui, bien sûr"', '"oui,\n\tbien sûr"')
+                        .replace(",41\n", ",\"4\t1\"\n"))
+    t = by_id(read_generic(csv_path,
+                           mapping="id=utt_id,audio=path,speaker=spk,text=transcript,offset=start,duration=dur",
                            check=QUIET))
     assert t.loc["u1", "text"] == "oui, bien sûr" and t.loc["u3", "age"] == "4 1"
     assert t.loc["u3", "sex"] == "Male" and t.loc["u3", "gender"] == "U"   # unmapped: kept as an extra

@@ -100,7 +100,8 @@ def test_commonvoice_48k_zero_byte_clip_and_per_speaker_gender(tmp_path, capsys)
     # our code. The pinned soundfile wheel bundles one that has it, so through `make test` this skip
     # never fires (run_tests.sh would print it if it did).
     if "MP3" not in sf.available_formats():
-        pytest.skip("the system libsndfile is older than 1.1 and cannot decode mp3 (a library capability, not gendergap's; the pinned soundfile wheel has it)")
+        pytest.skip("the system libsndfile is older than 1.1 and cannot decode mp3 (a library capability, not "
+                    "gendergap's; the pinned soundfile wheel has it)")
     root = make_cv_release(tmp_path, [
         ("a", "common_voice_fr_1.mp3", "female_feminine", 1.0), ("a", "common_voice_fr_2.mp3", "", 1.0),
         ("b", "common_voice_fr_3.mp3", "male", 1.0), ("b", "common_voice_fr_4.mp3", "female", 1.0),
@@ -387,7 +388,8 @@ def test_generic_path_template_for_voxpopuli_tsv(tmp_path, capsys):
     # VoxPopuli ships ogg: a capability of the installed libsndfile, not of our code; the pinned
     # soundfile wheel has it, so through `make test` this skip never fires (it would be printed).
     if "OGG" not in sf.available_formats():
-        pytest.skip("the system libsndfile was built without ogg/vorbis (a library capability, not gendergap's; the pinned soundfile wheel has it)")
+        pytest.skip("the system libsndfile was built without ogg/vorbis (a library capability, not gendergap's; "
+                    "the pinned soundfile wheel has it)")
     d = tmp_path / "transcribed_data" / "fr"
     ids = [("20180313-0900-PLENARY-15_fr_20180313-16:08:05_3", "124737", "female", 1.5),
            ("20190415-0900-PLENARY-7_fr_20190415-17:30:11_1", "96766", "male", 2.0)]

@@ -113,7 +113,8 @@ def test_empty_audio(tmp_path, capsys):
 
 
 def test_zero_length_audio(tmp_path, capsys):
-    argv, csv = _generic_with(tmp_path, lambda c: sf.write(c.parent / "wav" / "short.wav", np.zeros(0, "float32"), 16000))
+    argv, csv = _generic_with(tmp_path,
+                              lambda c: sf.write(c.parent / "wav" / "short.wav", np.zeros(0, "float32"), 16000))
     out = tmp_path / "o.tsv"
     assert_user_error(capsys, out, argv + ["--out", str(out)], f"{csv}:4:", "is empty (0 samples)")
 

@@ -123,7 +123,8 @@ def test_bench_measures_a_profile_the_dry_run_reads(study, tmp_path, capsys):
     assert figures["extract_gflops"] > 0 and figures["train_gflops"] > 0
     assert figures["extract_overhead_s_per_audio_s"] >= 0
     capsys.readouterr()
-    assert main(["sweep", "--config", str(cfg), "--out", str(tmp_path / "o"), "--dry-run", "--profile", str(profile)]) == 0
+    assert main(["sweep", "--config", str(cfg), "--out", str(tmp_path / "o"), "--dry-run", "--profile",
+                 str(profile)]) == 0
     out = capsys.readouterr().out
     assert f"throughput: measured ({profile})" in out
     from gendergap.cost import DEFAULTS, load_profile

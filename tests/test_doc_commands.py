@@ -215,7 +215,8 @@ def _inline_commands(prose: list[tuple[int, str]], name: str, problems: list[str
     for m in re.finditer(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", text, re.S):
         if "\n\n" in m.group(2):                              # a span ends with its paragraph
             continue
-        span = " ".join(m.group(2).split()).replace("\\|", "|")   # Markdown joins a wrapped span; `\|` in a table is `|`
+        # Markdown joins a wrapped span; `\|` in a table is `|`
+        span = " ".join(m.group(2).split()).replace("\\|", "|")
         if re.match(r"(\.venv/bin/)?gendergap |make |(bash|sh|sbatch|python3?) scripts/|pip3? install ", span):
             lineno = prose[max(i for i, s in enumerate(starts) if s <= m.start())][0]
             found += shell_commands([(lineno, span)], name, problems, inline=True)
@@ -453,7 +454,8 @@ def test_the_lines_are_read_as_a_shell_runs_them(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert check(commands) == [
         f"{page}:14: `bash scripts/no_such_script.sh; make no-such-target`: scripts/no_such_script.sh does not exist",
-        f"{page}:14: `bash scripts/no_such_script.sh; make no-such-target`: the Makefile has no target 'no-such-target'"]
+        f"{page}:14: `bash scripts/no_such_script.sh; make no-such-target`: "
+        "the Makefile has no target 'no-such-target'"]
 
 
 @pytest.mark.parametrize("argv,in_a_block,in_a_span", [

@@ -171,7 +171,8 @@ def test_every_command_leaf_has_a_description_and_an_example():
 
 def test_the_demo_record_renders_one_column_per_condition(tmp_path):
     """With the report's conditions CSVs the README block has a column per pretraining condition (its
-    runs' mean), highest female share first and the reference last, not one per checkpoint; the runs counted are the pretrained conditions'."""
+    runs' mean), highest female share first and the reference last, not one per checkpoint; the runs
+    counted are the pretrained conditions'."""
     from gendergap.demo_record import make_record, render
     report = tmp_path / "report"
     report.mkdir()
@@ -190,5 +191,5 @@ def test_the_demo_record_renders_one_column_per_condition(tmp_path):
     block = render(make_record(config, tmp_path, rows, parallel=2)).splitlines()
     assert block[0] == ("| task (metric: All, Δrel; runs per condition) | female (100 % F) | male (0 % F) | FBANK "
                         "| the report's answer |")
-    assert block[2] == "| asr-frozen (WER; 1-2 runs) | 51.0 (-25.0) | 40.0 (-10.0) | 60.0 (-5.0) | no difference detected " \
-                       "(this design detects 9.9 points) |"
+    assert block[2] == ("| asr-frozen (WER; 1-2 runs) | 51.0 (-25.0) | 40.0 (-10.0) | 60.0 (-5.0) | "
+                        "no difference detected (this design detects 9.9 points) |")

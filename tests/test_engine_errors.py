@@ -35,7 +35,8 @@ def test_st_on_five_utterances_with_xs_names_the_override_then_trains_with_it(tm
     said = capsys.readouterr().err
     err = [x for x in said.splitlines() if x.startswith("gendergap: error:")]
     assert len(err) == 1 and "Traceback" not in said, said
-    assert "the train split's 5 utterance(s) fit in one batch" in err[0] and "required-batch-size-multiple (8)" in err[0]
+    assert ("the train split's 5 utterance(s) fit in one batch" in err[0]
+            and "required-batch-size-multiple (8)" in err[0])
     assert "-- add the override required-batch-size-multiple=1" in err[0]
     assert not (out / "train.log").exists()   # refused before fairseq started
 
@@ -46,7 +47,8 @@ def test_st_on_five_utterances_with_xs_names_the_override_then_trains_with_it(tm
     with pytest.raises(UserError) as e:
         run_fairseq(cmd, tmp_path / "direct.log", threads=1)
     assert "The dataset is empty" in (tmp_path / "direct.log").read_text()          # fairseq's own words
-    assert "fairseq made no batch from a split" in e.value.message and "required-batch-size-multiple (8)" in e.value.message
+    assert ("fairseq made no batch from a split" in e.value.message
+            and "required-batch-size-multiple (8)" in e.value.message)
     assert e.value.fix.startswith("add the override required-batch-size-multiple=1")
 
     # the override it names: fairseq trains on the 5 utterances
@@ -116,7 +118,8 @@ def test_ctc_min_frames_counts_a_blank_between_repeats():
     assert torch.isinf(torch.nn.functional.ctc_loss(logp[:3], target, [3], [3]))
     assert torch.isfinite(torch.nn.functional.ctc_loss(logp, target, [4], [3]))
     tokens = torch.tensor([[1, 1, 2], [1, 2, 0]])
-    out = too_long_for_ctc(["a", "b"], tokens, torch.tensor([1.0, 2 / 3]), torch.zeros(2, 3, 5), torch.tensor([1.0, 1.0]))
+    out = too_long_for_ctc(["a", "b"], tokens, torch.tensor([1.0, 2 / 3]), torch.zeros(2, 3, 5),
+                           torch.tensor([1.0, 1.0]))
     assert out == [("a", 4, 3)]
 
 

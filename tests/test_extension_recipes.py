@@ -26,7 +26,8 @@ def read_toy(root, *, check, split=None):
     for n, line in enumerate((root / "utts.txt").read_text(encoding="utf-8").splitlines(), start=1):
         uid, speaker, gender, wav, text = line.split("|")
         rows.append({"id": uid, "speaker": speaker, "gender_raw": gender, "audio": str(root / wav), "text": text,
-                     "split": split or "train", "corpus": "toy", "lang": "fr", "_src": str(root / "utts.txt"), "_line": n})
+                     "split": split or "train", "corpus": "toy", "lang": "fr", "_src": str(root / "utts.txt"),
+                     "_line": n})
     return finish_table(rows, source=root / "utts.txt", check=check)
 
 

@@ -72,7 +72,8 @@ LEAKS = [   # (old, new, line, words)
     ("overrides: [max_steps=2]}", "overrides: [max_steps=2], splits: {train: dev, valid: dev2, test: dev}}", 9,
      ["splits.train is the test split 'dev'"]),
     # a block mapping: the line of its `splits:` key
-    ("{corpus: synth-fr, overrides: [max_steps=2]}", "\n    corpus: synth-fr\n    splits:\n      train: test\n      valid: test",
+    ("{corpus: synth-fr, overrides: [max_steps=2]}",
+     "\n    corpus: synth-fr\n    splits:\n      train: test\n      valid: test",
      11, ["splits.train and splits.valid are the test split 'test'"]),
     ("gender: balanced}", "gender: balanced, splits: {train: test}}", 7,
      ["'selections.bal.splits'", "splits.train is the test split 'test'"]),
@@ -150,7 +151,8 @@ def test_one_test_speaker_of_a_gender_gives_no_interval_and_no_call(n_f, n_m):
 
 def test_five_speakers_of_each_gender_are_still_compared():
     rng = np.random.default_rng(3)
-    conds = [Condition(f"share {s:g}", s, (_runs(rng, 5, 5, rate),)) for s, rate in ((1.0, 0.05), (0.5, 0.2), (0.0, 0.6))]
+    conds = [Condition(f"share {s:g}", s, (_runs(rng, 5, 5, rate),))
+             for s, rate in ((1.0, 0.05), (0.5, 0.2), (0.0, 0.6))]
     res = compare_conditions(WER, conds, n_resamples=200, seed=0)
     primary = next(t for t in res["tests"] if t["name"] == res["primary"])
     assert primary["status"] == "compared" and primary["ci"]["delta_rel"] is not None

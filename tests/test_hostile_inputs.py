@@ -84,8 +84,8 @@ def st_run(vocab: str = "vocab.txt", vocab_fifo: bool = False, st_json: str | No
         (run / "data").mkdir(parents=True)
         (run / "checkpoint_avg.pt").write_bytes(b"not read: the data config is refused first")
         (run / "st.json").write_text(json.dumps({"status": "done", "src_lang": "fr", "tgt_lang": "en",
-                                                 "feature_dim": 8, "checkpoint": "checkpoint_avg.pt", "preset": {"train": {}},
-                                                 **named}))
+                                                 "feature_dim": 8, "checkpoint": "checkpoint_avg.pt",
+                                                 "preset": {"train": {}}, **named}))
         if st_json is not None:
             (run / "st.json").write_text(st_json)
         for value in named.values():
@@ -197,8 +197,10 @@ CASES = [
      fifo("out.fifo"), "not a regular file"),
     ("report-out-fifo", ["report", "--db", "{tmp}/r.db", "--out", "{tmp}/out.fifo"], fifo("out.fifo"),
      "not a directory"),
-    ("merge-out-proc", ["corpus", "merge", "{tmp}/c/table.tsv", "--out", "/proc/self/x"], table(), "kernel file system"),
-    ("build-out-proc", ["manifest", "build", "--table", "{tmp}/c/table.tsv", "--gender", "any", "--out", "/proc/self/m"],
+    ("merge-out-proc", ["corpus", "merge", "{tmp}/c/table.tsv", "--out", "/proc/self/x"], table(),
+     "kernel file system"),
+    ("build-out-proc", ["manifest", "build", "--table", "{tmp}/c/table.tsv", "--gender", "any", "--out",
+                        "/proc/self/m"],
      table(), "kernel file system"),
     ("fairseq-audio-fifo", BUILD + ["--format", "fairseq"], table(audio_fifo=True), "not a regular file"),
     # numbers
@@ -249,8 +251,8 @@ CASES = [
         ["asr", "kaldi-export", "--ckpt", "F", "--layer", "1", "--table", "{tmp}/f.fifo", "--out", "{out}"],
         ["asr", "kaldi-import", "--text", "{tmp}/f.fifo", "--data-dir", "{tmp}", "--out", "{out}/h.tsv"],
         ["asr", "export", "{tmp}/f.fifo", "--out", "{out}/e"],
-        ["st", "train", "--ckpt", "F", "--layer", "1", "--train", "{tmp}/f.fifo", "--valid", "{tmp}/f.fifo", "--src", "fr", "--tgt", "en",
-         "--out", "{out}"],
+        ["st", "train", "--ckpt", "F", "--layer", "1", "--train", "{tmp}/f.fifo", "--valid", "{tmp}/f.fifo", "--src",
+         "fr", "--tgt", "en", "--out", "{out}"],
         ["probe", "correlate", "--db", "{tmp}/f.fifo", "--out", "{out}/c.tsv"],
         ["score", "st", "--refs", "{tmp}/f.fifo", "--hyps", "{tmp}/f.fifo", "--speakers", "{tmp}/f.fifo"],
         ["score", "compare", "--a", "{tmp}/f.fifo", "--b", "{tmp}/f.fifo"],

@@ -40,7 +40,8 @@ DB_COMMANDS = {
                                 d / "utts.tsv", "--db", db, "--checkpoint", "F-tiny"],
     "trace": lambda d, db: ["trace", "--db", db, "--run", 1],
     # an earlier study's variance components, read before the dry run plans anything
-    "sweep-variance-from": lambda d, db: ["sweep", "--config", Path(__file__).resolve().parents[1] / "configs" / "mini.yaml",
+    "sweep-variance-from": lambda d, db: ["sweep", "--config",
+                                          Path(__file__).resolve().parents[1] / "configs" / "mini.yaml",
                                           "--dry-run", "--out", d / "o", "--variance-from", db],
 }
 

@@ -89,7 +89,8 @@ def test_valid_upsampling_moves_one_corpus_speaker_only():
     # the other stays in train.
     df = new_table(rows("a", "1", "M", 3) + rows("b", "1", "M", 3) + rows("a", "2", "F", 3) + rows("b", "2", "F", 3)
                    + rows("a", "3", "F", 3)
-                   + rows("a", "8", "F", 1, split="valid", seconds=9.0) + rows("a", "9", "F", 1, split="valid", seconds=9.0)
+                   + rows("a", "8", "F", 1, split="valid", seconds=9.0)
+                   + rows("a", "9", "F", 1, split="valid", seconds=9.0)
                    + rows("b", "7", "M", 1, split="valid", seconds=2.0))
     sel = build_selection(df, "balanced", valid_hours=0.01, seed=0)
     up = sel.report["valid_upsampled_from_train"]

@@ -177,7 +177,8 @@ def test_one_way_to_select_rows_several_values_a_column_and_what_an_empty_filter
         merged.select(corpus=None, split="nope", strict=True)
     assert e.value.fix == "pick one of the table's split values"
     with pytest.raises(UserError, match="no 'lang' column"):
-        UtteranceTable(merged.rows.drop(columns=["lang"], errors="ignore"), merged.sources).select(lang="fr", strict=True)
+        UtteranceTable(merged.rows.drop(columns=["lang"], errors="ignore"),
+                       merged.sources).select(lang="fr", strict=True)
     lines = UtteranceTable.load(named[1]).with_lines().rows["_line"]
     assert list(lines) == list(range(2, len(lines) + 2)) and set(merged.with_lines().rows["_line"]) == {0}
 
@@ -191,7 +192,8 @@ def test_table_twice_in_manifest_build_uses_both(named, tmp_path, capsys):
                      "--format", "speechbrain", "--out", str(out))
     assert rc == 0, err
     train = read_table(out / "selection_train.tsv")
-    expect = {f"mtedx-fr-{t}/{i}" for t, p in (("en", en), ("pt", pt)) for i in read_table(p).query("split == 'train'")["id"]}
+    expect = {f"mtedx-fr-{t}/{i}" for t, p in (("en", en), ("pt", pt))
+              for i in read_table(p).query("split == 'train'")["id"]}
     # the ids both tables have (a1_0, a1_1) renamed, the others kept
     expect = {e if e.split("/", 1)[1] in ("a1_0", "a1_1", "c3_0") else e.split("/", 1)[1] for e in expect}
     assert set(train["id"]) == expect and len(train) == 3 + 4
@@ -345,7 +347,8 @@ def test_dry_run_checks_the_tasks_against_the_merged_tables(named, tmp_path, cap
     def dry(task: str, gender_map: str = ""):
         cfg = tmp_path / "study.yaml"
         cfg.write_text(f"name: m\ncorpus: {{table: [{tables}]{gender_map}}}\n"
-                       f"checkpoints:\n  F-tiny: {{shipped: tiny-female}}\ntasks:\n  asr-frozen: {task}\n", encoding="utf-8")
+                       f"checkpoints:\n  F-tiny: {{shipped: tiny-female}}\ntasks:\n  asr-frozen: {task}\n",
+                       encoding="utf-8")
         return cfg, run(capsys, "sweep", "--config", str(cfg), "--out", str(tmp_path / "run"), "--dry-run")
 
     cfg, (rc, out, err) = dry("{corpus: mtedx-fr-nope, layer: last}")

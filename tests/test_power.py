@@ -31,7 +31,8 @@ from gendergap.config import CONFIG_DIR
 
 REPO = Path(__file__).resolve().parent.parent
 COMP = {"speaker": 10.0, "run": 4.0, "seed": 2.0}
-MDE_LINE = re.compile(r"^  (?P<task>[\w -]+): minimum detectable difference \(80 % power, α 0\.05\): (?P<rest>.*)$", re.M)
+MDE_LINE = re.compile(r"^  (?P<task>[\w -]+): minimum detectable difference \(80 % power, α 0\.05\): "
+                      r"(?P<rest>.*)$", re.M)
 
 
 # --- the arithmetic --------------------------------------------------------------------------------
@@ -107,8 +108,9 @@ def test_one_run_per_condition_cannot_be_estimated():
 # --- components stored by a study -----------------------------------------------------------------
 
 def _component_rows(task: str, values: dict, pair: str = "", metric: str = "wer") -> list[dict]:
-    return [{"checkpoint": COMPONENTS_ROW, "task": task, "lang_pair": pair, "subset": "conditions", "gender": "delta_rel",
-             "metric": f"{metric}:var_{name}", "value": v, "n_speakers": 12} for name, v in values.items()]
+    return [{"checkpoint": COMPONENTS_ROW, "task": task, "lang_pair": pair, "subset": "conditions",
+             "gender": "delta_rel", "metric": f"{metric}:var_{name}", "value": v, "n_speakers": 12}
+            for name, v in values.items()]
 
 
 def component_db(path: Path, by_task: dict) -> Path:
@@ -201,7 +203,8 @@ def test_dry_run_of_the_built_in_study_prints_each_tasks_mde(tmp_path, capsys):
         slope = design_mde(DEFAULT_COMPONENTS[task], 12, 12, shares, [2, 2, 2, 1, 2], 1)
         assert lines[label].startswith(
             f"the slope over female share {slope:.1f} Δrel points per 10 points of share ({10 * slope:.1f} from 0 to "
-            "100 % female) with 5 shares x 1-2 pretraining runs x 1 seed, 12/12 test speakers; variance components from "
+            "100 % female) with 5 shares x 1-2 pretraining runs x 1 seed, 12/12 test speakers; "
+            "variance components from "
             "defaults fitted on the built-in study"), lines[label]
     # one fine-tuning run and one gender-set ST run per share: nothing to estimate, and what a seed more gives
     assert lines["asr-e2e"].startswith("the slope over female share: cannot be estimated: one run per condition (5 "
@@ -230,7 +233,8 @@ def test_variance_from_an_earlier_study_changes_the_number(tmp_path, capsys):
     assert lines["asr-frozen"].startswith(f"the slope over female share {expected:.1f} Δrel points") and \
         f"variance components from {study};" in lines["asr-frozen"]
     # a task type the earlier study did not compare keeps the defaults, and says so
-    assert f"variance components from defaults fitted on the built-in study ({study} has none for st)" in lines["st fr-en"]
+    assert (f"variance components from defaults fitted on the built-in study ({study} has none for st)"
+            in lines["st fr-en"])
     # the DB file itself works as well as its folder
     rc, again, _ = run_text(capsys, "sweep", "--config", CONFIG_DIR / "mini.yaml", "--out", tmp_path / "o",
                             "--dry-run", "--variance-from", study / "results.db")
@@ -297,7 +301,8 @@ def _boito_stand_in(root: Path) -> Path:
 
 
 def test_dry_run_of_the_reference_study_with_stand_in_tables(tmp_path, capsys):
-    rc, out, err = run_text(capsys, "sweep", "--config", _boito_stand_in(tmp_path), "--out", tmp_path / "o", "--dry-run")
+    rc, out, err = run_text(capsys, "sweep", "--config", _boito_stand_in(tmp_path), "--out", tmp_path / "o",
+                            "--dry-run")
     assert rc == 2 and "problem(s) with the study's inputs" in err      # no audio, no checkpoints: after the lines
     lines = _mde_lines(out)
     assert set(lines) == {"asr-e2e", "asr-frozen", "fr-en-st fr-en", "fr-es-st fr-es", "fr-pt-st fr-pt"}, out
@@ -353,7 +358,8 @@ def test_dry_run_groups_replicates_by_share_and_leaves_unknown_shares_out(tmp_pa
     two = design_power(DEFAULT_COMPONENTS["asr-frozen"], 12, 12, [1.0, 0.0], 2, 2)
     assert two.unit == "checkpoint"
     assert lines["asr-frozen"] == (f"100% F vs male {two.mde:.1f} Δrel points with 2 shares x 2 pretraining runs x 2 "
-                                   "seeds, 12/12 test speakers; variance components from defaults fitted on the built-in "
+                                   "seeds, 12/12 test speakers; variance components from defaults fitted on the "
+                                   "built-in "
                                    "study")   # its var_run measured on two runs per share: no guess to own up to
     assert lines["st fr-en"].startswith("nothing to compare: 1 pretraining share(s) known")
 
@@ -384,4 +390,5 @@ def test_the_docs_spend_tables_are_the_functions_output():
         start = f'<!-- generated: analysis.power.spend_markdown("{task}"); tests/test_power.py checks it -->\n'
         body = page[page.index(start) + len(start):]
         assert body[:body.index("\n<!-- end of the generated table -->")] == builtin_spend_markdown(task), (
-            f"docs/design-power.md's {task} spend table is stale: paste analysis.power.builtin_spend_markdown({task!r})")
+            f"docs/design-power.md's {task} spend table is stale: "
+            f"paste analysis.power.builtin_spend_markdown({task!r})")

@@ -83,7 +83,8 @@ def test_a_wrong_grouped_conv_takes_the_onednn_off_path(faulty_grouped_conv, cap
     assert max(path.errors.values()) <= TOLERANCE                       # ... and the fallback is right
     assert path.default_errors["linear"] <= TOLERANCE                   # only the grouped conv was off
     rec = path.record()
-    assert rec["plain_autocast_off"]["op"].startswith("conv1d positional") and rec["plain_autocast_off"]["rel_error"] > 0.5
+    assert (rec["plain_autocast_off"]["op"].startswith("conv1d positional")
+            and rec["plain_autocast_off"]["rel_error"] > 0.5)
     assert main(["bench", "--check-precision", "--precision", "bf16", "--device", "cpu"]) == 0
     out = capsys.readouterr().out
     assert "cpu bf16: bf16 autocast, oneDNN off" in out and "plain autocast" in out

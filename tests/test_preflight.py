@@ -69,7 +69,8 @@ def test_a_missing_corpus_names_the_task_line(tmp_path, capsys):
     rc, lines, _ = sweep(cfg, tmp_path / "o", capsys)
     assert rc == 2 and len(lines) == 1, lines
     line = lines[0]
-    assert line.startswith(f"{cfg}:10: task 'st': corpus 'mtedx-fr-en' has no rows in table.tsv (its corpora: toy)"), line
+    assert line.startswith(f"{cfg}:10: task 'st': corpus 'mtedx-fr-en' has no rows in table.tsv "
+                           "(its corpora: toy)"), line
     assert "set the task's corpus to one of those" in line
     assert not (tmp_path / "o").exists()
 
@@ -108,8 +109,10 @@ def test_every_problem_is_listed_one_line_each_and_nothing_runs(tmp_path, capsys
         text = "\n".join(lines)
         # each problem once, on its task's line (asr-frozen and st read the same rows: both named)
         assert sum("cannot be read" in x for x in lines) == 2, text   # the ASR data step's, and st's
-        assert any(x.startswith(f"{cfg}:9: task 'asr-frozen': 2 audio file(s) of 2 row(s) cannot be read") for x in lines), text
-        assert any(x.startswith(f"{cfg}:10: task 'st': 1 of 5 train row(s) have an empty tgt_text_en") for x in lines), text
+        assert any(x.startswith(f"{cfg}:9: task 'asr-frozen': 2 audio file(s) of 2 row(s) cannot be read")
+                   for x in lines), text
+        assert any(x.startswith(f"{cfg}:10: task 'st': 1 of 5 train row(s) have an empty tgt_text_en")
+                   for x in lines), text
         assert any(x.startswith(f"{cfg}:10: task 'st': table.tsv has no column tgt_text_pt") for x in lines), text
         assert any(f"{cfg}:10: task 'st': the train split's 5 utterance(s)" in x for x in lines), text
         assert any(x.startswith(f"{cfg}:9: task 'asr-frozen': 1 test speaker(s) have no gender (U): x4") for x in lines)

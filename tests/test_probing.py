@@ -59,7 +59,8 @@ def test_lr_halves_after_3_flat_epochs_and_training_stops_after_20_without_impro
     assert lrs[2] == 2.5e-5 and lrs[5] == 1.25e-5  # every 3 more flat epochs halve again
     # a real improvement resets the stopping counter
     q = Plateau(Recipe(stop_patience=3))
-    assert [q.step(v)[2] for v in (1.0, 1.0, 1.0, 0.5, 1.0, 1.0, 1.0)] == [False, False, False, False, False, False, True]
+    assert [q.step(v)[2] for v in (1.0, 1.0, 1.0, 0.5, 1.0, 1.0, 1.0)] == [False, False, False, False, False, False,
+                                                                          True]
 
 
 def test_max_epochs_caps_training():

@@ -94,7 +94,8 @@ def test_commonvoice_covost2_recipe_dry_runs_on_released_layouts_with_gpu_resour
     steps = [
         ["corpus", "index", "--kind", "commonvoice", "--root", "cv-corpus-17.0-2024-03-15/fr", "--corpus",
          "commonvoice-fr", "--out", "tables/cv_fr.tsv"],
-        ["corpus", "filter", "tables/cv_fr.tsv", "--drop-unknown-gender", "valid,test", "--out", "tables/cv_fr.known.tsv"],
+        ["corpus", "filter", "tables/cv_fr.tsv", "--drop-unknown-gender", "valid,test", "--out",
+         "tables/cv_fr.known.tsv"],
         ["corpus", "index", "--kind", "covost2", "--root", "covost_tsv", "--cv-root", "cv-corpus-4-2019-12-10/fr",
          "--tgt-lang", "en", "--corpus", "covost2-fr-en", "--out", "tables/covost2_fr_en.tsv"],
         ["corpus", "filter", "tables/covost2_fr_en.tsv", "--drop-unknown-gender", "valid,test",
@@ -133,7 +134,8 @@ def test_commonvoice_covost2_recipe_dry_runs_on_released_layouts_with_gpu_resour
 def test_the_recipe_page_gives_the_commands_the_test_ran():
     """docs/recipes.md is the manual the test follows: each command line above, in the page."""
     page = (REPO / "docs" / "recipes.md").read_text(encoding="utf-8")
-    for line in ("gendergap corpus filter tables/cv_fr.tsv --drop-unknown-gender valid,test --out tables/cv_fr.known.tsv",
+    for line in ("gendergap corpus filter tables/cv_fr.tsv --drop-unknown-gender valid,test "
+                 "--out tables/cv_fr.known.tsv",
                  "--kind covost2 --root covost_tsv --cv-root cv-corpus-4-2019-12-10/fr",
                  "hf download LeBenchmark/wav2vec-FR-1K-Female-large --local-dir models/wav2vec-FR-1K-Female-large",
                  "gendergap sweep --config configs/commonvoice-covost2.yaml --out runs/cv-covost2 --dry-run"):
@@ -200,14 +202,16 @@ def test_fleurs_voxpopuli_recipe_dry_runs_released_models_per_corpus(tmp_path, c
                   "--out", "tables/voxpopuli_fr.known.tsv"]):
         rc, out, err = run_lines(capsys, *argv)
         assert rc == 0, (argv, err)
-    assert sf.info(next((tmp_path / "voxpopuli" / "transcribed_data" / "fr" / "2019").glob("*.ogg"))).samplerate == 16000
+    assert sf.info(next((tmp_path / "voxpopuli" / "transcribed_data" / "fr" / "2019").glob("*.ogg"))
+                   ).samplerate == 16000
     cfg = _user_copy(tmp_path, "fleurs-voxpopuli.yaml")
     rc, out, err = run_lines(capsys, "sweep", "--config", cfg, "--out", "runs/fv", "--dry-run")
     assert rc == 0, "\n".join(err[-5:]) + out[-3000:]
     assert "inputs checked: no problem found" in out
     for model in ("whisper-large-v3", "xlsr-53-french"):
         for corpus in ("fleurs-fr", "voxpopuli-fr"):
-            assert re.search(rf"^  pending  released:{model}:{corpus} +8 cpu 1 gpu 32 GB 240 min", out, re.M), (model, corpus)
+            assert re.search(rf"^  pending  released:{model}:{corpus} +8 cpu 1 gpu 32 GB 240 min", out, re.M), (
+                model, corpus)
 
 
 def test_only_tasks_that_run_their_own_models_may_leave_checkpoints_out(tmp_path):

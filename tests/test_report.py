@@ -70,7 +70,8 @@ def test_tables_hold_the_right_numbers(tmp_path):
     written = write_report(db, out)
     t4 = (out / "table4_asr.md").read_text()
     assert t4.index("Hybrid ASR") < t4.index("End-to-end ASR")  # the paper's order
-    assert "| F-tiny | 20.90 (19.00, 22.50) | 17.70 (16.00, 19.10) | 19.50 (18.20, 20.70) | -16.60 (-25.00, -8.00) |" in t4
+    assert ("| F-tiny | 20.90 (19.00, 22.50) | 17.70 (16.00, 19.10) | 19.50 (18.20, 20.70) | "
+            "-16.60 (-25.00, -8.00) |") in t4
     assert "| LB_1K | 21.00 | 18.50 | 19.80 | -12.70 (-30.00, +4.00) |" in t4
     assert "| F-tiny | 25.70 | 22.30 | 24.30 | -14.17 |" in t4  # 100 (22.3 - 25.7) / 24
     tex = (out / "table4_asr.tex").read_text()
@@ -84,7 +85,8 @@ def test_tables_hold_the_right_numbers(tmp_path):
 
     t5 = (out / "table5_st.md").read_text()
     assert "fr-en All [M, F]" in t5 and "fr-es Δrel, %" in t5
-    assert "| F-tiny | 14.97 (13.00, 16.50) [14.34, 15.71] | +9.12 (+2.00, +16.00) | 15.81 [15.71, 15.99] | +1.77 (-5.00, +8.00) |" in t5
+    assert ("| F-tiny | 14.97 (13.00, 16.50) [14.34, 15.71] | +9.12 (+2.00, +16.00) | 15.81 [15.71, 15.99] | "
+            "+1.77 (-5.00, +8.00) |") in t5
     assert pd.read_csv(out / "table5_st.csv").set_index("lang_pair").loc["fr-es", "F"] == pytest.approx(15.99)
 
     report = (out / "report.md").read_text()
@@ -96,7 +98,8 @@ def test_tables_hold_the_right_numbers(tmp_path):
     assert "fr-es (+1.77 (-5.00, +8.00))" in report.split("Not significant** (BLEU")[1].splitlines()[0]
 
     gt = (out / "gender_translation.md").read_text()
-    assert "| F-tiny | en-fr | 62.50 | 66.70 | 100.00 / 90.00 | – / – | – / – | – / – | – / 70.00 | – / – | 30.00 |" in gt
+    assert ("| F-tiny | en-fr | 62.50 | 66.70 | 100.00 / 90.00 | – / – | – / – | – / – | – / 70.00 | – / – | "
+            "30.00 |") in gt
     assert "+2.00" in gt
     assert "| F-tiny | en-fr | 55.0 | – | – | +12.0 | – | – |" in report
     other = pd.read_csv(out / "other_scores.csv")
@@ -162,7 +165,8 @@ def test_probe_rows_become_a_layer_table(tmp_path):
         rows = [{"checkpoint": ckpt, "task": "probe", "gender": "all", "metric": f"f1_macro:L{layer}:{probe}",
                  "value": base + layer - (40 if probe.endswith("+shuffled") else 0)}
                 for layer in (0, 1) for probe in ("attention", "attention+shuffled")]
-        rows.append({"checkpoint": ckpt, "task": "probe", "gender": "F", "metric": "recall:L0:attention", "value": 99.0})
+        rows.append({"checkpoint": ckpt, "task": "probe", "gender": "F", "metric": "recall:L0:attention",
+                     "value": 99.0})
         store.add_scores(rid, rows, finish=True)
     written = write_report(tmp_path / "r.db", tmp_path / "out")
     grid = pd.read_csv(written["probes.csv"])
@@ -204,7 +208,8 @@ def test_table3_from_the_registry(tmp_path):
     reg.write_text(json.dumps(REGISTRY), encoding="utf-8")
     written = write_report(db, out, registry=reg)
     for ext in ("md", "tex", "csv"):
-        assert written[f"table3_pretraining.{ext}"] == out / f"table3_pretraining.{ext}" and (out / f"table3_pretraining.{ext}").is_file()
+        assert (written[f"table3_pretraining.{ext}"] == out / f"table3_pretraining.{ext}"
+                and (out / f"table3_pretraining.{ext}").is_file())
     t3 = (out / "table3_pretraining.md").read_text(encoding="utf-8")
     lines = [ln for ln in t3.splitlines() if ln.startswith("| ")]
     assert lines == ["| Model | Family | Params | Layers | # updates | # hours | M, % | F, % | U, % |",

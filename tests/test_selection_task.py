@@ -41,7 +41,8 @@ def test_balanced_selection_with_male_valid_upsampled_and_test_as_released(table
     f, m = (train.loc[train["gender"] == g, "duration"].sum() for g in "FM")
     assert f > 0 and m > 0 and abs(f - m) <= max(0.005 * max(f, m), train["duration"].max())
     # valid: the labelled woman first, then whole male speakers from the unused training ones
-    assert "f4" in set(valid["speaker"]) and set(valid.loc[valid["gender"] == "M", "speaker"]) <= {f"m{i}" for i in range(5)}
+    assert ("f4" in set(valid["speaker"])
+            and set(valid.loc[valid["gender"] == "M", "speaker"]) <= {f"m{i}" for i in range(5)})
     assert (valid["gender"] == "M").any() and report["valid_upsampled_from_train"]
     # speaker-disjoint, and the test split exactly the corpus's test rows
     assert not set(train["speaker"]) & set(valid["speaker"])

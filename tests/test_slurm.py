@@ -146,8 +146,8 @@ def test_two_slurm_jobs_write_one_results_db(slurm_cluster, tmp_path):
 
 def test_asr_job_killed_by_slurm_mid_epoch_resumes(slurm_cluster, tmp_path, capsys):
     """`asr finetune` with intra-epoch checkpoints runs as a SLURM job; `scancel --signal=KILL`
-    ends it once its first checkpoint is complete (the job waits there to be killed); the same command run again resumes at that
-    checkpoint's optimizer step, inside the first epoch."""
+    ends it once its first checkpoint is complete (the job waits there to be killed); the same
+    command run again resumes at that checkpoint's optimizer step, inside the first epoch."""
     import re
     import subprocess
     import time

@@ -132,7 +132,8 @@ def test_an_unsupported_model_type_is_one_line_listing_the_families(tmp_path, ca
     from transformers import SpeechT5Config, SpeechT5Model
     folder = tmp_path / "speecht5"
     SpeechT5Model(SpeechT5Config(hidden_size=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-                                 decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16)).save_pretrained(folder)
+                                 decoder_attention_heads=2, encoder_ffn_dim=16, decoder_ffn_dim=16)
+                  ).save_pretrained(folder)
     capsys.readouterr()
     assert main(["ckpt", "add", "S", str(folder), "--registry", str(tmp_path / "r.json")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -40,7 +40,8 @@ def test_presets_carry_the_recipe_values():
 
 
 def test_time_limits():
-    assert [parse_time_minutes(t) for t in ("4320", "72:00:00", "3-00:00:00", "30:00", "1-12")] == [4320] * 3 + [30, 2160]
+    assert [parse_time_minutes(t) for t in ("4320", "72:00:00", "3-00:00:00", "30:00", "1-12")] == (
+        [4320] * 3 + [30, 2160])
 
 
 def shared_out_dir(tmp_path) -> Path:

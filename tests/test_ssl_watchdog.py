@@ -39,7 +39,8 @@ def make_checkpoints(save_dir, updates):
 
 def test_parse_json_and_simple_lines():
     r = wd.parse_line(inner(7, 5.5, 33.0), 4)
-    assert (r.kind, r.num_updates, r.values["loss"], r.values["code_perplexity"], r.lineno) == ("train_inner", 7, 5.5, 33.0, 4)
+    assert (r.kind, r.num_updates, r.values["loss"], r.values["code_perplexity"], r.lineno) == (
+        "train_inner", 7, 5.5, 33.0, 4)
     simple = "epoch 001:     10 / 20 loss=nan, ntokens=128, num_updates=10, lr=0.002, gnorm=1.2"
     s = wd.parse_line(simple)
     assert s.num_updates == 10 and s.values["loss"] != s.values["loss"]  # NaN

@@ -222,7 +222,8 @@ def test_pieces_are_never_written_as_hypotheses(tmp_path):
     assert (tmp_path / "h.tsv").read_text() == "a\tthe cat sleeps\nb\t\n"
     for flag in ("post-process", "remove_bpe"):
         with pytest.raises(UserError, match="detokenise a second time"):
-            build_generate_command(tmp_path, "test", tmp_path / "m.pt", tmp_path / "r", {"beam": 5, flag: "sentencepiece"})
+            build_generate_command(tmp_path, "test", tmp_path / "m.pt", tmp_path / "r",
+                                   {"beam": 5, flag: "sentencepiece"})
 
 
 def test_generate_output_maps_rows_to_ids(tmp_path):
@@ -248,7 +249,8 @@ def test_model_dir_refuses_other_data_under_existing_checkpoints(toy, tmp_path):
     (out / "checkpoints").mkdir()
     (out / "checkpoints" / "checkpoint1.pt").write_bytes(b"")
     mtime = (out / "data" / "train.tsv").stat().st_mtime_ns
-    assert prepare_data(train, valid, out, tgt_lang="en", data_opts=opts, feature_dim=8)["fingerprint"] == data["fingerprint"]
+    assert prepare_data(train, valid, out, tgt_lang="en", data_opts=opts,
+                        feature_dim=8)["fingerprint"] == data["fingerprint"]
     assert (out / "data" / "train.tsv").stat().st_mtime_ns == mtime          # unchanged inputs: not rebuilt
     with pytest.raises(UserError, match="trained on other data"):
         prepare_data(train.iloc[1:], valid, out, tgt_lang="en", data_opts=opts, feature_dim=8)

@@ -200,7 +200,8 @@ def test_an_st_run_started_warm_is_the_plain_run(tmp_path, monkeypatch):
     assert warm_hyps == plain_hyps and len(warm_hyps.splitlines()) == 8
     assert "(warm)" in warm_log and "(warm)" not in plain_log
     def summaries(log):   # fairseq's own format, the job reads its progress from: per-epoch losses
-        fields = [dict(f.split(" ", 1) for f in ln.split(" | ")[3:]) for ln in log.splitlines() if "| INFO | train |" in ln]
+        fields = [dict(f.split(" ", 1) for f in ln.split(" | ")[3:]) for ln in log.splitlines()
+                  if "| INFO | train |" in ln]
         return [(f["epoch"], f["loss"], f["ctc_loss"], f["num_updates"]) for f in fields]
     assert "| INFO | fairseq_cli.train |" in warm_log
     assert len(summaries(warm_log)) >= 2 and summaries(warm_log) == summaries(plain_log)

@@ -73,7 +73,8 @@ def test_a_toy_task_runs_through_the_sweep(tmp_path, toy_registered, default_pro
                           "seconds:M-tiny"]
     position = {s.name: i for i, s in enumerate(steps)}
     assert all(position[d] < position[s.name] for s in steps for d in s.deps)   # dependency order
-    assert by["seconds:F-tiny"].deps == ["checkpoints", "features:F-tiny"] and by["seconds:F-tiny"].kind == "utt-seconds"
+    assert (by["seconds:F-tiny"].deps == ["checkpoints", "features:F-tiny"]
+            and by["seconds:F-tiny"].kind == "utt-seconds")
     # the checkpoint's features step extracts what the toy said it reads, and nothing else
     assert [r.plain() for r in by["features:M-tiny"].requests] == [{"corpus": "synth-fr", "splits": ["test"],
                                                                      "layers": "last", "probe_seed": None}]

@@ -95,8 +95,8 @@ def test_100_checkpoints_x_6_tasks_plan(tmp_path):
 
 
 def test_a_done_json_with_bad_times_is_listed_without_them(tmp_path):
-    """done.json is read as data (the boundary refuses NaN): times that are text or a bool leave the job done but untimed,
-    and the study's time table is still printed (it counted the job's CPU as unknown, not 0)."""
+    """done.json is read as data (the boundary refuses NaN): times that are text or a bool leave the job done
+    but untimed, and the study's time table is still printed (it counted the job's CPU as unknown, not 0)."""
     good = CheckpointsStep(name="good", registry=str(tmp_path / "reg.json"), entries=[], key="k1")
     bad = CheckpointsStep(name="bad", registry=str(tmp_path / "reg.json"), entries=[], key="k2")
     for step, times in ((good, {"seconds": 2.0, "cpu_s": 1.5, "started": 10.0, "finished": 12.0}),

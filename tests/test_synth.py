@@ -150,7 +150,8 @@ def test_project_variants_speak_as_distinct_reproducible_voices_of_their_gender(
     assert {u: f["sha256"] for u, f in runs[0].items()} == {u: f["sha256"] for u, f in runs[1].items()}
     assert len({f["sha256"] for f in runs[0].values()}) == len(ours) * len(texts)   # distinct voices
     gender = {s.id: s.gender for s in ours}
-    assert all(f["f0"] > 170 if gender[u.rsplit("-", 1)[0]] == "F" else f["f0"] < 135 for u, f in runs[0].items()), runs[0]
+    assert all(f["f0"] > 170 if gender[u.rsplit("-", 1)[0]] == "F" else f["f0"] < 135
+               for u, f in runs[0].items()), runs[0]
     assert not set(own) & {p.name for p in (Path(espeakng_loader.get_data_path()) / "voices" / "!v").iterdir()}
     # the overlay is removed after each run; the stale one too, the live process's is not
     assert [p.name for p in (tmp_path / "tmp").glob(f"{OVERLAY_PREFIX}*")] == [live.name]

@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # the tables kept by hand before issue 48 (gendergap/study.py, gendergap/cost.py, gendergap/config_schema.py)
 OLD_STAGE_ORDER = ("corpus", "manifest", "pretrain", "checkpoints", "asr-data", "features", "asr-e2e", "asr-e2e-layers",
                    "asr-frozen", "st", "gender-st", "mustshe", "probes", "seeds", "conditions", "report")
-OLD_ESTIMATED = {"features", "asr-e2e", "asr-e2e-layers", "asr-frozen", "st", "gender-st", "probes", "pretrain", "corpus"}
+OLD_ESTIMATED = {"features", "asr-e2e", "asr-e2e-layers", "asr-frozen", "st", "gender-st", "probes", "pretrain",
+                 "corpus"}
 OLD_TYPE_ORDER = ("asr-e2e", "asr-frozen", "st", "gender-st", "probes")
 
 

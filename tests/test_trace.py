@@ -157,7 +157,8 @@ def test_every_declared_leaf_is_the_command_that_calls_its_function():
     """@cli_leaf("asr frozen") on a function: `gendergap asr frozen` exists and its handler calls that
     very function, so a leaf named wrong (or a leaf moved) fails here, not in a reader's trace."""
     top = build_parser()
-    assert {"asr frozen", "asr finetune", "st train", "st decode", "probe run", "asr transcribe"} <= set(LEAVES.values())
+    assert {"asr frozen", "asr finetune", "st train", "st decode", "probe run",
+            "asr transcribe"} <= set(LEAVES.values())
     for function, leaf in LEAVES.items():
         handler = leaf_parser(top, leaf).get_default("func")
         assert handler is not None and len(_handler_calls(handler, function)) == 1, (leaf, function.__qualname__)
@@ -181,7 +182,8 @@ def test_every_step_kind_whose_work_is_calls_reaches_its_leaf(tmp_path):
         for line, (function, kwargs) in zip(lines, calls):
             args = top.parse_args(shlex.split(line)[1:])
             (got,) = _handler_calls(args.func, function, args)
-            moved = {step.out: str(tmp_path / "redo" / Path(step.out).name), step.db: str(tmp_path / "redo" / "results.db")}
+            moved = {step.out: str(tmp_path / "redo" / Path(step.out).name),
+                     step.db: str(tmp_path / "redo" / "results.db")}
             expected = {k: _plain(_move(v, moved)) for k, v in kwargs.items()}
             assert {k: _plain(got.get(k)) for k in expected} == expected, (step.name, line)
 
@@ -202,7 +204,8 @@ class _ForgotItsLeaf(Step):
 
 def test_a_step_kind_without_its_leaf_is_stopped_at_its_first_run_not_at_trace(monkeypatch, tmp_path):
     step = _ForgotItsLeaf(name="toy:forgot")
-    with pytest.raises(TypeError, match=r"_ForgotItsLeaf\.calls\(\) names .*_no_leaf, which no CLI leaf declares.*@cli_leaf"):
+    with pytest.raises(TypeError,
+                       match=r"_ForgotItsLeaf\.calls\(\) names .*_no_leaf, which no CLI leaf declares.*@cli_leaf"):
         step.run()
     # a run recorded by a version whose function had a leaf: trace says so in one line, no KeyError
     with pytest.raises(UserError, match="no CLI leaf declares"):

@@ -97,8 +97,8 @@ def test_export_loads_without_gendergap_and_transcribe_equals_decode(trained, tm
     # SpeechBrain alone, in a fresh process
     table = __import__("pandas").read_csv(trained["table"], sep="\t")
     wavs = dict(zip(table["id"][table["split"] == "test"], table["audio"][table["split"] == "test"]))
-    fresh = subprocess.run([sys.executable, "-I", "-c", FRESH_ONE_BY_ONE, str(out), json.dumps(wavs), str(REPO)], env=ENV,
-                           capture_output=True, text=True, cwd=tmp_path)
+    fresh = subprocess.run([sys.executable, "-I", "-c", FRESH_ONE_BY_ONE, str(out), json.dumps(wavs), str(REPO)],
+                           env=ENV, capture_output=True, text=True, cwd=tmp_path)
     assert fresh.returncode == 0, fresh.stderr[-3000:]
     assert json.loads(fresh.stdout.splitlines()[-1]) == decoded
     # asr transcribe, on the run directory and on the export (no --trust-checkpoint needed for either)
@@ -127,7 +127,8 @@ def test_export_loads_without_gendergap_and_transcribe_equals_decode(trained, tm
     y = out / "hyperparams.yaml"
     y.write_text(y.read_text() + "\nx: !apply:os.getcwd []\n")
     p = cli("asr", "transcribe", "--model", out, "--table", trained["table"], "--out", tmp_path / "edited", check=False)
-    assert p.returncode == 2 and "not the one `asr export` wrote" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+    assert (p.returncode == 2 and "not the one `asr export` wrote" in p.stderr
+            and len(p.stderr.strip().splitlines()) == 1)
 
 
 def _long_table(root: Path, n: int = 10, seconds: float = 6.0) -> Path:
@@ -177,7 +178,8 @@ def test_an_export_records_numbers_are_bounded_before_a_head_is_built(trained, e
         meta["values"][key] = value
         (out / "gendergap-export.json").write_text(json.dumps(meta))
         (out / "hyperparams.yaml").write_text(render_yaml(meta["values"]))   # the yaml check alone would not stop it
-    rc = main(["asr", "transcribe", "--model", str(out), "--table", str(trained["table"]), "--out", str(tmp_path / "t")])
+    rc = main(["asr", "transcribe", "--model", str(out), "--table", str(trained["table"]), "--out",
+               str(tmp_path / "t")])
     err = capsys.readouterr().err
     assert rc == 2 and len(err.strip().splitlines()) == 1, err[-2000:]
     assert ("label_encoder.txt" if key == "label_encoder" else key) in err
@@ -374,7 +376,8 @@ def test_several_corpora_scored_apart_in_one_pass(hf_ctc, tmp_path):
     assert {c for c, _ in both} == {"m@cv", "m@mls"}
     n = df["corpus"].value_counts()
     assert both[("m@cv", "all")][2] == n["cv"] and both[("m@mls", "all")][2] == n["mls"]
-    assert len(tsv(tmp_path / "both" / "m@cv.hyp.tsv")) == n["cv"] and len(tsv(tmp_path / "both" / "m.hyp.tsv")) == len(df)
+    assert (len(tsv(tmp_path / "both" / "m@cv.hyp.tsv")) == n["cv"]
+            and len(tsv(tmp_path / "both" / "m.hyp.tsv")) == len(df))
     for corpus in ("cv", "mls"):
         cli(*args, "--corpus", corpus, "--out", tmp_path / corpus, "--db", tmp_path / f"{corpus}.db")
         alone = scores(tmp_path / f"{corpus}.db", "asr-released")

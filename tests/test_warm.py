@@ -40,7 +40,8 @@ def server(tmp_path_factory):
 def client(server_path: str, folder, *args, **kw):
     env = {**os.environ, "PYTHONPATH": str(folder), "JOB_VAR": "mine", "OMP_NUM_THREADS": "1"}
     return subprocess.Popen([sys.executable, "-m", "gendergap.warm", "run", server_path, "--", "-u", "-m", "job_mod",
-                             *args], cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+                             *args], cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            **kw)
 
 
 @pytest.fixture
@@ -130,7 +131,8 @@ def test_a_warm_jobs_cpu_time_counts_as_the_sweeps(folder, tmp_path):
     """The server waits for its children and is waited for: `/usr/bin/time` on a sweep (its
     RUSAGE_CHILDREN) counts the CPU seconds of jobs that ran warm."""
     import resource
-    (folder / "burn.py").write_text("import time\nt = time.process_time()\nwhile time.process_time() - t < 1.5:\n    pass\n")
+    (folder / "burn.py").write_text("import time\nt = time.process_time()\n"
+                                    "while time.process_time() - t < 1.5:\n    pass\n")
     def cpu():
         r = resource.getrusage(resource.RUSAGE_CHILDREN)
         return r.ru_utime + r.ru_stime

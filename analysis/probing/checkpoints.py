@@ -51,9 +51,9 @@ def probe_models(models: list, view_of: Callable, table: str, splits: dict, out:
     try:
         for model in models:
             print(f"\n== {model.name}")
-            results = _probe_one(model, view_of(model), splits, table=table, corpus=corpus, layers=layers, probes=probes,
-                                 control=control, seed=seed, recipe=recipe, runtime=runtime, out=out, store=store,
-                                 db=db, quiet=quiet)
+            results = _probe_one(model, view_of(model), splits, table=table, corpus=corpus, layers=layers,
+                                 probes=probes, control=control, seed=seed, recipe=recipe, runtime=runtime, out=out,
+                                 store=store, db=db, quiet=quiet)
             print_table(model.name, results)
             summary[model.name] = [r.as_dict() for r in results]
             f1_rows += [{"checkpoint": model.name, "layer": r.layer, "probe": r.probe, "value": r.test["f1_macro"]}
@@ -94,7 +94,8 @@ def _probe_one(model, feats, splits, *, table: str, corpus: str | None, layers, 
         write_json(result_path, {"config_hash": config_hash(config), "config": config,
                                  "results": [r.as_dict() for r in results]})
     if store is not None and store.find_done(config, kind="probe") is None:
-        run_id = store.start_run("probe", config, name=label, seed=seed, inputs=[file_fingerprint(p) for p in table_paths(table)])
+        run_id = store.start_run("probe", config, name=label, seed=seed,
+                                 inputs=[file_fingerprint(p) for p in table_paths(table)])
         n = store.add_scores(run_id, rows_for_store(results, label, seed, recipe), finish=True)
         print(f"  {n} rows -> {db} (run {run_id})")
     return results

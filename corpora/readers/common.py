@@ -399,7 +399,8 @@ def walk_files(directory: Path):
                 yield dirpath, f
 
 
-def find_audio_by_stem(directory: Path, exts: Sequence[str] = (".wav", ".flac", ".mp3", ".opus", ".ogg")) -> dict[str, Path]:
+def find_audio_by_stem(directory: Path,
+                       exts: Sequence[str] = (".wav", ".flac", ".mp3", ".opus", ".ogg")) -> dict[str, Path]:
     """{file stem: path} for the audio files under ``directory`` (recursively, in sorted order,
     ``__MACOSX``/``._*`` left out), one scan."""
     out: dict[str, Path] = {}

@@ -31,7 +31,8 @@ from corpora.readers.common import AudioCheck, finish_table, resolve_under
 from corpora.table import COLUMNS
 
 KEYS = ("id", "audio", "speaker", "gender", "text", "offset", "duration", "end", "split", "lang", "corpus", "style")
-MAP_FIX = "write --map KEY=COLUMN,... e.g. --map audio=path,speaker=client,gender=sex (keys: " + ", ".join(KEYS) + ", tgt_text_<lang>)"
+MAP_FIX = ("write --map KEY=COLUMN,... e.g. --map audio=path,speaker=client,gender=sex (keys: " + ", ".join(KEYS)
+           + ", tgt_text_<lang>)")
 
 
 def parse_mapping(spec: str | dict | None) -> dict[str, str]:

@@ -204,9 +204,10 @@ def _columns(parts, names: dict, root: Path) -> dict:
         found = next((c for c in defaults if c in have), None)
         if found is None and required:
             raise UserError(f"no {key} column ({' / '.join(defaults)}) among {', '.join(have)}", path=root,
-                            fix=f"name it with --{key}-column" + ("; with no speaker ids (FLEURS), a column unique per "
-                                                                  "row (--speaker-column path) makes each utterance its "
-                                                                  "own speaker" if key == "speaker" else ""))
+                            fix=f"name it with --{key}-column"
+                            + ("; with no speaker ids (FLEURS), a column unique per "
+                               "row (--speaker-column path) makes each utterance its "
+                               "own speaker" if key == "speaker" else ""))
         return found
 
     cols = dict(audio=pick("audio", (names["audio"],), True), gender=pick("gender", ("gender",), False),

@@ -84,7 +84,8 @@ def run_pipe(command: str, cwd: Path, src: Path, line: int) -> tuple[int, float]
     try:
         proc = subprocess.run(cmd, shell=True, cwd=cwd, capture_output=True, timeout=600)
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise UserError(f"the command failed to run ({e})", path=src, line=line, fix="run it by hand to see why") from None
+        raise UserError(f"the command failed to run ({e})", path=src, line=line,
+                        fix="run it by hand to see why") from None
     if proc.returncode != 0:
         err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
         raise UserError(f"the command exited with {proc.returncode}" + (f" ({err[-1]})" if err else ""),

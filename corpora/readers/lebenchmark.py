@@ -80,7 +80,8 @@ def _rows_of(path: Path, lang: str, corpus: str | None, notes: list[str]) -> lis
             line += text.count("\n", cursor, at)
             cursor = at
         if not isinstance(rec, dict) or any(k not in rec for k in REQUIRED):
-            raise UserError(f"entry {uid!r} lacks {'/'.join(k for k in REQUIRED if not isinstance(rec, dict) or k not in rec)}",
+            raise UserError(f"entry {uid!r} lacks "
+                            f"{'/'.join(k for k in REQUIRED if not isinstance(rec, dict) or k not in rec)}",
                             path=path, line=line, fix="each entry needs path, trans, spk_id, spk_gender")
         speaker = str(uid) if no_speaker else str(rec["spk_id"] or "")
         rows.append(dict(id=str(uid), audio=str(_resolve(path.parent, str(rec["path"]))), offset=0.0, duration=None,
@@ -93,7 +94,8 @@ def _rows_of(path: Path, lang: str, corpus: str | None, notes: list[str]) -> lis
     return rows
 
 
-def read_lebenchmark(root, *, lang: str = "fr", corpus: str | None = None, check: AudioCheck = AudioCheck()) -> pd.DataFrame:
+def read_lebenchmark(root, *, lang: str = "fr", corpus: str | None = None,
+                     check: AudioCheck = AudioCheck()) -> pd.DataFrame:
     """Utterance table of one LeBenchmark JSON file or a directory of them."""
     root = Path(root)
     files = [root] if root.is_file() else sorted(root.glob("*.json"))

@@ -108,7 +108,8 @@ def _groups(root: Path, supervisions, splits: list[str] | None) -> list[tuple[st
 
 def _one_split(splits: list[str] | None, where: Path) -> str:
     if splits and len(splits) > 1:
-        raise UserError("this layout holds one split: --split names it", path=where, fix="give one name, e.g. --split train")
+        raise UserError("this layout holds one split: --split names it", path=where,
+                        fix="give one name, e.g. --split train")
     return task_split(splits[0]) if splits else ""
 
 
@@ -170,7 +171,8 @@ def _group_rows(manifests: dict, *, corpus: str, split: str, ctx: dict) -> list[
                             fix="give a CutSet, or a RecordingSet with --supervisions")
         return _cut_rows(loaded, single, corpus, split, ctx)
     if "recordings" in manifests and "supervisions" in manifests:
-        return _pair_rows(_load(manifests["recordings"], "recordings"), _load(manifests["supervisions"], "supervisions"),
+        return _pair_rows(_load(manifests["recordings"], "recordings"),
+                          _load(manifests["supervisions"], "supervisions"),
                           manifests["supervisions"], corpus, split, ctx)
     if "cuts" in manifests:
         return _cut_rows(_load(manifests["cuts"], "cuts"), manifests["cuts"], corpus, split, ctx)

@@ -96,7 +96,8 @@ def _read_split_texts(yml: Path, split: str, n_segments: int, *, langs: list[str
     for lang in dict.fromkeys(langs):
         tf = yml.parent / f"{split}.{lang}"
         if not tf.is_file():
-            raise UserError("text file missing", path=tf, fix=f"the {split}.{lang} file is distributed next to {yml.name}")
+            raise UserError("text file missing", path=tf,
+                            fix=f"the {split}.{lang} file is distributed next to {yml.name}")
         lines = read_lines(tf)
         if len(lines) != n_segments:
             raise UserError(f"{len(lines)} lines but {yml.name} has {n_segments} segments", path=tf,
@@ -186,7 +187,8 @@ def find_pair_dir(root: Path, src: str | None, tgt: str | None, default_src: str
         return root, s, t
     src = src or default_src
     if not src:
-        raise UserError("which language pair?", path=root, fix="pass --lang (and --tgt-lang), e.g. --lang fr --tgt-lang en")
+        raise UserError("which language pair?", path=root,
+                        fix="pass --lang (and --tgt-lang), e.g. --lang fr --tgt-lang en")
     tgt = tgt or src
     pair = root / f"{src}-{tgt}"
     if not pair.is_dir():

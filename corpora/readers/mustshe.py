@@ -49,7 +49,8 @@ def _find_wav_dir(tsv: Path) -> Path:
                     fix="MuST-SHE keeps its wavs in wav/ beside tsv/; pass --audio-dir DIR if they are elsewhere")
 
 
-def read_mustshe(root, *, tgt_lang: str | None = None, audio_dir=None, check: AudioCheck = AudioCheck()) -> pd.DataFrame:
+def read_mustshe(root, *, tgt_lang: str | None = None, audio_dir=None,
+                 check: AudioCheck = AudioCheck()) -> pd.DataFrame:
     """Utterance table of a MuST-SHE TSV (``root``: the release folder, its tsv/ folder or the TSV)."""
     root = Path(root)
     tsv = _find_tsv(root, tgt_lang)
@@ -60,7 +61,8 @@ def read_mustshe(root, *, tgt_lang: str | None = None, audio_dir=None, check: Au
                         fix="expected the MuST-SHE TSV header: " + ", ".join(REQUIRED) + ", TEXT-CATEGORY, GENDERTERMS")
     wav_dir = Path(audio_dir) if audio_dir else _find_wav_dir(tsv)
     if not wav_dir.is_dir():
-        raise UserError("audio directory not found", path=wav_dir, fix="pass --audio-dir DIR (the MuST-SHE wav/ folder)")
+        raise UserError("audio directory not found", path=wav_dir,
+                        fix="pass --audio-dir DIR (the MuST-SHE wav/ folder)")
     audio_of = find_audio_by_stem(wav_dir)
     rows = []
     for line, rec in recs:

@@ -9,7 +9,8 @@ from gendergap.runs.leaf import cli_leaf
 
 
 @cli_leaf("probe run")
-def probe_run(*, ckpt: list[str], table: str | list[str], out: str, name: str | None = None, registry: str | None = None,
+def probe_run(*, ckpt: list[str], table: str | list[str], out: str, name: str | None = None,
+              registry: str | None = None,
               corpus: str | None = None, layers: str = "all", probes: str = "attention,mean,max,positions",
               db: str | None = None, seed: int = 0, control: bool = False, random_init: bool = True,
               max_train: int = 1000, max_valid: int = 200, max_test: int = 400, lr: float = 1e-4,

@@ -81,7 +81,8 @@ class Step:
     def make_key(self, dep_keys: list[str]) -> str:
         fields = {self.KEY_NAMES.get(k, k): v for k, v in self.fields().items()}
         extra = self.key_extra()
-        return config_hash({"kind": self.kind, "fields": fields, "deps": dep_keys, **({"method": extra} if extra else {})})
+        return config_hash({"kind": self.kind, "fields": fields, "deps": dep_keys,
+                            **({"method": extra} if extra else {})})
 
     def key_extra(self) -> dict:
         """What changes this step's results without changing its fields (a fix to how a model is run):
@@ -231,7 +232,8 @@ class Graph:
     def __post_init__(self):
         d = self.d = self.cfg.data
         # trust: the command line's --trust-checkpoint (StudyConfig.trust), never a key of the file
-        self.seed, self.trust, self.bootstrap = d["seed"], bool(getattr(self.cfg, "trust", False)), d["report"]["bootstrap"]
+        self.seed, self.trust, self.bootstrap = (d["seed"], bool(getattr(self.cfg, "trust", False)),
+                                                 d["report"]["bootstrap"])
         self.db, self.registry, self.store = (str(self.out / n) for n in ("results.db", "checkpoints.json", "features"))
 
     def add(self, step: Step) -> Step:

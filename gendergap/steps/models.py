@@ -124,7 +124,8 @@ def plan_checkpoints(g: Graph) -> None:
         if c["pretrain"]:
             run = str(g.out / "ssl" / name)
             step = g.add(PretrainStep(name=f"pretrain:{name}", manifest=str(g.out / "manifests" / c["pretrain"]),
-                                      out=run, seed=g.seed if c["seed"] is None else c["seed"], updates=c["updates"], preset=c["preset"],
+                                      out=run, seed=g.seed if c["seed"] is None else c["seed"], updates=c["updates"],
+                                      preset=c["preset"],
                                       continue_updates=c["continue_updates"], deps=[f"manifest:{c['pretrain']}"],
                                       resources={**LIGHT, "time_min": 120}, checkpoint=name, outputs=[run]))
             entry["pretrain_dir"], entry["note"] = run, entry["note"] or "pretrained by this study"

@@ -46,7 +46,8 @@ class ReleasedModel(Section):
 
 class AsrReleasedTask(TaskBase):
     """asr-released: released models transcribe the table's split, scored per gender (no checkpoints)."""
-    models: dict[str, ReleasedModel] = Field(description="name -> {path: local model folder (relative to the config), language: Whisper's source "
+    models: dict[str, ReleasedModel] = Field(description="name -> {path: local model folder (relative to the config), "
+                                        "language: Whisper's source "
                                         "language, task: transcribe|translate, tgt: translate's target language, "
                                         "max_new_tokens}; the name is its row "
                                         "(the task's `checkpoints` key is not used)")
@@ -130,7 +131,8 @@ def plan_released(g: Graph, tname: str, t: dict) -> None:
                 model_name=f"{name}@{corpus}" if corpus else name, model=g.path(m["path"]),
                 language=m["language"], mode=m["task"], max_new_tokens=m["max_new_tokens"], table=g.table,
                 split=t["split"], corpus=corpus, out=str(out), db=g.db, batch_seconds=t["batch_seconds"],
-                bootstrap=g.bootstrap, bootstrap_seed=g.seed, tgt=m["tgt"], trust=g.trust, **task_runtime(t), deps=list(g.table_deps),
+                bootstrap=g.bootstrap, bootstrap_seed=g.seed, tgt=m["tgt"], trust=g.trust, **task_runtime(t),
+                deps=list(g.table_deps),
                 resources=dict(t["resources"]), task=tname, checkpoint=name, outputs=[str(out)]))
 
 

@@ -160,7 +160,8 @@ def plan_st(g: Graph, tname: str, t: dict) -> None:
                 name=f"{tname}:{ck}:{pair}", task_type=t["type"], ckpt=ck, layer=g.layer(ck, t["layer"]),
                 registry=g.registry, feature_store=g.store, table=g.table, corpus=t["corpus"],
                 splits=dict(t["splits"]), src=src, tgt=tgt, out=str(model), preset=_preset(g, t["preset"]),
-                train_seed=g.seed + 1, overrides=list(t["overrides"]), db=g.db, bootstrap=g.bootstrap, bootstrap_seed=g.seed,
+                train_seed=g.seed + 1, overrides=list(t["overrides"]), db=g.db, bootstrap=g.bootstrap,
+                bootstrap_seed=g.seed,
                 **task_runtime(t), trust=g.trust, deps=[g.features_of(ck, t)], resources=dict(t["resources"]),
                 eval_corpus=t["eval_corpus"], task=tname, checkpoint=ck, pair=pair, outputs=[str(model)])
             seeds = g.seeds_of(t, ck)
