@@ -98,7 +98,7 @@ def test_failed_job_blocks_dependents_and_waits_for_retry(tmp_path):
     out = tmp_path / "o"
     r = sweep(cfg, out)
     assert r.returncode == 1
-    assert "FAILED   features:F-tiny  UserError:" in r.stdout and "layer 99 does not exist" in r.stdout
+    assert "FAILED   features:F-tiny  UserError:" in r.stdout and "layer 99 is out of range" in r.stdout
     assert "blocked" in r.stdout
     assert "asr-frozen:F-tiny, asr-frozen:M-tiny, conditions:asr-frozen, mixed-model, report;" in r.stdout
     failed = out / "sweep" / "jobs" / "features_F-tiny" / "failed.json"
@@ -110,4 +110,4 @@ def test_failed_job_blocks_dependents_and_waits_for_retry(tmp_path):
     r3 = sweep(cfg, out, "--retry-failed")
     assert r3.returncode == 1 and "start    features:F-tiny" in r3.stdout and failed.read_text() != first
     status = sweep(cfg, out, "status")
-    assert "failed   features:F-tiny" in status.stdout and "layer 99 does not exist" in status.stdout
+    assert "failed   features:F-tiny" in status.stdout and "layer 99 is out of range" in status.stdout
