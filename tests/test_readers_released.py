@@ -236,6 +236,8 @@ VOX = {
 def make_voxpopuli(root):
     """R/transcribed_data/fr as voxpopuli.get_asr_data writes it: asr_<split>.tsv (dev in the older
     6-column header) and <year>/<id>.ogg, 16 kHz Vorbis."""
+    # VoxPopuli ships ogg: a capability of the installed libsndfile, not of our code; the pinned
+    # soundfile wheel has it, so through `make test` this skip never fires (run_tests.sh would print it)
     if "OGG" not in sf.available_formats():
         pytest.skip("the system libsndfile was built without ogg/vorbis (a library capability, not gendergap's; "
                     "the pinned soundfile wheel has it)")
